@@ -1,0 +1,381 @@
+//! The runtime state of one SA, one struct per direction (RFC 4301 §4.4.2):
+//! an [`OutboundSa`] (sequence counter, lifetime, stats) and an
+//! [`InboundSa`] (replay window, lifetime, stats).
+//!
+//! The two directions are separate objects so the cores that send and the
+//! cores that receive never write the same cache line; within each, the
+//! per-packet fields sit on cache lines of their own, ahead of the cold
+//! parameters (`#[repr(C)]` keeps that order; the assertions below document
+//! it).
+
+use crate::lifetime::{LifetimeLimits, UsageCounter};
+use crate::replay::{ReplayError, ReplaySnapshot, ReplayWindow};
+use crate::selector::{FlowKey, Selector};
+use crate::sequence::{SequenceCounter, SequenceError};
+use core::fmt;
+use core::mem::{offset_of, size_of};
+use core::net::IpAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use phalanx_crypto::SaTransform;
+use phalanx_wire::IpProtocol;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The IPsec protocol of an SA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IpsecProtocol {
+    /// Encapsulating Security Payload (RFC 4303).
+    Esp,
+    /// Authentication Header (RFC 4302).
+    Ah,
+}
+
+impl IpsecProtocol {
+    /// The IP protocol number that carries it (50 or 51).
+    pub fn ip_protocol(self) -> IpProtocol {
+        match self {
+            IpsecProtocol::Esp => IpProtocol::ESP,
+            IpsecProtocol::Ah => IpProtocol::AH,
+        }
+    }
+}
+
+/// Tunnel or transport mode (RFC 4301 §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SaMode {
+    /// Tunnel mode: the whole packet goes inside an outer IP header between
+    /// the two gateways.
+    Tunnel {
+        /// Our end of the tunnel (outer source outbound, outer destination
+        /// inbound).
+        local: IpAddr,
+        /// The peer's end of the tunnel.
+        remote: IpAddr,
+    },
+    /// Transport mode: the IP header of the packet is kept.
+    Transport,
+}
+
+/// UDP encapsulation of ESP (RFC 3948), for NAT traversal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UdpEncap {
+    /// Our UDP port (normally 4500).
+    pub local_port: u16,
+    /// The peer's UDP port (as seen through the NAT).
+    pub remote_port: u16,
+}
+
+/// What IKE negotiated for one SA, in one direction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaParams {
+    /// Security Parameter Index (RFC 4303 §2.1): outbound the peer's,
+    /// inbound ours.
+    pub spi: u32,
+    /// ESP or AH.
+    pub protocol: IpsecProtocol,
+    /// Tunnel or transport.
+    pub mode: SaMode,
+    /// UDP encapsulation, when a NAT was detected.
+    pub encap: Option<UdpEncap>,
+    /// Extended (64-bit) sequence numbers (RFC 4303 §2.2.1).
+    pub esn: bool,
+    /// Anti-replay window in packets (inbound; 0 disables anti-replay,
+    /// RFC 4303 §3.4.3).
+    pub replay_window: u32,
+    /// Lifetime limits (RFC 4301 §4.4.2.1).
+    pub lifetime: LifetimeLimits,
+    /// Traffic selectors of the SA, oriented as packets travel in this
+    /// direction (inbound: source = peer side). Empty means any.
+    pub selectors: Vec<Selector>,
+    /// TFC padding: pad tunnel-mode inner packets to this length
+    /// (RFC 4303 §2.7), outbound only.
+    pub tfc_pad_to: Option<u16>,
+}
+
+/// A snapshot of an SA's packet and byte counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SaStatsSnapshot {
+    /// Packets processed successfully.
+    pub packets: u64,
+    /// Bytes processed successfully.
+    pub bytes: u64,
+}
+
+/// Per-SA packet and byte counters for the operator, on their own cache
+/// line.
+#[repr(align(64))]
+#[derive(Debug, Default)]
+pub struct SaStats {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+}
+
+const _: () = assert!(size_of::<SaStats>() == 64);
+
+impl SaStats {
+    /// Count one packet of `bytes`.
+    #[inline]
+    pub fn record(&self, bytes: u64) {
+        self.record_batch(1, bytes);
+    }
+
+    /// Count `packets` packets totalling `bytes` (one update per batch).
+    #[inline]
+    pub fn record_batch(&self, packets: u64, bytes: u64) {
+        self.packets.fetch_add(packets, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Read the counters.
+    pub fn snapshot(&self) -> SaStatsSnapshot {
+        SaStatsSnapshot {
+            packets: self.packets.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Why an SA could not be created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SaError {
+    /// The replay window size is out of range.
+    ReplayWindow(ReplayError),
+}
+
+impl fmt::Display for SaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SaError::ReplayWindow(e) => write!(f, "invalid replay window: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SaError {}
+
+/// The sending side of an SA.
+#[repr(C)]
+#[derive(Debug)]
+pub struct OutboundSa {
+    /// Sequence numbers (hot: every packet, possibly several cores).
+    pub seq: SequenceCounter,
+    /// Lifetime usage (hot part on its own line).
+    pub usage: UsageCounter,
+    /// Operator counters.
+    pub stats: SaStats,
+    /// Negotiated parameters (read-only).
+    pub params: SaParams,
+    /// The keyed algorithms.
+    pub transform: Arc<SaTransform>,
+}
+
+const _: () = {
+    assert!(offset_of!(OutboundSa, seq) == 0);
+    assert!(offset_of!(OutboundSa, usage) == 64);
+    assert!(offset_of!(OutboundSa, stats) % 64 == 0);
+};
+
+impl OutboundSa {
+    /// A new outbound SA created at `now`; its first sequence number is 1.
+    pub fn new(params: SaParams, transform: Arc<SaTransform>, now: Instant) -> OutboundSa {
+        OutboundSa {
+            seq: SequenceCounter::new(params.esn),
+            usage: UsageCounter::new(params.lifetime, now),
+            stats: SaStats::default(),
+            params,
+            transform,
+        }
+    }
+
+    /// The next sequence number to send (RFC 4303 §3.3.3).
+    #[inline]
+    pub fn next_sequence(&self) -> Result<u64, SequenceError> {
+        self.seq.next()
+    }
+
+    /// The SPI.
+    pub fn spi(&self) -> u32 {
+        self.params.spi
+    }
+}
+
+/// The receiving side of an SA.
+#[repr(C)]
+#[derive(Debug)]
+pub struct InboundSa {
+    /// Operator counters.
+    pub stats: SaStats,
+    /// Anti-replay window: locked briefly for the pre-check and the commit.
+    pub replay: parking_lot::Mutex<ReplayWindow>,
+    /// Lifetime usage (hot part on its own line).
+    pub usage: UsageCounter,
+    /// Negotiated parameters (read-only).
+    pub params: SaParams,
+    /// The keyed algorithms.
+    pub transform: Arc<SaTransform>,
+}
+
+const _: () = {
+    assert!(offset_of!(InboundSa, stats) == 0);
+    assert!(offset_of!(InboundSa, replay) == 64);
+    assert!(size_of::<parking_lot::Mutex<ReplayWindow>>() <= 64);
+    assert!(offset_of!(InboundSa, usage) == 128);
+};
+
+impl InboundSa {
+    /// A new inbound SA created at `now`. Fails if
+    /// `params.replay_window` is neither 0 (disabled) nor in 32..=65536.
+    pub fn new(
+        params: SaParams,
+        transform: Arc<SaTransform>,
+        now: Instant,
+    ) -> Result<InboundSa, SaError> {
+        let window =
+            ReplayWindow::new(params.replay_window, params.esn).map_err(SaError::ReplayWindow)?;
+        Ok(InboundSa {
+            stats: SaStats::default(),
+            replay: parking_lot::Mutex::new(window),
+            usage: UsageCounter::new(params.lifetime, now),
+            params,
+            transform,
+        })
+    }
+
+    /// The SPI.
+    pub fn spi(&self) -> u32 {
+        self.params.spi
+    }
+
+    /// Anti-replay pre-check before the ICV (RFC 4303 §3.4.3); returns the
+    /// full sequence number (ESN high bits inferred, App. A2.2).
+    #[inline]
+    pub fn replay_check(&self, seq_low: u32) -> Result<u64, ReplayError> {
+        self.replay.lock().check(seq_low)
+    }
+
+    /// Mark `seq` received after its packet authenticated (RFC 4303
+    /// §3.4.3); fails if a packet with that number was committed first.
+    #[inline]
+    pub fn replay_commit(&self, seq: u64) -> Result<(), ReplayError> {
+        self.replay.lock().commit(seq)
+    }
+
+    /// The replay window's state, to hand to another node.
+    pub fn replay_snapshot(&self) -> ReplaySnapshot {
+        self.replay.lock().snapshot()
+    }
+
+    /// Whether a decapsulated packet may arrive on this SA (RFC 4301 §5.2:
+    /// the inner packet must match the SA's selectors). No selectors means
+    /// any packet.
+    pub fn selectors_match(&self, key: &FlowKey) -> bool {
+        self.params.selectors.is_empty() || self.params.selectors.iter().any(|s| s.matches(key))
+    }
+
+    /// Whether a packet addressed to `dst` belongs to this SA: in tunnel
+    /// mode it must be our tunnel endpoint; in transport mode any address
+    /// of ours is (RFC 4301 §4.1, SAD lookup by SPI).
+    pub fn accepts_destination(&self, dst: IpAddr) -> bool {
+        match self.params.mode {
+            SaMode::Tunnel { local, .. } => local == dst,
+            SaMode::Transport => true,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::selector::IpPrefix;
+    use phalanx_crypto::Suite;
+    use phalanx_wire::{EncrId, IntegId};
+
+    pub(crate) fn transform() -> Arc<SaTransform> {
+        let suite = Suite::esp(EncrId::AES_GCM_16, 128, IntegId::NONE);
+        let key = [7u8; 20];
+        Arc::new(
+            SaTransform::new(phalanx_crypto::default_provider(), suite, &key, &[])
+                .expect("valid AES-GCM key"),
+        )
+    }
+
+    pub(crate) fn params(spi: u32, mode: SaMode) -> SaParams {
+        SaParams {
+            spi,
+            protocol: IpsecProtocol::Esp,
+            mode,
+            encap: None,
+            esn: true,
+            replay_window: 64,
+            lifetime: LifetimeLimits::default(),
+            selectors: Vec::new(),
+            tfc_pad_to: None,
+        }
+    }
+
+    pub(crate) fn tunnel(local: &str, remote: &str) -> SaMode {
+        SaMode::Tunnel {
+            local: local.parse().expect("test address"),
+            remote: remote.parse().expect("test address"),
+        }
+    }
+
+    #[test]
+    fn outbound_counts_from_one() {
+        let sa = OutboundSa::new(params(1, SaMode::Transport), transform(), Instant::now());
+        assert_eq!(sa.next_sequence(), Ok(1));
+        assert_eq!(sa.next_sequence(), Ok(2));
+        sa.stats.record(100);
+        sa.stats.record_batch(2, 50);
+        assert_eq!(
+            sa.stats.snapshot(),
+            SaStatsSnapshot {
+                packets: 3,
+                bytes: 150
+            }
+        );
+        assert_eq!(sa.spi(), 1);
+    }
+
+    #[test]
+    fn inbound_validates_the_window_and_checks_then_commits() {
+        let mut p = params(2, SaMode::Transport);
+        p.replay_window = 8;
+        let err = InboundSa::new(p.clone(), transform(), Instant::now()).err();
+        assert_eq!(
+            err,
+            Some(SaError::ReplayWindow(ReplayError::InvalidWindowSize))
+        );
+        p.replay_window = 128;
+        let sa = InboundSa::new(p, transform(), Instant::now()).expect("valid");
+        assert_eq!(sa.replay_check(1), Ok(1));
+        assert_eq!(sa.replay_commit(1), Ok(()));
+        assert_eq!(sa.replay_check(1), Err(ReplayError::Duplicate));
+        assert_eq!(sa.replay_snapshot().highest, 1);
+    }
+
+    #[test]
+    fn selectors_and_destination() {
+        let mut p = params(3, tunnel("192.0.2.1", "198.51.100.1"));
+        let key = FlowKey {
+            src: "10.0.0.1".parse().expect("addr"),
+            dst: "10.1.0.1".parse().expect("addr"),
+            protocol: IpProtocol::UDP,
+            src_port: 1,
+            dst_port: 2,
+        };
+        let any = InboundSa::new(p.clone(), transform(), Instant::now()).expect("valid");
+        assert!(any.selectors_match(&key));
+        assert!(any.accepts_destination("192.0.2.1".parse().expect("addr")));
+        assert!(!any.accepts_destination("192.0.2.2".parse().expect("addr")));
+        let net = |s: &str, l| IpPrefix::new(s.parse().expect("addr"), l).expect("prefix");
+        p.selectors = vec![Selector::between(net("10.0.0.0", 24), net("10.2.0.0", 16))];
+        let narrow = InboundSa::new(p, transform(), Instant::now()).expect("valid");
+        assert!(!narrow.selectors_match(&key));
+        let inside = FlowKey {
+            dst: "10.2.3.4".parse().expect("addr"),
+            ..key
+        };
+        assert!(narrow.selectors_match(&inside));
+    }
+}

@@ -1,0 +1,209 @@
+//! A per-worker cache of SPD decisions by flow.
+//!
+//! One worker owns one cache (`&mut self`, no locks, no atomics). The table
+//! is 4-way set associative with LRU replacement inside a set, allocated
+//! once: a lookup never allocates. Entries are tagged with an epoch that
+//! changes whenever the SPD's identity or generation does, so a change to
+//! the SPD invalidates the whole cache in O(1). "No policy matched" is
+//! cached too. Flow keys come from the network, so the set index uses a
+//! keyed hash: a seed from [`FlowCache::with_seed`] keeps an attacker from
+//! aiming packets at one set (they could only cause misses anyway).
+
+use super::{Policy, Spd, NO_SLOT};
+use crate::hash::{hash_pair, K2};
+use crate::limits::{FLOW_CACHE_MAX_ENTRIES, FLOW_CACHE_MIN_ENTRIES, FLOW_CACHE_WAYS};
+use crate::selector::{addr_bits, FlowKey};
+use core::net::IpAddr;
+
+/// One cached decision, one cache line.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default)]
+struct CacheEntry {
+    src: u128,
+    dst: u128,
+    /// Entry is valid when equal to the cache's epoch (0 never is).
+    epoch: u64,
+    /// Last use, for LRU within the set.
+    last_use: u32,
+    /// Policy slot in the SPD, or `NO_SLOT`.
+    slot: u32,
+    src_port: u16,
+    dst_port: u16,
+    protocol: u8,
+    is_v6: bool,
+}
+
+const _: () = assert!(core::mem::size_of::<CacheEntry>() == 64);
+
+/// A flow key flattened for comparison and hashing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Probe {
+    src: u128,
+    dst: u128,
+    src_port: u16,
+    dst_port: u16,
+    protocol: u8,
+    is_v6: bool,
+}
+
+impl Probe {
+    #[inline(always)]
+    fn of(key: &FlowKey) -> Probe {
+        Probe {
+            src: addr_bits(key.src),
+            dst: addr_bits(key.dst),
+            src_port: key.src_port,
+            dst_port: key.dst_port,
+            protocol: key.protocol.0,
+            // A key mixing families still needs a distinct, stable tag.
+            is_v6: matches!(key.src, IpAddr::V6(_)) || matches!(key.dst, IpAddr::V6(_)),
+        }
+    }
+
+    #[inline(always)]
+    fn hash(&self, seed: u64) -> u64 {
+        let meta = u64::from(self.src_port)
+            | (u64::from(self.dst_port) << 16)
+            | (u64::from(self.protocol) << 32)
+            | (u64::from(self.is_v6) << 40);
+        hash_pair(self.src, self.dst, seed ^ meta.wrapping_mul(K2))
+    }
+
+    #[inline(always)]
+    fn is(&self, e: &CacheEntry) -> bool {
+        self.src == e.src
+            && self.dst == e.dst
+            && self.src_port == e.src_port
+            && self.dst_port == e.dst_port
+            && self.protocol == e.protocol
+            && self.is_v6 == e.is_v6
+    }
+}
+
+/// Hit and miss counters of a [`FlowCache`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowCacheStats {
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that went to the classifier.
+    pub misses: u64,
+}
+
+/// A per-worker, fixed-size cache of flow → policy in front of an [`Spd`].
+#[derive(Clone, Debug)]
+pub struct FlowCache {
+    entries: Box<[CacheEntry]>,
+    /// Number of sets minus one (a power of two minus one).
+    set_mask: usize,
+    seed: u64,
+    epoch: u64,
+    /// (SPD instance, SPD generation) the current epoch belongs to.
+    bound: Option<(u64, u64)>,
+    clock: u32,
+    stats: FlowCacheStats,
+}
+
+impl FlowCache {
+    /// A cache of about `entries` flows (rounded up to a power of two, at
+    /// least 4 and at most 2^24), with a fixed hash seed.
+    pub fn new(entries: usize) -> FlowCache {
+        FlowCache::with_seed(entries, 0)
+    }
+
+    /// As [`new`](Self::new), with the set index keyed by `seed` (draw it
+    /// from a random source the caller owns).
+    pub fn with_seed(entries: usize, seed: u64) -> FlowCache {
+        let entries = entries
+            .clamp(FLOW_CACHE_MIN_ENTRIES, FLOW_CACHE_MAX_ENTRIES)
+            .next_power_of_two();
+        let sets = entries / FLOW_CACHE_WAYS;
+        FlowCache {
+            entries: vec![CacheEntry::default(); entries].into_boxed_slice(),
+            set_mask: sets - 1,
+            seed,
+            epoch: 0,
+            bound: None,
+            clock: 0,
+            stats: FlowCacheStats::default(),
+        }
+    }
+
+    /// Number of entries.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Hit and miss counts since creation.
+    pub fn stats(&self) -> FlowCacheStats {
+        self.stats
+    }
+
+    /// Forget every entry.
+    pub fn clear(&mut self) {
+        self.bound = None;
+    }
+
+    /// The first policy of `spd` matching `key`, as [`Spd::lookup`] would
+    /// answer it: from the cache when this flow was seen since the SPD last
+    /// changed, otherwise from the classifier (and then remembered).
+    #[inline]
+    pub fn lookup<'s>(&mut self, spd: &'s Spd, key: &FlowKey) -> Option<&'s Policy> {
+        self.sync(spd);
+        let probe = Probe::of(key);
+        let set = ((probe.hash(self.seed) >> 32) as usize & self.set_mask) * FLOW_CACHE_WAYS;
+        self.clock = self.clock.wrapping_add(1);
+        let (epoch, clock) = (self.epoch, self.clock);
+        let ways = &mut self.entries[set..set + FLOW_CACHE_WAYS];
+        if let Some(hit) = ways.iter_mut().find(|e| e.epoch == epoch && probe.is(e)) {
+            hit.last_use = clock;
+            self.stats.hits += 1;
+            return spd.policy_at(hit.slot);
+        }
+        self.stats.misses += 1;
+        let slot = spd.lookup_slot(key);
+        *victim(ways, epoch, clock) = CacheEntry {
+            src: probe.src,
+            dst: probe.dst,
+            epoch,
+            last_use: clock,
+            slot,
+            src_port: probe.src_port,
+            dst_port: probe.dst_port,
+            protocol: probe.protocol,
+            is_v6: probe.is_v6,
+        };
+        if slot == NO_SLOT {
+            return None;
+        }
+        spd.policy_at(slot)
+    }
+
+    /// Start a new epoch when the SPD is another one or has changed.
+    #[inline(always)]
+    fn sync(&mut self, spd: &Spd) {
+        let token = spd.cache_token();
+        if self.bound != Some(token) {
+            self.bound = Some(token);
+            self.epoch += 1;
+        }
+    }
+}
+
+/// The way to overwrite: an invalid one, else the least recently used.
+#[inline]
+fn victim(ways: &mut [CacheEntry], epoch: u64, clock: u32) -> &mut CacheEntry {
+    let mut best = 0;
+    let mut best_age = 0;
+    for (index, entry) in ways.iter().enumerate() {
+        if entry.epoch != epoch {
+            best = index;
+            break;
+        }
+        let age = clock.wrapping_sub(entry.last_use);
+        if age > best_age {
+            best = index;
+            best_age = age;
+        }
+    }
+    &mut ways[best]
+}

@@ -1,0 +1,26 @@
+//! Test support for Phalanx (dev only; never a dependency of a data plane).
+//!
+//! - [`null`]: [`NullProvider`], a deliberately **insecure** crypto
+//!   provider so fuzzers get past authentication.
+//! - [`vectors`]: the scapy interop vectors (JSON) → SA objects.
+//! - [`pcap`]: a minimal pcap writer for captures from tests.
+//! - [`models`]: trivially correct reference models (anti-replay).
+//! - [`counters`]: counter-delta assertions ([`assert_delta!`]).
+//! - [`fuzzing`]: the SA databases of the inbound fuzz targets.
+//!
+//! Contract: like the cores it tests, nothing here reads the clock or draws
+//! OS randomness; time and seeds are parameters.
+#![forbid(unsafe_code)]
+
+pub mod counters;
+pub mod fuzzing;
+pub mod models;
+pub mod null;
+pub mod pcap;
+pub mod vectors;
+
+pub use counters::{CounterSet, CounterSnapshot};
+pub use models::{ReplayModel, ReplayVerdict};
+pub use null::{NullProvider, NullVerify};
+pub use pcap::{LinkType, PcapWriter};
+pub use vectors::{Vector, VectorError, VectorFile};
