@@ -32,7 +32,12 @@ use phalanx_wire::EncrId;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    let result = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["check", file] => read(file).map(|f| check(&f)),
         ["encrypt", file, out] => read(file).and_then(|f| encrypt(&f, out)),
         _ => Err("usage: esp_vectors check FILE | esp_vectors encrypt FILE OUT".to_string()),
@@ -67,8 +72,15 @@ fn check(file: &VectorFile) -> bool {
             }
         }
         all_ok &= enc.is_empty() && dec.is_empty();
-        let verdict = |errs: Vec<String>| if errs.is_empty() { "ok".to_string() } else { errs.join("; ") };
-        let line = serde_json::json!({ "name": v.name, "encrypt": verdict(enc), "decrypt": verdict(dec) });
+        let verdict = |errs: Vec<String>| {
+            if errs.is_empty() {
+                "ok".to_string()
+            } else {
+                errs.join("; ")
+            }
+        };
+        let line =
+            serde_json::json!({ "name": v.name, "encrypt": verdict(enc), "decrypt": verdict(dec) });
         println!("{line}");
     }
     all_ok
@@ -97,7 +109,10 @@ fn encrypt_one(original: &Vector) -> Vector {
         used_iv = iv.to_vec();
     };
     let source = match v.suite() {
-        Suite { encr: EncrId::AES_CBC, .. } => IvSource::Random(&mut random),
+        Suite {
+            encr: EncrId::AES_CBC,
+            ..
+        } => IvSource::Random(&mut random),
         _ => IvSource::Sequence,
     };
     match glue::encrypt(&v, default_provider(), source) {

@@ -81,7 +81,11 @@ pub struct OutboundContext<'a> {
 impl<'a> OutboundContext<'a> {
     /// A context at `now` with the IV source `iv` and no events.
     pub fn new(now: Instant, iv: IvSource<'a>) -> Self {
-        OutboundContext { now, iv, soft_expired: Vec::new() }
+        OutboundContext {
+            now,
+            iv,
+            soft_expired: Vec::new(),
+        }
     }
 }
 
@@ -107,12 +111,13 @@ mod tests {
             calls += 1;
             b.fill(0xab);
         };
-        let mut src = IvSource::Random(&mut rng);
         let mut iv = [0u8; 16];
-        assert!(src.serves(16));
-        src.fill(7, &mut iv);
+        {
+            let mut src = IvSource::Random(&mut rng);
+            assert!(src.serves(16));
+            src.fill(7, &mut iv);
+        }
         assert_eq!(iv, [0xab; 16]);
-        drop(src);
         assert_eq!(calls, 1);
         let mut fixed = IvSource::Fixed(&[9; 8]);
         let mut iv = [0u8; 8];

@@ -218,7 +218,12 @@ impl Default for Counters {
 impl Counters {
     /// All zero.
     pub const fn new() -> Self {
-        Counters { forwarded_packets: 0, forwarded_bytes: 0, dropped_bytes: 0, drops: [0; DropReason::COUNT] }
+        Counters {
+            forwarded_packets: 0,
+            forwarded_bytes: 0,
+            dropped_bytes: 0,
+            drops: [0; DropReason::COUNT],
+        }
     }
 
     /// Counts one packet of `bytes` bytes with its verdict.
@@ -257,7 +262,9 @@ impl Counters {
 
     /// Every reason with its count, in discriminant order (for metrics).
     pub fn iter_drops(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.iter().map(move |&r| (r, self.drops[r.index()]))
+        DropReason::ALL
+            .iter()
+            .map(move |&r| (r, self.drops[r.index()]))
     }
 }
 

@@ -77,12 +77,22 @@ pub(crate) fn inner_header(packet: &[u8]) -> Option<InnerHeader> {
         Family::V4 => {
             let ip = Ipv4Packet::new_checked(packet).ok()?;
             let len = usize::from(ip.total_len());
-            Some(InnerHeader { family: Family::V4, tos: ip.dscp_ecn(), dont_frag: ip.dont_frag(), len })
+            Some(InnerHeader {
+                family: Family::V4,
+                tos: ip.dscp_ecn(),
+                dont_frag: ip.dont_frag(),
+                len,
+            })
         }
         Family::V6 => {
             let ip = Ipv6Packet::new_checked(packet).ok()?;
             let len = IPV6_HEADER_LEN + usize::from(ip.payload_len());
-            Some(InnerHeader { family: Family::V6, tos: ip.traffic_class(), dont_frag: false, len })
+            Some(InnerHeader {
+                family: Family::V6,
+                tos: ip.traffic_class(),
+                dont_frag: false,
+                len,
+            })
         }
     }
 }
@@ -316,7 +326,15 @@ mod tests {
     fn inner_v4_and_v6() {
         let p = v4(0xb9, true, 8);
         let h = inner_header(&p).unwrap();
-        assert_eq!(h, InnerHeader { family: Family::V4, tos: 0xb9, dont_frag: true, len: 28 });
+        assert_eq!(
+            h,
+            InnerHeader {
+                family: Family::V4,
+                tos: 0xb9,
+                dont_frag: true,
+                len: 28
+            }
+        );
         let mut q = vec![0u8; 48];
         let repr = Ipv6Repr {
             src: Ipv6Addr::LOCALHOST,
@@ -329,7 +347,15 @@ mod tests {
         };
         repr.emit(&mut Ipv6Packet::new_unchecked(&mut q[..]));
         let h = inner_header(&q).unwrap();
-        assert_eq!(h, InnerHeader { family: Family::V6, tos: 0x2a, dont_frag: false, len: 48 });
+        assert_eq!(
+            h,
+            InnerHeader {
+                family: Family::V6,
+                tos: 0x2a,
+                dont_frag: false,
+                len: 48
+            }
+        );
         assert!(inner_header(&q[..47]).is_none());
         assert!(inner_header(&[0x50; 40]).is_none());
     }
@@ -362,7 +388,12 @@ mod tests {
         assert_eq!(split.header_len, 20);
         assert_eq!(split.next_header, IpProtocol::UDP);
         p.extend_from_slice(&[0; 4]);
-        finish_splice(&mut p, Family::V4, split.next_header_offset, IpProtocol::ESP);
+        finish_splice(
+            &mut p,
+            Family::V4,
+            split.next_header_offset,
+            IpProtocol::ESP,
+        );
         let ip = Ipv4Packet::new_checked(&p[..]).unwrap();
         assert_eq!(ip.total_len(), 32);
         assert_eq!(ip.protocol(), IpProtocol::ESP);

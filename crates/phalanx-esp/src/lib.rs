@@ -26,6 +26,7 @@
 //! and IPv6 Routing headers as "mutable but predictable" (RFC 4302
 //! §3.3.3.1): their bytes are authenticated as they are.
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod ah;
 mod context;

@@ -39,17 +39,29 @@ const KIND_AH: u64 = 2;
 impl Note {
     /// An ESP op that needs nothing more.
     pub(crate) fn esp() -> Note {
-        Note { kind: Kind::Esp, udp6_offset: None, ah_saved: 0 }
+        Note {
+            kind: Kind::Esp,
+            udp6_offset: None,
+            ah_saved: 0,
+        }
     }
 
     /// An ESP op whose UDP header at `offset` needs its IPv6 checksum.
     pub(crate) fn esp_udp6(offset: usize) -> Note {
-        Note { kind: Kind::Esp, udp6_offset: u16::try_from(offset).ok(), ah_saved: 0 }
+        Note {
+            kind: Kind::Esp,
+            udp6_offset: u16::try_from(offset).ok(),
+            ah_saved: 0,
+        }
     }
 
     /// An AH op with `saved` bytes of mutable fields behind the packet.
     pub(crate) fn ah(saved: u16) -> Note {
-        Note { kind: Kind::Ah, udp6_offset: None, ah_saved: saved }
+        Note {
+            kind: Kind::Ah,
+            udp6_offset: None,
+            ah_saved: saved,
+        }
     }
 
     /// The `u64` stored in the op.
@@ -70,7 +82,11 @@ impl Note {
             _ => Kind::Unknown,
         };
         let udp = (user >> 8) as u16;
-        Note { kind, udp6_offset: (udp != 0).then_some(udp), ah_saved: (user >> 24) as u16 }
+        Note {
+            kind,
+            udp6_offset: (udp != 0).then_some(udp),
+            ah_saved: (user >> 24) as u16,
+        }
     }
 }
 

@@ -71,9 +71,13 @@ pub fn finish_outbound(op: Op) -> (PacketBuf, Verdict) {
 /// UDP over IPv6 must carry a checksum (RFC 8200 §8.1); it covers the
 /// ciphertext, so it is computed after the engine.
 fn fill_udp6_checksum(packet: &mut [u8], offset: usize) {
-    let Ok(ip) = Ipv6Packet::new_checked(&*packet) else { return };
+    let Ok(ip) = Ipv6Packet::new_checked(&*packet) else {
+        return;
+    };
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
-    let Some(datagram) = packet.get_mut(offset..) else { return };
+    let Some(datagram) = packet.get_mut(offset..) else {
+        return;
+    };
     if let Ok(mut udp) = UdpPacket::new_checked(datagram) {
         udp.fill_checksum_v6(src, dst);
     }

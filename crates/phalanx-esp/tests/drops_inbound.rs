@@ -23,7 +23,11 @@ struct Receiver {
 impl Receiver {
     fn new(spec: PairSpec) -> Receiver {
         let (sad, _) = spec.sad(Instant::now());
-        Receiver { spec, sad, counters: Counters::new() }
+        Receiver {
+            spec,
+            sad,
+            counters: Counters::new(),
+        }
     }
 
     /// Seals `inner` with a fresh sender at sequence number `seq`.
@@ -45,7 +49,10 @@ impl Receiver {
 }
 
 fn tunnel44() -> ModeCase {
-    ModeCase::Tunnel { inner: Ip::V4, outer: Ip::V4 }
+    ModeCase::Tunnel {
+        inner: Ip::V4,
+        outer: Ip::V4,
+    }
 }
 
 /// Rewrites an IPv4 header's total length and checksum after an edit.
@@ -63,7 +70,10 @@ fn reseal_null(spec: &PairSpec, outer: &mut [u8], edit: impl FnOnce(&mut [u8])) 
     let icv_at = outer.len() - 16;
     edit(&mut outer[20 + 8..icv_at]);
     let key = spec.keys().1;
-    let mac = spec.provider.integrity(IntegId::HMAC_SHA2_256_128, &key).unwrap();
+    let mac = spec
+        .provider
+        .integrity(IntegId::HMAC_SHA2_256_128, &key)
+        .unwrap();
     let (body, icv) = outer.split_at_mut(icv_at);
     mac.sign(&[&body[20..]], icv);
 }
@@ -71,9 +81,18 @@ fn reseal_null(spec: &PairSpec, outer: &mut [u8], edit: impl FnOnce(&mut [u8])) 
 #[test]
 fn truncated_at_every_length() {
     for suite in [gcm128(), Suite::ah(IntegId::HMAC_SHA2_256_128)] {
-        for mode in [tunnel44(), ModeCase::Tunnel { inner: Ip::V6, outer: Ip::V6 }] {
+        for mode in [
+            tunnel44(),
+            ModeCase::Tunnel {
+                inner: Ip::V6,
+                outer: Ip::V6,
+            },
+        ] {
             for encap in [false, !suite.ah] {
-                let spec = PairSpec { encap, ..PairSpec::esp(suite, mode) };
+                let spec = PairSpec {
+                    encap,
+                    ..PairSpec::esp(suite, mode)
+                };
                 let mut rx = Receiver::new(spec);
                 let packet = rx.seal_at(&udp_of(mode.inner(), 40), 1);
                 for len in 0..packet.len() {
@@ -94,7 +113,11 @@ fn esp_shorter_than_its_fixed_parts_is_truncated_and_longer_fails_auth() {
         for len in 20..packet.len() {
             let mut cut = packet[..len].to_vec();
             fix_v4(&mut cut);
-            let expected = if len < minimum { "truncated" } else { "auth_failed" };
+            let expected = if len < minimum {
+                "truncated"
+            } else {
+                "auth_failed"
+            };
             rx.expect(&cut, expected);
         }
     }
@@ -138,7 +161,10 @@ fn not_ipsec_unknown_spi_wrong_destination() {
 #[test]
 fn encapsulation_must_match_the_sa() {
     let plain = PairSpec::esp(gcm128(), tunnel44());
-    let encap = PairSpec { encap: true, ..plain.clone() };
+    let encap = PairSpec {
+        encap: true,
+        ..plain.clone()
+    };
     let mut rx_plain = Receiver::new(plain);
     let mut rx_encap = Receiver::new(encap);
     let udp_packet = rx_encap.seal_at(&udp4(40, 0, false), 1);
@@ -218,7 +244,8 @@ fn dummy_packets_are_counted() {
     let spec = PairSpec::esp(gcm128(), tunnel44());
     let mut rx = Receiver::new(spec.clone());
     let sa = spec.outbound(Instant::now());
-    let mut ctx = phalanx_esp::OutboundContext::new(Instant::now(), phalanx_esp::IvSource::Sequence);
+    let mut ctx =
+        phalanx_esp::OutboundContext::new(Instant::now(), phalanx_esp::IvSource::Sequence);
     for len in [0, 1, 100] {
         let op = phalanx_esp::prepare_dummy(&sa, outbound_buf(&[]), len, &mut ctx).unwrap();
         let (buf, verdict) = phalanx_esp::finish_outbound(
@@ -252,7 +279,10 @@ fn selector_mismatch() {
 #[test]
 fn hard_lifetime_by_packets_and_by_time() {
     let mut spec = PairSpec::esp(gcm128(), tunnel44());
-    spec.lifetime = LifetimeLimits { hard_packets: Some(2), ..Default::default() };
+    spec.lifetime = LifetimeLimits {
+        hard_packets: Some(2),
+        ..Default::default()
+    };
     let mut rx = Receiver::new(spec);
     for seq in 1..=2 {
         rx.expect(&rx.seal_at(&udp4(10, 0, false), seq), "forwarded");
@@ -262,7 +292,10 @@ fn hard_lifetime_by_packets_and_by_time() {
     rx.expect(&rx.seal_at(&udp4(10, 0, false), 4), "sa_hard_expired");
 
     let mut spec = PairSpec::esp(gcm128(), tunnel44());
-    spec.lifetime = LifetimeLimits { hard_time: Some(Duration::from_secs(60)), ..Default::default() };
+    spec.lifetime = LifetimeLimits {
+        hard_time: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
     let created = Instant::now();
     let (sad, _) = spec.sad(created);
     let sa = spec.outbound(created);
@@ -275,7 +308,10 @@ fn hard_lifetime_by_packets_and_by_time() {
 #[test]
 fn soft_lifetime_is_reported_once() {
     let mut spec = PairSpec::esp(gcm128(), tunnel44());
-    spec.lifetime = LifetimeLimits { soft_packets: Some(2), ..Default::default() };
+    spec.lifetime = LifetimeLimits {
+        soft_packets: Some(2),
+        ..Default::default()
+    };
     let (sad, _) = spec.sad(Instant::now());
     let sender = spec.outbound(Instant::now());
     let mut events = Vec::new();
@@ -305,7 +341,10 @@ fn cbc_ciphertext_not_block_aligned() {
 
 #[test]
 fn natt_keepalive_and_ike_marker() {
-    let mut rx = Receiver::new(PairSpec { encap: true, ..PairSpec::esp(gcm128(), tunnel44()) });
+    let mut rx = Receiver::new(PairSpec {
+        encap: true,
+        ..PairSpec::esp(gcm128(), tunnel44())
+    });
     let packet = rx.seal_at(&udp4(40, 0, false), 1);
     let udp_payload = |payload: &[u8]| {
         let mut p = packet[..28].to_vec();
@@ -316,7 +355,10 @@ fn natt_keepalive_and_ike_marker() {
         p
     };
     rx.expect(&udp_payload(&[0xff]), "natt_keepalive");
-    rx.expect(&udp_payload(&[0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]), "ike_marker");
+    rx.expect(
+        &udp_payload(&[0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]),
+        "ike_marker",
+    );
     rx.expect(&udp_payload(&[1, 2, 3]), "truncated");
 }
 
@@ -333,7 +375,10 @@ fn fragments_are_dropped() {
     fix_v4(&mut later);
     rx.expect(&later, "fragment");
 
-    let mode = ModeCase::Tunnel { inner: Ip::V6, outer: Ip::V6 };
+    let mode = ModeCase::Tunnel {
+        inner: Ip::V6,
+        outer: Ip::V6,
+    };
     let mut rx6 = Receiver::new(PairSpec::esp(gcm128(), mode));
     let packet = rx6.seal_at(&udp6(40, 0), 1);
     // Insert a Fragment header (offset 0, M = 1) in front of ESP.
@@ -363,7 +408,10 @@ fn ah_forgery_mutable_fields_and_next_header() {
             let mode = if transport {
                 ModeCase::Transport(family)
             } else {
-                ModeCase::Tunnel { inner: family, outer: family }
+                ModeCase::Tunnel {
+                    inner: family,
+                    outer: family,
+                }
             };
             let mut rx = Receiver::new(PairSpec::esp(Suite::ah(IntegId::HMAC_SHA2_256_128), mode));
             let packet = rx.seal_at(&udp_of(family, 20), 1);

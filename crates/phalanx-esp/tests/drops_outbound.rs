@@ -16,7 +16,10 @@ use phalanx_testkit::assert_delta;
 use phalanx_wire::{EncrId, IntegId, Ipv4Packet};
 
 fn tunnel44() -> ModeCase {
-    ModeCase::Tunnel { inner: Ip::V4, outer: Ip::V4 }
+    ModeCase::Tunnel {
+        inner: Ip::V4,
+        outer: Ip::V4,
+    }
 }
 
 /// Sends one packet and asserts that exactly `name` moved by one.
@@ -53,28 +56,58 @@ fn hard_lifetime_and_soft_event_once() {
     let mut ctx = OutboundContext::new(Instant::now(), IvSource::Sequence);
     let mut counters = Counters::new();
     for _ in 0..3 {
-        expect(&sa, outbound_buf(&udp4(10, 0, false)), &mut ctx, &mut counters, "forwarded");
+        expect(
+            &sa,
+            outbound_buf(&udp4(10, 0, false)),
+            &mut ctx,
+            &mut counters,
+            "forwarded",
+        );
     }
     assert_eq!(ctx.soft_expired, vec![spec.spi]);
-    expect(&sa, outbound_buf(&udp4(10, 0, false)), &mut ctx, &mut counters, "sa_hard_expired");
+    expect(
+        &sa,
+        outbound_buf(&udp4(10, 0, false)),
+        &mut ctx,
+        &mut counters,
+        "sa_hard_expired",
+    );
     assert_eq!(ctx.soft_expired, vec![spec.spi], "reported once");
 
-    spec.lifetime = LifetimeLimits { hard_time: Some(Duration::from_secs(5)), ..Default::default() };
+    spec.lifetime = LifetimeLimits {
+        hard_time: Some(Duration::from_secs(5)),
+        ..Default::default()
+    };
     let created = Instant::now();
     let sa = spec.outbound(created);
     let mut late = OutboundContext::new(created + Duration::from_secs(6), IvSource::Sequence);
-    expect(&sa, outbound_buf(&udp4(10, 0, false)), &mut late, &mut counters, "sa_hard_expired");
+    expect(
+        &sa,
+        outbound_buf(&udp4(10, 0, false)),
+        &mut late,
+        &mut counters,
+        "sa_hard_expired",
+    );
 }
 
 #[test]
 fn sequence_numbers_never_cycle() {
     for (esn, last) in [(false, u64::from(u32::MAX)), (true, u64::MAX)] {
-        let spec = PairSpec { esn, ..PairSpec::esp(gcm128(), tunnel44()) };
+        let spec = PairSpec {
+            esn,
+            ..PairSpec::esp(gcm128(), tunnel44())
+        };
         let sa = spec.outbound(Instant::now());
         sa.seq.advance_to(last);
         let mut ctx = OutboundContext::new(Instant::now(), IvSource::Sequence);
         let mut counters = Counters::new();
-        expect(&sa, outbound_buf(&udp4(10, 0, false)), &mut ctx, &mut counters, "forwarded");
+        expect(
+            &sa,
+            outbound_buf(&udp4(10, 0, false)),
+            &mut ctx,
+            &mut counters,
+            "forwarded",
+        );
         for _ in 0..2 {
             let packet = outbound_buf(&udp4(10, 0, false));
             expect(&sa, packet, &mut ctx, &mut counters, "sequence_exhausted");
@@ -121,9 +154,27 @@ fn malformed_inner_packets_and_transport_fragments() {
         let sa = PairSpec::esp(gcm128(), mode).outbound(Instant::now());
         let mut short = udp4(10, 0, false);
         short.truncate(30);
-        expect(&sa, outbound_buf(&short), &mut ctx, &mut counters, "inner_malformed");
-        expect(&sa, outbound_buf(&[0x70; 60]), &mut ctx, &mut counters, "inner_malformed");
-        expect(&sa, outbound_buf(&[]), &mut ctx, &mut counters, "inner_malformed");
+        expect(
+            &sa,
+            outbound_buf(&short),
+            &mut ctx,
+            &mut counters,
+            "inner_malformed",
+        );
+        expect(
+            &sa,
+            outbound_buf(&[0x70; 60]),
+            &mut ctx,
+            &mut counters,
+            "inner_malformed",
+        );
+        expect(
+            &sa,
+            outbound_buf(&[]),
+            &mut ctx,
+            &mut counters,
+            "inner_malformed",
+        );
     }
     // RFC 4303 §3.1.1: transport mode takes whole datagrams only; tunnel
     // mode carries fragments like any packet.
@@ -132,9 +183,21 @@ fn malformed_inner_packets_and_transport_fragments() {
     ip.set_more_frags(true);
     ip.fill_checksum();
     let transport = PairSpec::esp(gcm128(), ModeCase::Transport(Ip::V4)).outbound(Instant::now());
-    expect(&transport, outbound_buf(&fragment), &mut ctx, &mut counters, "fragment");
+    expect(
+        &transport,
+        outbound_buf(&fragment),
+        &mut ctx,
+        &mut counters,
+        "fragment",
+    );
     let tunnel = PairSpec::esp(gcm128(), tunnel44()).outbound(Instant::now());
-    expect(&tunnel, outbound_buf(&fragment), &mut ctx, &mut counters, "forwarded");
+    expect(
+        &tunnel,
+        outbound_buf(&fragment),
+        &mut ctx,
+        &mut counters,
+        "forwarded",
+    );
 }
 
 #[test]
@@ -144,7 +207,12 @@ fn dummy_packets_need_tunnel_mode_esp() {
     let refused = prepare_dummy(&transport, outbound_buf(&[]), 10, &mut ctx).err();
     assert_eq!(refused.map(|(_, r)| r), Some(DropReason::Unsupported));
     let ah = PairSpec::esp(Suite::ah(IntegId::HMAC_SHA2_256_128), tunnel44());
-    let refused = prepare_dummy(&ah.outbound(Instant::now()), outbound_buf(&[]), 10, &mut ctx);
+    let refused = prepare_dummy(
+        &ah.outbound(Instant::now()),
+        outbound_buf(&[]),
+        10,
+        &mut ctx,
+    );
     assert_eq!(refused.err().map(|(_, r)| r), Some(DropReason::Unsupported));
 }
 

@@ -41,7 +41,10 @@ fn seal_with_jumps(
     let mut out = seal_all(sa, warmup, engine, &mut counters);
     sa.seq.advance_to(second);
     out.extend(seal_all(sa, packets, engine, &mut counters));
-    assert_eq!(counters.forwarded_packets as usize, warmup.len() + packets.len());
+    assert_eq!(
+        counters.forwarded_packets as usize,
+        warmup.len() + packets.len()
+    );
     out
 }
 
@@ -78,9 +81,18 @@ fn roundtrip(spec: &PairSpec, inline: &mut InlineEngine, pool: &mut WorkerPool) 
     // read as one in the next 2^32 block, whose ICV cannot verify
     // (RFC 4303 App. A2.3).
     let again = open_all(&sad, &sealed, inline, &mut counters);
-    let stale = if spec.esn { DropReason::AuthFailed } else { DropReason::TooOld };
+    let stale = if spec.esn {
+        DropReason::AuthFailed
+    } else {
+        DropReason::TooOld
+    };
     assert_eq!(again[0].0, Verdict::Drop(stale), "{spec:?}");
-    assert!(again[1..].iter().all(|(v, _)| *v == Verdict::Drop(DropReason::Replayed)), "{spec:?}");
+    assert!(
+        again[1..]
+            .iter()
+            .all(|(v, _)| *v == Verdict::Drop(DropReason::Replayed)),
+        "{spec:?}"
+    );
     assert_eq!(counters.drops(DropReason::Replayed), packets.len() as u64);
 }
 
@@ -97,7 +109,10 @@ fn check_outer(spec: &PairSpec, inner: &[u8], outer: &[u8], seq: u64) {
         assert_eq!(usize::from(udp.len()), outer.len() - esp_at);
         match Ipv6Packet::new_checked(outer) {
             Ok(ip) if ip.version() == 6 => {
-                assert!(udp.verify_checksum_v6(ip.src_addr(), ip.dst_addr()), "{spec:?}")
+                assert!(
+                    udp.verify_checksum_v6(ip.src_addr(), ip.dst_addr()),
+                    "{spec:?}"
+                )
             }
             _ => assert_eq!(udp.checksum(), 0, "RFC 3948: zero over IPv4"),
         }
@@ -110,7 +125,11 @@ fn check_outer(spec: &PairSpec, inner: &[u8], outer: &[u8], seq: u64) {
         assert_eq!(protocol, expected);
         &outer[esp_at..]
     };
-    let spi_at = if spec.protocol == IpsecProtocol::Ah { 4 } else { 0 };
+    let spi_at = if spec.protocol == IpsecProtocol::Ah {
+        4
+    } else {
+        0
+    };
     assert_eq!(ipsec[spi_at..spi_at + 4], spec.spi.to_be_bytes());
     assert_eq!(ipsec[spi_at + 4..spi_at + 8], (seq as u32).to_be_bytes());
 }
@@ -122,7 +141,10 @@ fn check_tunnel_header(inner: &[u8], outer: &[u8], seq: u64) -> (usize, IpProtoc
             let ip = Ipv4Packet::new_checked(inner).unwrap();
             (ip.dscp_ecn(), ip.dont_frag())
         }
-        _ => (Ipv6Packet::new_checked(inner).unwrap().traffic_class(), false),
+        _ => (
+            Ipv6Packet::new_checked(inner).unwrap().traffic_class(),
+            false,
+        ),
     };
     if outer[0] >> 4 == 4 {
         let ip = Ipv4Packet::new_checked(outer).unwrap();
@@ -173,7 +195,12 @@ fn esp_every_combination() {
             for mode in mode_cases() {
                 for encap in [false, true] {
                     for esn in [false, true] {
-                        let spec = PairSpec { provider, encap, esn, ..PairSpec::esp(suite, mode) };
+                        let spec = PairSpec {
+                            provider,
+                            encap,
+                            esn,
+                            ..PairSpec::esp(suite, mode)
+                        };
                         roundtrip(&spec, &mut inline, &mut pool);
                         combos += 1;
                     }
@@ -192,7 +219,11 @@ fn ah_every_combination() {
         for integ in hmacs() {
             for mode in mode_cases() {
                 for esn in [false, true] {
-                    let spec = PairSpec { provider, esn, ..PairSpec::esp(Suite::ah(integ), mode) };
+                    let spec = PairSpec {
+                        provider,
+                        esn,
+                        ..PairSpec::esp(Suite::ah(integ), mode)
+                    };
                     roundtrip(&spec, &mut inline, &mut pool);
                 }
             }
@@ -204,7 +235,10 @@ fn ah_every_combination() {
 fn transport_v6_with_extension_headers() {
     let mut inline = InlineEngine::new();
     let now = Instant::now();
-    for suite in [gcm128(), Suite::ah(phalanx_wire::IntegId::HMAC_SHA2_256_128)] {
+    for suite in [
+        gcm128(),
+        Suite::ah(phalanx_wire::IntegId::HMAC_SHA2_256_128),
+    ] {
         let spec = PairSpec::esp(suite, ModeCase::Transport(Ip::V6));
         let packet = udp6_with_extensions(33);
         let sa = spec.outbound(now);
@@ -215,7 +249,11 @@ fn transport_v6_with_extension_headers() {
         assert_eq!(outer[6], 0, "fixed header names Hop-by-Hop");
         let expected = if suite.ah { 51 } else { 50 };
         assert_eq!(outer[40], expected, "Hop-by-Hop names ESP/AH");
-        assert_eq!(outer[44..48], [0xde, 0xad, 0xbe, 0xef], "option data sent as is");
+        assert_eq!(
+            outer[44..48],
+            [0xde, 0xad, 0xbe, 0xef],
+            "option data sent as is"
+        );
         let (sad, _) = spec.sad(now);
         let (verdict, got) = open_all(&sad, &[outer], &mut inline, &mut Counters::new()).remove(0);
         assert_eq!(verdict, Verdict::Forward, "{suite:?}");
@@ -226,7 +264,13 @@ fn transport_v6_with_extension_headers() {
 #[test]
 fn tfc_padding_is_added_and_removed() {
     let now = Instant::now();
-    let mut spec = PairSpec::esp(gcm128(), ModeCase::Tunnel { inner: Ip::V4, outer: Ip::V4 });
+    let mut spec = PairSpec::esp(
+        gcm128(),
+        ModeCase::Tunnel {
+            inner: Ip::V4,
+            outer: Ip::V4,
+        },
+    );
     spec.tfc_pad_to = Some(500);
     let sa = spec.outbound(now);
     let (sad, _) = spec.sad(now);
@@ -244,7 +288,13 @@ fn tfc_padding_is_added_and_removed() {
 #[test]
 fn ecn_ce_on_the_outer_header_reaches_an_ect_inner_packet() {
     let now = Instant::now();
-    let spec = PairSpec::esp(gcm128(), ModeCase::Tunnel { inner: Ip::V4, outer: Ip::V4 });
+    let spec = PairSpec::esp(
+        gcm128(),
+        ModeCase::Tunnel {
+            inner: Ip::V4,
+            outer: Ip::V4,
+        },
+    );
     let sa = spec.outbound(now);
     let (sad, _) = spec.sad(now);
     let packet = udp4(20, 0x02, false);

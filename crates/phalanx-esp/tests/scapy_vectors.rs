@@ -22,11 +22,17 @@ use phalanx_testkit::vectors::{self, Vector, VectorMode, VectorProtocol};
 const SCAPY_JSON: &str = include_str!("vectors/scapy.json");
 
 fn scapy_vectors() -> Vec<Vector> {
-    vectors::load(SCAPY_JSON).expect("vectors/scapy.json parses").vectors
+    vectors::load(SCAPY_JSON)
+        .expect("vectors/scapy.json parses")
+        .vectors
 }
 
 /// Runs `check` on every vector; fails listing every vector that failed.
-fn run_all(what: &str, provider: &dyn CryptoProvider, check: fn(&Vector, &dyn CryptoProvider) -> Result<(), String>) {
+fn run_all(
+    what: &str,
+    provider: &dyn CryptoProvider,
+    check: fn(&Vector, &dyn CryptoProvider) -> Result<(), String>,
+) {
     let all = scapy_vectors();
     let failures: Vec<String> = all
         .iter()
@@ -59,7 +65,10 @@ fn phalanx_decrypts_scapy_with_every_provider() {
 #[test]
 fn both_providers_are_exercised() {
     let names: BTreeSet<_> = providers().iter().map(|p| p.name()).collect();
-    assert!(names.len() >= 2, "the vectors must run against two providers, got {names:?}");
+    assert!(
+        names.len() >= 2,
+        "the vectors must run against two providers, got {names:?}"
+    );
 }
 
 /// The committed file covers every combination the brief asks for, so a
@@ -70,7 +79,11 @@ fn vectors_cover_every_combination() {
     let mut combos = BTreeSet::new();
     let mut names = BTreeSet::new();
     for v in &all {
-        assert!(names.insert(v.name.clone()), "duplicate vector name {}", v.name);
+        assert!(
+            names.insert(v.name.clone()),
+            "duplicate vector name {}",
+            v.name
+        );
         let family = |a: Option<std::net::IpAddr>| a.map(|a| a.is_ipv4());
         let inner_v4 = v.inner.starts_with('4');
         combos.insert((
@@ -89,7 +102,16 @@ fn vectors_cover_every_combination() {
     // AH: 3 suites x 6 x ESN on/off.
     assert_eq!(combos.len(), 14 * 6 * 2 * 2 + 3 * 6 * 2);
     assert_eq!(all.len(), combos.len());
-    assert!(all.iter().any(|v| v.esn && v.seq == 1 << 32), "the 2^32 boundary");
-    assert!(all.iter().any(|v| v.esn && v.seq > 1 << 33), "numbers far above 2^32");
-    assert!(all.iter().any(|v| !v.esn && v.seq == u64::from(u32::MAX)), "the last 32-bit number");
+    assert!(
+        all.iter().any(|v| v.esn && v.seq == 1 << 32),
+        "the 2^32 boundary"
+    );
+    assert!(
+        all.iter().any(|v| v.esn && v.seq > 1 << 33),
+        "numbers far above 2^32"
+    );
+    assert!(
+        all.iter().any(|v| !v.esn && v.seq == u64::from(u32::MAX)),
+        "the last 32-bit number"
+    );
 }

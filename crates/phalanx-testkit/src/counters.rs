@@ -29,13 +29,17 @@ pub struct CounterSet<C> {
 
 impl<C> Default for CounterSet<C> {
     fn default() -> Self {
-        CounterSet { readers: Vec::new() }
+        CounterSet {
+            readers: Vec::new(),
+        }
     }
 }
 
 impl<C> core::fmt::Debug for CounterSet<C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_list().entries(self.readers.iter().map(|(n, _)| n)).finish()
+        f.debug_list()
+            .entries(self.readers.iter().map(|(n, _)| n))
+            .finish()
     }
 }
 
@@ -69,7 +73,11 @@ impl<C> CounterSet<C> {
 
     /// Reads every counter now.
     pub fn snapshot(&self, counters: &C) -> CounterSnapshot {
-        let values = self.readers.iter().map(|(n, read)| (n.clone(), read(counters))).collect();
+        let values = self
+            .readers
+            .iter()
+            .map(|(n, read)| (n.clone(), read(counters)))
+            .collect();
         CounterSnapshot { values }
     }
 
@@ -115,10 +123,16 @@ fn mismatch_report(
         }
     }
     for ((name, a), (_, b)) in before.values.iter().zip(&after.values) {
-        let want = expected.iter().find(|(n, _)| n == name).map_or(0, |&(_, d)| i128::from(d));
+        let want = expected
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |&(_, d)| i128::from(d));
         let got = i128::from(*b) - i128::from(*a);
         if got != want {
-            let _ = writeln!(report, "  {name}: expected +{want}, got {got:+} ({a} -> {b})");
+            let _ = writeln!(
+                report,
+                "  {name}: expected +{want}, got {got:+} ({a} -> {b})"
+            );
         }
     }
     (!report.is_empty()).then_some(report)
@@ -145,7 +159,9 @@ mod tests {
     }
 
     fn set() -> CounterSet<Stats> {
-        CounterSet::new().with("a", |s: &Stats| s.a).with("b", |s: &Stats| s.b)
+        CounterSet::new()
+            .with("a", |s: &Stats| s.a)
+            .with("b", |s: &Stats| s.b)
     }
 
     #[test]

@@ -14,9 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use phalanx_crypto::{SaTransform, Suite};
-use phalanx_sa::{
-    InboundSa, IpPrefix, IpsecProtocol, SaMode, SaParams, Sad, Selector, UdpEncap,
-};
+use phalanx_sa::{InboundSa, IpPrefix, IpsecProtocol, SaMode, SaParams, Sad, Selector, UdpEncap};
 use phalanx_wire::{EncrId, IntegId, IpProtocol};
 
 use crate::null::NullProvider;
@@ -51,27 +49,42 @@ pub struct FuzzSa {
 }
 
 fn tunnel_v4() -> SaMode {
-    SaMode::Tunnel { local: LOCAL_V4, remote: REMOTE_V4 }
+    SaMode::Tunnel {
+        local: LOCAL_V4,
+        remote: REMOTE_V4,
+    }
 }
 
 fn tunnel_v6() -> SaMode {
-    SaMode::Tunnel { local: LOCAL_V6, remote: REMOTE_V6 }
+    SaMode::Tunnel {
+        local: LOCAL_V6,
+        remote: REMOTE_V6,
+    }
 }
 
-const NAT_T: Option<UdpEncap> = Some(UdpEncap { local_port: 4500, remote_port: 4500 });
+const NAT_T: Option<UdpEncap> = Some(UdpEncap {
+    local_port: 4500,
+    remote_port: 4500,
+});
 
 /// Only UDP from 10.0.0.0/8 to 10.0.0.0/8 (everything else is a selector
 /// mismatch, RFC 4301 §5.2).
 fn udp_10_8() -> Vec<Selector> {
-    let ten = IpPrefix::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8)
-        .unwrap_or(IpPrefix::ANY_V4);
+    let ten = IpPrefix::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8).unwrap_or(IpPrefix::ANY_V4);
     let mut s = Selector::between(ten, ten);
     s.protocol = Some(IpProtocol::UDP);
     vec![s]
 }
 
 fn sa(spi: u32, suite: Suite, mode: SaMode, encap: Option<UdpEncap>, esn: bool) -> FuzzSa {
-    FuzzSa { spi, suite, mode, encap, esn, selectors: Vec::new() }
+    FuzzSa {
+        spi,
+        suite,
+        mode,
+        encap,
+        esn,
+        selectors: Vec::new(),
+    }
 }
 
 /// The ESP SAs, SPIs 0x101..=0x106.
@@ -95,12 +108,36 @@ pub fn esp_sas() -> Vec<FuzzSa> {
 
 /// The AH SAs, SPIs 0x201..=0x204.
 pub fn ah_sas() -> Vec<FuzzSa> {
-    let mut limited = sa(0x204, Suite::ah(IntegId::HMAC_SHA2_256_128), tunnel_v4(), None, false);
+    let mut limited = sa(
+        0x204,
+        Suite::ah(IntegId::HMAC_SHA2_256_128),
+        tunnel_v4(),
+        None,
+        false,
+    );
     limited.selectors = udp_10_8();
     vec![
-        sa(0x201, Suite::ah(IntegId::HMAC_SHA2_256_128), tunnel_v4(), None, false),
-        sa(0x202, Suite::ah(IntegId::HMAC_SHA2_384_192), SaMode::Transport, None, true),
-        sa(0x203, Suite::ah(IntegId::HMAC_SHA2_512_256), tunnel_v6(), None, false),
+        sa(
+            0x201,
+            Suite::ah(IntegId::HMAC_SHA2_256_128),
+            tunnel_v4(),
+            None,
+            false,
+        ),
+        sa(
+            0x202,
+            Suite::ah(IntegId::HMAC_SHA2_384_192),
+            SaMode::Transport,
+            None,
+            true,
+        ),
+        sa(
+            0x203,
+            Suite::ah(IntegId::HMAC_SHA2_512_256),
+            tunnel_v6(),
+            None,
+            false,
+        ),
         limited,
     ]
 }
@@ -110,7 +147,11 @@ impl FuzzSa {
     pub fn params(&self) -> SaParams {
         SaParams {
             spi: self.spi,
-            protocol: if self.suite.is_ah() { IpsecProtocol::Ah } else { IpsecProtocol::Esp },
+            protocol: if self.suite.is_ah() {
+                IpsecProtocol::Ah
+            } else {
+                IpsecProtocol::Esp
+            },
             mode: self.mode,
             encap: self.encap,
             esn: self.esn,
@@ -126,8 +167,11 @@ impl FuzzSa {
         let suite = self.suite;
         let encr_key = vec![0; suite.encr_key_len()];
         let integ_key = vec![0; suite.integ_key_len()];
-        let transform = SaTransform::new(&NullProvider::ACCEPT_ALL, suite, &encr_key, &integ_key).ok()?;
-        InboundSa::new(self.params(), Arc::new(transform), now).ok().map(Arc::new)
+        let transform =
+            SaTransform::new(&NullProvider::ACCEPT_ALL, suite, &encr_key, &integ_key).ok()?;
+        InboundSa::new(self.params(), Arc::new(transform), now)
+            .ok()
+            .map(Arc::new)
     }
 }
 
@@ -139,7 +183,11 @@ pub fn inbound_sad(sas: &[FuzzSa], now: Instant) -> Sad {
     for spec in sas {
         let sa = spec.inbound(now);
         let inserted = sa.is_some_and(|sa| sad.insert(sa).is_ok());
-        assert!(inserted, "fuzzing SA {:#x} could not be built or inserted", spec.spi);
+        assert!(
+            inserted,
+            "fuzzing SA {:#x} could not be built or inserted",
+            spec.spi
+        );
     }
     sad
 }

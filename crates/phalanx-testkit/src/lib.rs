@@ -11,6 +11,7 @@
 //! Contract: like the cores it tests, nothing here reads the clock or draws
 //! OS randomness; time and seeds are parameters.
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod counters;
 pub mod fuzzing;

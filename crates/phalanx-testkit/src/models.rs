@@ -38,7 +38,11 @@ pub struct ReplayModel {
 impl ReplayModel {
     /// An empty model with `window` positions (0: replay check disabled).
     pub fn new(window: u64) -> ReplayModel {
-        ReplayModel { seen: HashSet::new(), highest: 0, window }
+        ReplayModel {
+            seen: HashSet::new(),
+            highest: 0,
+            window,
+        }
     }
 
     /// The verdict for `seq`, without recording it.

@@ -34,9 +34,13 @@ pub struct NullProvider {
 
 impl NullProvider {
     /// Accepts every tag: for fuzz targets.
-    pub const ACCEPT_ALL: NullProvider = NullProvider { verify: NullVerify::AcceptAll };
+    pub const ACCEPT_ALL: NullProvider = NullProvider {
+        verify: NullVerify::AcceptAll,
+    };
     /// Accepts only all-zero tags: for tests that also need auth failures.
-    pub const ZERO_TAG: NullProvider = NullProvider { verify: NullVerify::ZeroTag };
+    pub const ZERO_TAG: NullProvider = NullProvider {
+        verify: NullVerify::ZeroTag,
+    };
 
     /// A provider with the given verification behaviour.
     pub const fn new(verify: NullVerify) -> NullProvider {
@@ -57,7 +61,10 @@ impl CryptoProvider for NullProvider {
     fn aead(&self, encr: EncrId, _key: &[u8]) -> Result<Box<dyn AeadKey>, CryptoError> {
         match encr {
             EncrId::AES_GCM_16 | EncrId::NULL_AUTH_AES_GMAC | EncrId::CHACHA20_POLY1305 => {
-                Ok(Box::new(NullKey { verify: self.verify, icv_len: 16 }))
+                Ok(Box::new(NullKey {
+                    verify: self.verify,
+                    icv_len: 16,
+                }))
             }
             _ => Err(CryptoError::UnsupportedAlgorithm),
         }
@@ -65,7 +72,10 @@ impl CryptoProvider for NullProvider {
 
     fn cbc(&self, encr: EncrId, _key: &[u8]) -> Result<Box<dyn CbcKey>, CryptoError> {
         match encr {
-            EncrId::AES_CBC => Ok(Box::new(NullKey { verify: self.verify, icv_len: 0 })),
+            EncrId::AES_CBC => Ok(Box::new(NullKey {
+                verify: self.verify,
+                icv_len: 0,
+            })),
             _ => Err(CryptoError::UnsupportedAlgorithm),
         }
     }
@@ -78,7 +88,10 @@ impl CryptoProvider for NullProvider {
             IntegId::HMAC_SHA2_512_256 => 32,
             _ => return Err(CryptoError::UnsupportedAlgorithm),
         };
-        Ok(Box::new(NullKey { verify: self.verify, icv_len }))
+        Ok(Box::new(NullKey {
+            verify: self.verify,
+            icv_len,
+        }))
     }
 }
 
@@ -163,10 +176,13 @@ mod tests {
 
     #[test]
     fn zero_tag_accepts_only_zeros() {
-        let key = NullProvider::ZERO_TAG.aead(EncrId::AES_GCM_16, &[0; 16]).unwrap();
+        let key = NullProvider::ZERO_TAG
+            .aead(EncrId::AES_GCM_16, &[0; 16])
+            .unwrap();
         let mut data = *b"plaintext stays!";
         let mut tag = [0xAA; 16];
-        key.seal_in_place(&[0; 12], b"aad", &mut data, &mut tag).unwrap();
+        key.seal_in_place(&[0; 12], b"aad", &mut data, &mut tag)
+            .unwrap();
         assert_eq!(&data, b"plaintext stays!");
         assert_eq!(tag, [0; 16]);
         assert!(key.open_in_place(&[0; 12], b"", &mut data, &tag).is_ok());
@@ -179,7 +195,9 @@ mod tests {
 
     #[test]
     fn accept_all_accepts_anything() {
-        let mac = NullProvider::ACCEPT_ALL.integrity(IntegId::HMAC_SHA2_384_192, &[]).unwrap();
+        let mac = NullProvider::ACCEPT_ALL
+            .integrity(IntegId::HMAC_SHA2_384_192, &[])
+            .unwrap();
         assert_eq!(mac.icv_len(), 24);
         assert!(mac.verify(&[b"x"], &[0xFF; 24]));
         let mut icv = [7u8; 24];
@@ -189,11 +207,16 @@ mod tests {
 
     #[test]
     fn cbc_is_identity_on_whole_blocks() {
-        let cbc = NullProvider::ZERO_TAG.cbc(EncrId::AES_CBC, &[0; 16]).unwrap();
+        let cbc = NullProvider::ZERO_TAG
+            .cbc(EncrId::AES_CBC, &[0; 16])
+            .unwrap();
         let mut data = [5u8; 32];
         cbc.encrypt_in_place(&[0; 16], &mut data).unwrap();
         assert_eq!(data, [5; 32]);
-        assert_eq!(cbc.decrypt_in_place(&[0; 16], &mut data[..17]), Err(CryptoError::BadLength));
+        assert_eq!(
+            cbc.decrypt_in_place(&[0; 16], &mut data[..17]),
+            Err(CryptoError::BadLength)
+        );
     }
 
     /// Through the real transform: ESP seal leaves the payload as it is
@@ -211,8 +234,14 @@ mod tests {
             Suite::esp(EncrId::NULL, 0, IntegId::HMAC_SHA2_512_256),
         ];
         for suite in suites {
-            for (provider, tamper_ok) in [(NullProvider::ZERO_TAG, false), (NullProvider::ACCEPT_ALL, true)] {
-                let keys = (vec![0; suite.encr_key_len()], vec![0; suite.integ_key_len()]);
+            for (provider, tamper_ok) in [
+                (NullProvider::ZERO_TAG, false),
+                (NullProvider::ACCEPT_ALL, true),
+            ] {
+                let keys = (
+                    vec![0; suite.encr_key_len()],
+                    vec![0; suite.integ_key_len()],
+                );
                 let t = Arc::new(SaTransform::new(&provider, suite, &keys.0, &keys.1).unwrap());
                 let payload_start = 8 + suite.iv_len();
                 let auth_end = payload_start + 32;
@@ -231,16 +260,32 @@ mod tests {
                 op.execute();
                 assert_eq!(op.status, OpStatus::Completed, "{suite:?}");
                 let sealed = op.buf.to_vec();
-                assert_eq!(sealed[..auth_end], data[..auth_end], "{suite:?}: identity cipher");
-                assert!(sealed[auth_end..].iter().all(|&b| b == 0), "{suite:?}: zero ICV");
+                assert_eq!(
+                    sealed[..auth_end],
+                    data[..auth_end],
+                    "{suite:?}: identity cipher"
+                );
+                assert!(
+                    sealed[auth_end..].iter().all(|&b| b == 0),
+                    "{suite:?}: zero ICV"
+                );
                 let mut open = Op::new(OpKind::EspOpen, t.clone(), layout, op.buf);
                 open.execute();
                 assert_eq!(open.status, OpStatus::Completed, "{suite:?}");
                 let mut tampered = sealed.clone();
                 tampered[auth_end] ^= 1;
-                let mut open = Op::new(OpKind::EspOpen, t, layout, PacketBuf::from_slice(&tampered, 16, 0));
+                let mut open = Op::new(
+                    OpKind::EspOpen,
+                    t,
+                    layout,
+                    PacketBuf::from_slice(&tampered, 16, 0),
+                );
                 open.execute();
-                let want = if tamper_ok { OpStatus::Completed } else { OpStatus::AuthenticationFailed };
+                let want = if tamper_ok {
+                    OpStatus::Completed
+                } else {
+                    OpStatus::AuthenticationFailed
+                };
                 assert_eq!(open.status, want, "{suite:?} {provider:?}");
             }
         }

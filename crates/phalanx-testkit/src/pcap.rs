@@ -111,7 +111,11 @@ mod tests {
         assert_eq!(&bytes[20..24], &101u32.to_le_bytes());
         let second = &bytes[24 + 20..];
         assert_eq!(&second[0..4], &0u32.to_le_bytes());
-        assert_eq!(&second[4..8], &1000u32.to_le_bytes(), "1 ms in microseconds");
+        assert_eq!(
+            &second[4..8],
+            &1000u32.to_le_bytes(),
+            "1 ms in microseconds"
+        );
         assert_eq!(&second[8..12], &4u32.to_le_bytes());
         assert_eq!(&second[12..16], &4u32.to_le_bytes());
         assert_eq!(&second[16..], &pkt);

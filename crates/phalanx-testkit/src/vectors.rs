@@ -134,7 +134,9 @@ impl core::fmt::Display for VectorError {
         match self {
             VectorError::Json(e) => write!(f, "bad vector JSON: {e}"),
             VectorError::Hex(field) => write!(f, "field {field} is not hex"),
-            VectorError::MissingTunnelAddress => f.write_str("tunnel mode without tunnel addresses"),
+            VectorError::MissingTunnelAddress => {
+                f.write_str("tunnel mode without tunnel addresses")
+            }
             VectorError::Crypto(e) => write!(f, "crypto: {e}"),
             VectorError::Sa(e) => write!(f, "SA: {e}"),
         }
@@ -211,17 +213,28 @@ impl Vector {
 
     /// The plaintext packet in a buffer with [`HEADROOM`] and [`TAILROOM`].
     pub fn inner_buf(&self) -> Result<PacketBuf, VectorError> {
-        Ok(PacketBuf::from_slice(&self.inner_bytes()?, HEADROOM, TAILROOM))
+        Ok(PacketBuf::from_slice(
+            &self.inner_bytes()?,
+            HEADROOM,
+            TAILROOM,
+        ))
     }
 
     /// The protected packet in a buffer with [`HEADROOM`] and [`TAILROOM`].
     pub fn outer_buf(&self) -> Result<PacketBuf, VectorError> {
-        Ok(PacketBuf::from_slice(&self.outer_bytes()?, HEADROOM, TAILROOM))
+        Ok(PacketBuf::from_slice(
+            &self.outer_bytes()?,
+            HEADROOM,
+            TAILROOM,
+        ))
     }
 
     /// The same vector with another sequence number.
     pub fn with_seq(&self, seq: u64) -> Vector {
-        Vector { seq, ..self.clone() }
+        Vector {
+            seq,
+            ..self.clone()
+        }
     }
 
     /// A sequence number other than [`seq`](Self::seq) in the same space:
@@ -229,7 +242,11 @@ impl Vector {
     /// ESN, 2^64 - 1 with it; RFC 4303 §2.2). Used to encrypt "the same
     /// packet with a different number".
     pub fn other_seq(&self) -> u64 {
-        let last = if self.esn { u64::MAX } else { u64::from(u32::MAX) };
+        let last = if self.esn {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
         if self.seq < last {
             self.seq + 1
         } else {
@@ -238,8 +255,16 @@ impl Vector {
     }
 
     /// The keyed transform, from `provider`.
-    pub fn transform(&self, provider: &dyn CryptoProvider) -> Result<Arc<SaTransform>, VectorError> {
-        let t = SaTransform::new(provider, self.suite(), &self.encr_key_bytes()?, &self.integ_key_bytes()?)?;
+    pub fn transform(
+        &self,
+        provider: &dyn CryptoProvider,
+    ) -> Result<Arc<SaTransform>, VectorError> {
+        let t = SaTransform::new(
+            provider,
+            self.suite(),
+            &self.encr_key_bytes()?,
+            &self.integ_key_bytes()?,
+        )?;
         Ok(Arc::new(t))
     }
 
@@ -258,8 +283,15 @@ impl Vector {
             }
         };
         let encap = self.udp_encap.map(|u| {
-            let (local_port, remote_port) = if outbound { (u.sport, u.dport) } else { (u.dport, u.sport) };
-            UdpEncap { local_port, remote_port }
+            let (local_port, remote_port) = if outbound {
+                (u.sport, u.dport)
+            } else {
+                (u.dport, u.sport)
+            };
+            UdpEncap {
+                local_port,
+                remote_port,
+            }
         });
         Ok(SaParams {
             spi: self.spi,
@@ -283,7 +315,11 @@ impl Vector {
         provider: &dyn CryptoProvider,
         now: Instant,
     ) -> Result<OutboundSa, VectorError> {
-        let sa = OutboundSa::new(self.params(Direction::Outbound)?, self.transform(provider)?, now);
+        let sa = OutboundSa::new(
+            self.params(Direction::Outbound)?,
+            self.transform(provider)?,
+            now,
+        );
         sa.seq.advance_to(self.seq);
         Ok(sa)
     }
@@ -300,7 +336,8 @@ impl Vector {
         let sa = InboundSa::new(params, self.transform(provider)?, now)
             .map_err(|e| VectorError::Sa(format!("{e:?}")))?;
         if self.seq > 1 {
-            sa.replay_commit(self.seq - 1).map_err(|e| VectorError::Sa(format!("{e:?}")))?;
+            sa.replay_commit(self.seq - 1)
+                .map_err(|e| VectorError::Sa(format!("{e:?}")))?;
         }
         Ok(Arc::new(sa))
     }
@@ -329,7 +366,9 @@ pub fn run_inline(op: Op) -> Op {
     };
     // Invariant: InlineEngine completes a frame inside `submit` and returns
     // it from the next `poll_completed`, with every op it was given.
-    done.as_mut().and_then(|f| f.drain().next()).expect("InlineEngine returns the op it accepted")
+    done.as_mut()
+        .and_then(|f| f.drain().next())
+        .expect("InlineEngine returns the op it accepted")
 }
 
 /// `None` when `got == expected`, else where they first differ.
@@ -352,4 +391,130 @@ pub fn describe_mismatch(expected: &[u8], got: &[u8]) -> Option<String> {
             got.len()
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::null::NullProvider;
+
+    const ONE: &str = r#"{"header": {"scapy_version": "2.5.0"}, "vectors": [
+      {"name": "esp-x", "protocol": "esp", "mode": "tunnel", "encr": 20, "encr_key_bits": 128,
+       "integ": 0, "encr_key": "000102030405060708090a0b0c0d0e0f10111213", "integ_key": "",
+       "spi": 4660, "seq": 4294967296, "esn": true, "iv": "0000000100000000",
+       "tunnel_src": "192.0.2.1", "tunnel_dst": "198.51.100.2",
+       "udp_encap": {"sport": 62000, "dport": 4500}, "inner": "45", "outer": "45aa"}]}"#;
+
+    fn vector() -> Vector {
+        load(ONE).unwrap().vectors.remove(0)
+    }
+
+    #[test]
+    fn parses_and_round_trips() {
+        let file = load(ONE).unwrap();
+        let v = &file.vectors[0];
+        assert_eq!(v.protocol, VectorProtocol::Esp);
+        assert_eq!(v.mode, VectorMode::Tunnel);
+        assert_eq!(
+            v.suite(),
+            Suite::esp(EncrId::AES_GCM_16, 128, IntegId::NONE)
+        );
+        assert_eq!(v.encr_key_bytes().unwrap().len(), 20);
+        assert_eq!(v.outer_bytes().unwrap(), [0x45, 0xaa]);
+        assert_eq!(load(&to_json(&file)).unwrap(), file);
+        assert!(
+            !to_json(&file).contains("error"),
+            "no error field unless set"
+        );
+        assert!(matches!(load("{}"), Err(VectorError::Json(_))));
+    }
+
+    #[test]
+    fn directions_mirror_addresses_and_ports() {
+        let v = vector();
+        let out = v.params(Direction::Outbound).unwrap();
+        let inb = v.params(Direction::Inbound).unwrap();
+        let (src, dst) = (v.tunnel_src.unwrap(), v.tunnel_dst.unwrap());
+        assert_eq!(
+            out.mode,
+            SaMode::Tunnel {
+                local: src,
+                remote: dst
+            }
+        );
+        assert_eq!(
+            inb.mode,
+            SaMode::Tunnel {
+                local: dst,
+                remote: src
+            }
+        );
+        assert_eq!(
+            out.encap,
+            Some(UdpEncap {
+                local_port: 62000,
+                remote_port: 4500
+            })
+        );
+        assert_eq!(
+            inb.encap,
+            Some(UdpEncap {
+                local_port: 4500,
+                remote_port: 62000
+            })
+        );
+        assert!(out.esn && inb.esn && out.selectors.is_empty());
+        let no_addr = Vector {
+            tunnel_dst: None,
+            ..v
+        };
+        assert_eq!(
+            no_addr.params(Direction::Inbound).err(),
+            Some(VectorError::MissingTunnelAddress)
+        );
+    }
+
+    #[test]
+    fn sas_start_at_the_vector_sequence_number() {
+        let v = vector();
+        let now = Instant::now();
+        let out = v.outbound_sa(&NullProvider::ZERO_TAG, now).unwrap();
+        assert_eq!(out.next_sequence(), Ok(1 << 32));
+        let inb = v.inbound_sa(&NullProvider::ZERO_TAG, now).unwrap();
+        // The window saw 2^32 - 1, so low half 0 is inferred as 2^32.
+        assert_eq!(inb.replay_check(0), Ok(1 << 32));
+        let sad = v.sad(&NullProvider::ZERO_TAG, now).unwrap();
+        assert_eq!(sad.len(), 1);
+    }
+
+    #[test]
+    fn other_seq_stays_in_the_space() {
+        let v = vector();
+        assert_eq!(v.other_seq(), (1 << 32) + 1);
+        assert_eq!(v.with_seq(u64::MAX).other_seq(), u64::MAX - 1);
+        let no_esn = Vector { esn: false, ..v };
+        assert_eq!(
+            no_esn.with_seq(u64::from(u32::MAX)).other_seq(),
+            u64::from(u32::MAX) - 1
+        );
+        assert_eq!(no_esn.with_seq(1).other_seq(), 2);
+    }
+
+    #[test]
+    fn mismatch_descriptions() {
+        assert_eq!(describe_mismatch(b"abc", b"abc"), None);
+        assert!(describe_mismatch(b"abc", b"abd")
+            .unwrap()
+            .contains("byte 2"));
+        assert!(describe_mismatch(b"abc", b"ab").unwrap().contains("prefix"));
+    }
+
+    #[test]
+    fn bad_hex_is_named() {
+        let v = Vector {
+            inner: "zz".into(),
+            ..vector()
+        };
+        assert_eq!(v.inner_bytes(), Err(VectorError::Hex("inner")));
+    }
 }

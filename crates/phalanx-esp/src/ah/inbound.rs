@@ -56,8 +56,19 @@ pub(crate) fn prepare(
     };
     let mut op = Op::new(OpKind::AhVerify, sa.transform.clone(), layout, packet);
     op.received_icv = received_icv;
-    let protocol = PendingProtocol::Ah { saved: outer.front, header_len: header.len };
-    Ok((InboundPending { sa, seq, protocol, outer }, op))
+    let protocol = PendingProtocol::Ah {
+        saved: outer.front,
+        header_len: header.len,
+    };
+    Ok((
+        InboundPending {
+            sa,
+            seq,
+            protocol,
+            outer,
+        },
+        op,
+    ))
 }
 
 /// Reads the AH header at `outer.front` and checks its length and
@@ -68,8 +79,13 @@ fn parse(packet: &[u8], outer: &Outer) -> Result<Header, DropReason> {
         WireError::Truncated => DropReason::Truncated,
         _ => DropReason::MalformedHeader,
     })?;
-    ah.check_alignment(outer.family == Family::V6).map_err(|_| DropReason::MalformedHeader)?;
-    Ok(Header { spi: ah.spi(), seq_low: ah.sequence_number(), len: ah.header_len() })
+    ah.check_alignment(outer.family == Family::V6)
+        .map_err(|_| DropReason::MalformedHeader)?;
+    Ok(Header {
+        spi: ah.spi(),
+        seq_low: ah.sequence_number(),
+        len: ah.header_len(),
+    })
 }
 
 /// SA, lifetime, ICV length and replay pre-check (RFC 4302 §3.4.3).
@@ -84,7 +100,9 @@ fn admit(
     if header.len < AH_FIXED_LEN + sa.transform.suite().icv_len() {
         return Err(DropReason::MalformedHeader);
     }
-    let seq = sa.replay_check(header.seq_low).map_err(sa_state::replay_reason)?;
+    let seq = sa
+        .replay_check(header.seq_low)
+        .map_err(sa_state::replay_reason)?;
     Ok((sa, seq))
 }
 
@@ -125,7 +143,9 @@ pub(crate) fn finish(
     op: Op,
     soft_expired: &mut Vec<u32>,
 ) -> (PacketBuf, Verdict) {
-    let Op { mut buf, status, .. } = op;
+    let Op {
+        mut buf, status, ..
+    } = op;
     let verdict = match verify(pending, saved, header_len, &mut buf, status, soft_expired) {
         Ok(()) => Verdict::Forward,
         Err(reason) => Verdict::Drop(reason),
@@ -147,7 +167,8 @@ fn verify(
     inbound::authenticated(status)?;
     let sa = &pending.sa;
     // RFC 4302 §3.4.3: the window moves only after the ICV verified.
-    sa.replay_commit(pending.seq).map_err(sa_state::replay_reason)?;
+    sa.replay_commit(pending.seq)
+        .map_err(sa_state::replay_reason)?;
     let front = pending.outer.front;
     let next_header = IpProtocol(*buf.as_slice().get(front).ok_or(DropReason::InvalidLayout)?);
     let payload_start = front + header_len;
@@ -177,5 +198,10 @@ fn verify(
 fn remove_header(buf: &mut PacketBuf, outer: &Outer, header_len: usize, next_header: IpProtocol) {
     buf.as_mut_slice().copy_within(..outer.front, header_len);
     buf.trim_front(header_len);
-    ip::finish_splice(buf.as_mut_slice(), outer.family, outer.next_header_offset, next_header);
+    ip::finish_splice(
+        buf.as_mut_slice(),
+        outer.family,
+        outer.next_header_offset,
+        next_header,
+    );
 }

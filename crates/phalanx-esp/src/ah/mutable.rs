@@ -139,7 +139,9 @@ mod tests {
 
     #[test]
     fn v4_malformed_option() {
-        let mut hdr = vec![0x46, 0, 0, 24, 0, 0, 0, 0, 64, 51, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+        let mut hdr = vec![
+            0x46, 0, 0, 24, 0, 0, 0, 0, 64, 51, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+        ];
         hdr.extend_from_slice(&[7, 9, 0, 0]);
         let original = hdr.clone();
         assert!(!zero(&mut hdr, &original, Family::V4));

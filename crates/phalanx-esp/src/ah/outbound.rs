@@ -71,7 +71,10 @@ pub(crate) fn prepare(
     let spi = sa.params.spi;
     let admitted =
         sa_state::admit_outbound(&sa.usage, ctx.now, packet.len(), spi, &mut ctx.soft_expired)
-            .and_then(|()| sa.next_sequence().map_err(|_| DropReason::SequenceExhausted));
+            .and_then(|()| {
+                sa.next_sequence()
+                    .map_err(|_| DropReason::SequenceExhausted)
+            });
     let seq = match admitted {
         Ok(seq) => seq,
         Err(reason) => return Err((packet, reason)),
@@ -177,7 +180,9 @@ fn write(sa: &OutboundSa, packet: &mut PacketBuf, plan: &Plan, seq: u64) {
         sequence_number: seq as u32,
         icv_len: plan.ah_len - AH_FIXED_LEN,
     };
-    repr.emit(&mut AhPacket::new_unchecked(&mut data[plan.front..plan.front + plan.ah_len]));
+    repr.emit(&mut AhPacket::new_unchecked(
+        &mut data[plan.front..plan.front + plan.ah_len],
+    ));
 }
 
 /// Copies the header in front of AH behind the packet and zeroes its

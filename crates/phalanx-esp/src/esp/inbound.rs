@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use phalanx_crypto::{Op, OpKind, OpLayout, OpStatus, PacketBuf, Suite};
-use phalanx_sa::{InboundSa, IpsecProtocol, Sad, SaMode};
+use phalanx_sa::{InboundSa, IpsecProtocol, SaMode, Sad};
 use phalanx_wire::esp::{EspPacket, HEADER_LEN as ESP_HEADER_LEN};
 use phalanx_wire::IpProtocol;
 
@@ -31,7 +31,12 @@ pub(crate) fn prepare(
         Err(reason) => return Err((packet, reason)),
     };
     let op = Op::new(OpKind::EspOpen, sa.transform.clone(), layout, packet);
-    let pending = InboundPending { sa, seq, protocol: PendingProtocol::Esp, outer };
+    let pending = InboundPending {
+        sa,
+        seq,
+        protocol: PendingProtocol::Esp,
+        outer,
+    };
     Ok((pending, op))
 }
 
@@ -54,8 +59,13 @@ fn lookup_and_check(
     let layout = layout(&suite, esp_at, packet.len())?;
     // RFC 4303 §3.4.3: the replay check comes before the ICV, so replayed
     // packets cost no cryptography.
-    let seq = sa.replay_check(esp.sequence_number()).map_err(sa_state::replay_reason)?;
-    let layout = OpLayout { esn_high: sa.params.esn.then_some((seq >> 32) as u32), ..layout };
+    let seq = sa
+        .replay_check(esp.sequence_number())
+        .map_err(sa_state::replay_reason)?;
+    let layout = OpLayout {
+        esn_high: sa.params.esn.then_some((seq >> 32) as u32),
+        ..layout
+    };
     Ok((sa, seq, layout))
 }
 
@@ -91,7 +101,12 @@ pub(crate) fn finish(
     op: Op,
     soft_expired: &mut Vec<u32>,
 ) -> (PacketBuf, Verdict) {
-    let Op { mut buf, layout, status, .. } = op;
+    let Op {
+        mut buf,
+        layout,
+        status,
+        ..
+    } = op;
     let verdict = match open(pending, &mut buf, &layout, status, soft_expired) {
         Ok(()) => Verdict::Forward,
         Err(reason) => Verdict::Drop(reason),
@@ -110,7 +125,8 @@ fn open(
     let sa = &pending.sa;
     // RFC 4303 §3.4.3: the window moves only after the ICV verified; a
     // packet that raced us to the same number while the engine ran loses.
-    sa.replay_commit(pending.seq).map_err(sa_state::replay_reason)?;
+    sa.replay_commit(pending.seq)
+        .map_err(sa_state::replay_reason)?;
     let payload_start = layout.payload_start as usize;
     let plaintext = buf
         .as_slice()
@@ -158,7 +174,9 @@ fn rejoin(
     trailer: &Trailer,
 ) -> Result<(), DropReason> {
     let outer = &pending.outer;
-    let gap = payload_start.checked_sub(outer.front).ok_or(DropReason::InvalidLayout)?;
+    let gap = payload_start
+        .checked_sub(outer.front)
+        .ok_or(DropReason::InvalidLayout)?;
     if payload_start > buf.len() {
         return Err(DropReason::InvalidLayout);
     }
@@ -166,6 +184,11 @@ fn rejoin(
     buf.trim_front(gap);
     buf.truncate(outer.front + trailer.payload_len);
     let protocol = trailer.next_header;
-    ip::finish_splice(buf.as_mut_slice(), outer.family, outer.next_header_offset, protocol);
+    ip::finish_splice(
+        buf.as_mut_slice(),
+        outer.family,
+        outer.next_header_offset,
+        protocol,
+    );
     Ok(())
 }

@@ -202,7 +202,11 @@ fn seal(
 ) -> Result<Op, (PacketBuf, DropReason)> {
     let suite = sa.transform.suite();
     let sizes = Sizes {
-        udp: if sa.params.encap.is_some() { UDP_HEADER_LEN } else { 0 },
+        udp: if sa.params.encap.is_some() {
+            UDP_HEADER_LEN
+        } else {
+            0
+        },
         iv: suite.iv_len(),
         pad: trailer::pad_len(plan.payload_len + plan.tfc, suite.block_size()),
         icv: suite.icv_len(),
@@ -249,7 +253,9 @@ fn check(
 fn admit(sa: &OutboundSa, bytes: usize, ctx: &mut OutboundContext<'_>) -> Result<u64, DropReason> {
     let spi = sa.params.spi;
     sa_state::admit_outbound(&sa.usage, ctx.now, bytes, spi, &mut ctx.soft_expired)?;
-    let seq = sa.next_sequence().map_err(|_| DropReason::SequenceExhausted)?;
+    let seq = sa
+        .next_sequence()
+        .map_err(|_| DropReason::SequenceExhausted)?;
     sa_state::count(&sa.stats, bytes);
     Ok(seq)
 }
@@ -296,10 +302,19 @@ fn write(
         // once the ciphertext is in place.
         repr.emit(&mut UdpPacket::new_unchecked(&mut data[plan.front..esp_at]));
     }
-    write_esp_header(&mut data[esp_at..esp_at + ESP_HEADER_LEN], sa.params.spi, seq);
+    write_esp_header(
+        &mut data[esp_at..esp_at + ESP_HEADER_LEN],
+        sa.params.spi,
+        seq,
+    );
     let iv_at = esp_at + ESP_HEADER_LEN;
     ctx.iv.fill(seq, &mut data[iv_at..iv_at + sizes.iv]);
-    layout(plan, sizes, esp_at, sa.params.esn.then_some((seq >> 32) as u32))
+    layout(
+        plan,
+        sizes,
+        esp_at,
+        sa.params.esn.then_some((seq >> 32) as u32),
+    )
 }
 
 /// Appends TFC padding, the ESP trailer and room for the ICV.
@@ -318,7 +333,10 @@ fn write_tail(packet: &mut PacketBuf, plan: &Plan, sizes: &Sizes) {
 /// SPI and the low 32 bits of the sequence number (RFC 4303 §2.1, §2.2;
 /// with ESN the high bits are authenticated but not sent, §2.2.1).
 fn write_esp_header(out: &mut [u8], spi: u32, seq: u64) {
-    let repr = EspRepr { spi, sequence_number: seq as u32 };
+    let repr = EspRepr {
+        spi,
+        sequence_number: seq as u32,
+    };
     repr.emit(&mut EspPacket::new_unchecked(out));
 }
 

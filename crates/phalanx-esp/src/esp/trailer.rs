@@ -24,7 +24,10 @@ pub(crate) fn pad_len(payload_len: usize, block_size: usize) -> usize {
 pub(crate) fn write(trailer: &mut [u8], next_header: IpProtocol) {
     let pad = trailer.len().saturating_sub(ESP_TRAILER_LEN);
     fill_default_padding(&mut trailer[..pad]);
-    let fields = EspTrailer { pad_len: pad as u8, next_header };
+    let fields = EspTrailer {
+        pad_len: pad as u8,
+        next_header,
+    };
     // The slice holds the two trailer bytes: write() cannot fail.
     let _ = fields.write(trailer);
 }
@@ -47,7 +50,10 @@ pub(crate) fn parse(plaintext: &[u8]) -> Result<Trailer, DropReason> {
     if !is_default_padding(parts.padding) {
         return Err(DropReason::BadPadding);
     }
-    Ok(Trailer { payload_len: parts.payload.len(), next_header: parts.trailer.next_header })
+    Ok(Trailer {
+        payload_len: parts.payload.len(),
+        next_header: parts.trailer.next_header,
+    })
 }
 
 #[cfg(test)]
@@ -71,7 +77,10 @@ mod tests {
         t[..5].copy_from_slice(b"hello");
         write(&mut t[5..], IpProtocol::IPV4);
         assert_eq!(&t[5..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 13, 4]);
-        let ok = Trailer { payload_len: 5, next_header: IpProtocol::IPV4 };
+        let ok = Trailer {
+            payload_len: 5,
+            next_header: IpProtocol::IPV4,
+        };
         assert_eq!(parse(&t), Ok(ok));
         let mut bad = t;
         bad[9] = 0;
@@ -79,7 +88,10 @@ mod tests {
         assert_eq!(parse(&t[15..]), Err(DropReason::BadPadLength));
         assert_eq!(parse(&[]), Err(DropReason::BadPadLength));
         assert_eq!(parse(&[7]), Err(DropReason::BadPadLength));
-        let dummy = Trailer { payload_len: 0, next_header: IpProtocol::NO_NEXT_HEADER };
+        let dummy = Trailer {
+            payload_len: 0,
+            next_header: IpProtocol::NO_NEXT_HEADER,
+        };
         assert_eq!(parse(&[0, 59]), Ok(dummy));
     }
 }

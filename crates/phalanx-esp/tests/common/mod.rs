@@ -1,5 +1,11 @@
 //! Shared test helpers: SA pairs, inner packets, engine runs, counters.
-#![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -11,8 +17,7 @@ use phalanx_esp::{
     InboundPending, IvSource, OutboundContext, Verdict,
 };
 use phalanx_sa::{
-    InboundSa, IpsecProtocol, LifetimeLimits, OutboundSa, SaMode, SaParams, Sad, Selector,
-    UdpEncap,
+    InboundSa, IpsecProtocol, LifetimeLimits, OutboundSa, SaMode, SaParams, Sad, Selector, UdpEncap,
 };
 use phalanx_testkit::counters::CounterSet;
 use phalanx_wire::{
@@ -50,7 +55,11 @@ pub fn esp_suites() -> Vec<Suite> {
 
 /// The HMAC integrity transforms.
 pub fn hmacs() -> [IntegId; 3] {
-    [IntegId::HMAC_SHA2_256_128, IntegId::HMAC_SHA2_384_192, IntegId::HMAC_SHA2_512_256]
+    [
+        IntegId::HMAC_SHA2_256_128,
+        IntegId::HMAC_SHA2_384_192,
+        IntegId::HMAC_SHA2_512_256,
+    ]
 }
 
 /// AES-128-GCM.
@@ -82,10 +91,22 @@ pub enum ModeCase {
 pub fn mode_cases() -> [ModeCase; 6] {
     use Ip::*;
     [
-        ModeCase::Tunnel { inner: V4, outer: V4 },
-        ModeCase::Tunnel { inner: V6, outer: V6 },
-        ModeCase::Tunnel { inner: V4, outer: V6 },
-        ModeCase::Tunnel { inner: V6, outer: V4 },
+        ModeCase::Tunnel {
+            inner: V4,
+            outer: V4,
+        },
+        ModeCase::Tunnel {
+            inner: V6,
+            outer: V6,
+        },
+        ModeCase::Tunnel {
+            inner: V4,
+            outer: V6,
+        },
+        ModeCase::Tunnel {
+            inner: V6,
+            outer: V4,
+        },
         ModeCase::Transport(V4),
         ModeCase::Transport(V6),
     ]
@@ -104,12 +125,24 @@ impl ModeCase {
     pub fn sa_modes(self) -> (SaMode, SaMode) {
         match self {
             ModeCase::Tunnel { outer: Ip::V4, .. } => (
-                SaMode::Tunnel { local: GW_A4.into(), remote: GW_B4.into() },
-                SaMode::Tunnel { local: GW_B4.into(), remote: GW_A4.into() },
+                SaMode::Tunnel {
+                    local: GW_A4.into(),
+                    remote: GW_B4.into(),
+                },
+                SaMode::Tunnel {
+                    local: GW_B4.into(),
+                    remote: GW_A4.into(),
+                },
             ),
             ModeCase::Tunnel { outer: Ip::V6, .. } => (
-                SaMode::Tunnel { local: GW_A6.into(), remote: GW_B6.into() },
-                SaMode::Tunnel { local: GW_B6.into(), remote: GW_A6.into() },
+                SaMode::Tunnel {
+                    local: GW_A6.into(),
+                    remote: GW_B6.into(),
+                },
+                SaMode::Tunnel {
+                    local: GW_B6.into(),
+                    remote: GW_A6.into(),
+                },
             ),
             ModeCase::Transport(_) => (SaMode::Transport, SaMode::Transport),
         }
@@ -150,7 +183,11 @@ impl PairSpec {
         PairSpec {
             provider: phalanx_crypto::default_provider(),
             suite,
-            protocol: if suite.ah { IpsecProtocol::Ah } else { IpsecProtocol::Esp },
+            protocol: if suite.ah {
+                IpsecProtocol::Ah
+            } else {
+                IpsecProtocol::Esp
+            },
             mode,
             encap: false,
             esn: false,
@@ -164,8 +201,12 @@ impl PairSpec {
 
     /// Deterministic key material of the right lengths.
     pub fn keys(&self) -> (Vec<u8>, Vec<u8>) {
-        let encr = (0..self.suite.encr_key_len()).map(|i| i as u8 ^ 0x5a).collect();
-        let integ = (0..self.suite.integ_key_len()).map(|i| (i as u8).wrapping_mul(7)).collect();
+        let encr = (0..self.suite.encr_key_len())
+            .map(|i| i as u8 ^ 0x5a)
+            .collect();
+        let integ = (0..self.suite.integ_key_len())
+            .map(|i| (i as u8).wrapping_mul(7))
+            .collect();
         (encr, integ)
     }
 
@@ -190,13 +231,23 @@ impl PairSpec {
 
     /// Gateway A's outbound SA.
     pub fn outbound(&self, now: Instant) -> OutboundSa {
-        let encap = self.encap.then_some(UdpEncap { local_port: 4500, remote_port: 4501 });
-        OutboundSa::new(self.params(self.mode.sa_modes().0, encap), self.transform(), now)
+        let encap = self.encap.then_some(UdpEncap {
+            local_port: 4500,
+            remote_port: 4501,
+        });
+        OutboundSa::new(
+            self.params(self.mode.sa_modes().0, encap),
+            self.transform(),
+            now,
+        )
     }
 
     /// Gateway B's inbound SA.
     pub fn inbound(&self, now: Instant) -> Arc<InboundSa> {
-        let encap = self.encap.then_some(UdpEncap { local_port: 4501, remote_port: 4500 });
+        let encap = self.encap.then_some(UdpEncap {
+            local_port: 4501,
+            remote_port: 4500,
+        });
         let params = self.params(self.mode.sa_modes().1, encap);
         Arc::new(InboundSa::new(params, self.transform(), now).expect("valid window"))
     }
@@ -216,7 +267,11 @@ pub fn udp4(payload: usize, tos: u8, df: bool) -> Vec<u8> {
 }
 
 pub fn udp4_between(src: Ipv4Addr, dst: Ipv4Addr, payload: usize, tos: u8, df: bool) -> Vec<u8> {
-    let udp = UdpRepr { src_port: 1234, dst_port: 5678, payload_len: payload };
+    let udp = UdpRepr {
+        src_port: 1234,
+        dst_port: 5678,
+        payload_len: payload,
+    };
     let ip = Ipv4Repr {
         src,
         dst,
@@ -240,7 +295,11 @@ pub fn udp4_between(src: Ipv4Addr, dst: Ipv4Addr, payload: usize, tos: u8, df: b
 
 /// A UDP/IPv6 packet from host A to host B with `payload` bytes.
 pub fn udp6(payload: usize, tc: u8) -> Vec<u8> {
-    let udp = UdpRepr { src_port: 4321, dst_port: 53, payload_len: payload };
+    let udp = UdpRepr {
+        src_port: 4321,
+        dst_port: 53,
+        payload_len: payload,
+    };
     let ip = Ipv6Repr {
         src: HOST_A6,
         dst: HOST_B6,
@@ -300,7 +359,9 @@ pub fn counting_rng() -> impl FnMut(&mut [u8]) {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     move |out: &mut [u8]| {
         for b in out {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             *b = (state >> 56) as u8;
         }
     }
@@ -409,7 +470,10 @@ pub fn open_all(
         counters.record(verdict, buf.len());
         results[i] = Some((verdict, buf.to_vec()));
     }
-    results.into_iter().map(|r| r.expect("every packet has a result")).collect()
+    results
+        .into_iter()
+        .map(|r| r.expect("every packet has a result"))
+        .collect()
 }
 
 /// One packet through inbound processing with the inline engine.
@@ -426,8 +490,7 @@ pub fn seal_one(sa: &OutboundSa, packet: &[u8]) -> Vec<u8> {
 
 /// Every counter of [`Counters`], named, for delta assertions.
 pub fn counter_set() -> CounterSet<Counters> {
-    let mut set = CounterSet::new()
-        .with("forwarded", |c: &Counters| c.forwarded_packets);
+    let mut set = CounterSet::new().with("forwarded", |c: &Counters| c.forwarded_packets);
     for reason in DropReason::ALL {
         set = set.with(reason.name(), move |c: &Counters| c.drops(reason));
     }

@@ -12,14 +12,18 @@ use std::time::Instant;
 
 use phalanx_crypto::CryptoProvider;
 use phalanx_esp::{
-    finish_inbound, finish_outbound, prepare_inbound, prepare_outbound, IvSource,
-    OutboundContext, Verdict,
+    finish_inbound, finish_outbound, prepare_inbound, prepare_outbound, IvSource, OutboundContext,
+    Verdict,
 };
 use phalanx_testkit::vectors::{describe_mismatch, run_inline, Vector};
 
 /// Encrypts the vector's inner packet with its SA, sequence number and
 /// `iv`; returns the outer packet or why Phalanx refused.
-pub(crate) fn encrypt(v: &Vector, provider: &dyn CryptoProvider, iv: IvSource<'_>) -> Result<Vec<u8>, String> {
+pub(crate) fn encrypt(
+    v: &Vector,
+    provider: &dyn CryptoProvider,
+    iv: IvSource<'_>,
+) -> Result<Vec<u8>, String> {
     let now = Instant::now();
     let sa = v.outbound_sa(provider, now).map_err(|e| e.to_string())?;
     let mut ctx = OutboundContext::new(now, iv);
@@ -64,6 +68,8 @@ pub(crate) fn check_decrypt(v: &Vector, provider: &dyn CryptoProvider) -> Result
     let got = decrypt(v, provider)?;
     match describe_mismatch(&inner, &got) {
         None => Ok(()),
-        Some(diff) => Err(format!("decrypted packet differs from the inner one: {diff}")),
+        Some(diff) => Err(format!(
+            "decrypted packet differs from the inner one: {diff}"
+        )),
     }
 }

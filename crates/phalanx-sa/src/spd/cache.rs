@@ -89,10 +89,19 @@ pub struct FlowCacheStats {
     pub misses: u64,
 }
 
+/// Ways per set.
+const WAYS: usize = FLOW_CACHE_WAYS;
+
 /// A per-worker, fixed-size cache of flow → policy in front of an [`Spd`].
+///
+/// Each set has its four 32-bit hash tags packed together, so a hit reads
+/// one tag line and one entry line.
 #[derive(Clone, Debug)]
 pub struct FlowCache {
-    entries: Box<[CacheEntry]>,
+    /// Per set: a non-zero hash tag per way (0: never filled).
+    tags: Box<[[u32; WAYS]]>,
+    /// Per set: the entries.
+    sets: Box<[[CacheEntry; WAYS]]>,
     /// Number of sets minus one (a power of two minus one).
     set_mask: usize,
     seed: u64,
@@ -116,9 +125,10 @@ impl FlowCache {
         let entries = entries
             .clamp(FLOW_CACHE_MIN_ENTRIES, FLOW_CACHE_MAX_ENTRIES)
             .next_power_of_two();
-        let sets = entries / FLOW_CACHE_WAYS;
+        let sets = entries / WAYS;
         FlowCache {
-            entries: vec![CacheEntry::default(); entries].into_boxed_slice(),
+            tags: vec![[0; WAYS]; sets].into_boxed_slice(),
+            sets: vec![[CacheEntry::default(); WAYS]; sets].into_boxed_slice(),
             set_mask: sets - 1,
             seed,
             epoch: 0,
@@ -130,7 +140,7 @@ impl FlowCache {
 
     /// Number of entries.
     pub fn capacity(&self) -> usize {
-        self.entries.len()
+        self.sets.len() * WAYS
     }
 
     /// Hit and miss counts since creation.
@@ -150,18 +160,26 @@ impl FlowCache {
     pub fn lookup<'s>(&mut self, spd: &'s Spd, key: &FlowKey) -> Option<&'s Policy> {
         self.sync(spd);
         let probe = Probe::of(key);
-        let set = ((probe.hash(self.seed) >> 32) as usize & self.set_mask) * FLOW_CACHE_WAYS;
+        let hash = probe.hash(self.seed);
+        let set = (hash >> 32) as usize & self.set_mask;
+        // Tags are never 0, so an empty way never matches.
+        let tag = (hash as u32) | 1;
         self.clock = self.clock.wrapping_add(1);
         let (epoch, clock) = (self.epoch, self.clock);
-        let ways = &mut self.entries[set..set + FLOW_CACHE_WAYS];
-        if let Some(hit) = ways.iter_mut().find(|e| e.epoch == epoch && probe.is(e)) {
-            hit.last_use = clock;
-            self.stats.hits += 1;
-            return spd.policy_at(hit.slot);
+        let tags = &mut self.tags[set];
+        let ways = &mut self.sets[set];
+        for way in 0..WAYS {
+            if tags[way] == tag && ways[way].epoch == epoch && probe.is(&ways[way]) {
+                ways[way].last_use = clock;
+                self.stats.hits += 1;
+                return spd.policy_at(ways[way].slot);
+            }
         }
         self.stats.misses += 1;
         let slot = spd.lookup_slot(key);
-        *victim(ways, epoch, clock) = CacheEntry {
+        let way = victim(ways, epoch, clock);
+        tags[way] = tag;
+        ways[way] = CacheEntry {
             src: probe.src,
             dst: probe.dst,
             epoch,
@@ -191,13 +209,12 @@ impl FlowCache {
 
 /// The way to overwrite: an invalid one, else the least recently used.
 #[inline]
-fn victim(ways: &mut [CacheEntry], epoch: u64, clock: u32) -> &mut CacheEntry {
+fn victim(ways: &[CacheEntry; WAYS], epoch: u64, clock: u32) -> usize {
     let mut best = 0;
     let mut best_age = 0;
     for (index, entry) in ways.iter().enumerate() {
         if entry.epoch != epoch {
-            best = index;
-            break;
+            return index;
         }
         let age = clock.wrapping_sub(entry.last_use);
         if age > best_age {
@@ -205,5 +222,5 @@ fn victim(ways: &mut [CacheEntry], epoch: u64, clock: u32) -> &mut CacheEntry {
             best_age = age;
         }
     }
-    &mut ways[best]
+    best
 }

@@ -18,11 +18,11 @@
 //! adversarial set with every length pair (33 · 33 for IPv4) is still
 //! correct, only slower.
 
-use crate::hash::{hash_pair, BuildPrehashedHasher};
+use crate::hash::{folded_mul, hash_pair, BuildPrehashedHasher, K0, K1};
 use crate::selector::{addr_bits, prefix_mask, AddressFamily, FlowKey, PortRange, Selector};
 use core::hash::{Hash, Hasher};
 use phalanx_wire::IpProtocol;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{hash_map, BTreeSet, HashMap};
 
 /// Evaluation order of a policy: by priority, then by insertion (RFC 4301
 /// §4.4.1: the SPD is ordered and the first match wins).
@@ -63,17 +63,62 @@ impl PacketFields {
     }
 }
 
-/// A masked (source, destination) pair: the exact-match part of a policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct PairKey {
-    src: u128,
-    dst: u128,
+/// An address as the integer the classifier masks and hashes: `u32` for
+/// IPv4 (keys half the size, one multiplication to hash), `u128` for IPv6.
+trait AddressBits: Copy + Eq + core::fmt::Debug {
+    /// From the 128-bit form of [`addr_bits`] (IPv4 in the low 32 bits).
+    fn from_bits(bits: u128) -> Self;
+    /// Bitwise and.
+    fn and(self, mask: Self) -> Self;
+    /// A well-mixed hash of a (source, destination) pair.
+    fn pair_hash(src: Self, dst: Self) -> u64;
 }
 
-impl Hash for PairKey {
+impl AddressBits for u32 {
+    #[inline(always)]
+    fn from_bits(bits: u128) -> Self {
+        bits as u32
+    }
+
+    #[inline(always)]
+    fn and(self, mask: Self) -> Self {
+        self & mask
+    }
+
+    #[inline(always)]
+    fn pair_hash(src: Self, dst: Self) -> u64 {
+        folded_mul(((u64::from(src) << 32) | u64::from(dst)) ^ K0, K1)
+    }
+}
+
+impl AddressBits for u128 {
+    #[inline(always)]
+    fn from_bits(bits: u128) -> Self {
+        bits
+    }
+
+    #[inline(always)]
+    fn and(self, mask: Self) -> Self {
+        self & mask
+    }
+
+    #[inline(always)]
+    fn pair_hash(src: Self, dst: Self) -> u64 {
+        hash_pair(src, dst, 0)
+    }
+}
+
+/// A masked (source, destination) pair: the exact-match part of a policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PairKey<A> {
+    src: A,
+    dst: A,
+}
+
+impl<A: AddressBits> Hash for PairKey<A> {
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(hash_pair(self.src, self.dst, 0));
+        state.write_u64(A::pair_hash(self.src, self.dst));
     }
 }
 
@@ -96,49 +141,82 @@ impl Entry {
     }
 }
 
+/// The policies sharing one masked address pair, sorted by rank. The best
+/// is kept inline in the hash table: most buckets hold one policy, and a
+/// hit then needs no second memory access.
+#[derive(Clone, Debug)]
+struct Bucket {
+    first: Entry,
+    more: Vec<Entry>,
+}
+
+impl Bucket {
+    fn iter(&self) -> impl Iterator<Item = &Entry> {
+        core::iter::once(&self.first).chain(self.more.iter())
+    }
+
+    fn insert(&mut self, mut entry: Entry) {
+        if entry.rank < self.first.rank {
+            core::mem::swap(&mut entry, &mut self.first);
+        }
+        let at = self.more.partition_point(|e| e.rank < entry.rank);
+        self.more.insert(at, entry);
+    }
+
+    /// Remove the entry with `rank`; false when the bucket is then empty.
+    fn remove(&mut self, rank: Rank) -> bool {
+        if self.first.rank != rank {
+            self.more.retain(|e| e.rank != rank);
+            return true;
+        }
+        if self.more.is_empty() {
+            return false;
+        }
+        self.first = self.more.remove(0);
+        true
+    }
+}
+
 /// All policies of one family with one (source length, destination length).
 #[derive(Clone, Debug)]
-struct Group {
+struct Group<A> {
     src_len: u8,
     dst_len: u8,
-    src_mask: u128,
-    dst_mask: u128,
+    src_mask: A,
+    dst_mask: A,
     /// Best (smallest) rank in the group; groups are sorted by it.
     best: Rank,
     /// Every rank in the group, to find the next best after a removal.
     ranks: BTreeSet<Rank>,
-    /// Masked address pair -> entries sorted by rank.
-    buckets: HashMap<PairKey, Vec<Entry>, BuildPrehashedHasher>,
+    /// Masked address pair -> its bucket.
+    buckets: HashMap<PairKey<A>, Bucket, BuildPrehashedHasher>,
 }
 
-impl Group {
-    fn new(family: AddressFamily, src_len: u8, dst_len: u8, rank: Rank) -> Group {
+impl<A: AddressBits> Group<A> {
+    fn new(family: AddressFamily, src_len: u8, dst_len: u8, rank: Rank) -> Group<A> {
         Group {
             src_len,
             dst_len,
-            src_mask: prefix_mask(family, src_len),
-            dst_mask: prefix_mask(family, dst_len),
+            src_mask: A::from_bits(prefix_mask(family, src_len)),
+            dst_mask: A::from_bits(prefix_mask(family, dst_len)),
             best: rank,
             ranks: BTreeSet::new(),
             buckets: HashMap::default(),
         }
     }
 
-    fn key_of(&self, selector: &Selector) -> PairKey {
+    fn key_of(&self, selector: &Selector) -> PairKey<A> {
         PairKey {
-            src: addr_bits(selector.src.addr()) & self.src_mask,
-            dst: addr_bits(selector.dst.addr()) & self.dst_mask,
+            src: A::from_bits(addr_bits(selector.src.addr())).and(self.src_mask),
+            dst: A::from_bits(addr_bits(selector.dst.addr())).and(self.dst_mask),
         }
     }
 
-    /// The best entry of this group matching `packet` and ranked before
-    /// `bound`.
+    /// The best entry of this group matching `packet` (whose addresses are
+    /// `src`, `dst`) and ranked before `bound`.
     #[inline]
-    fn find(&self, packet: &PacketFields, bound: Option<Rank>) -> Option<&Entry> {
-        let key = PairKey {
-            src: packet.src & self.src_mask,
-            dst: packet.dst & self.dst_mask,
-        };
+    fn find(&self, src: A, dst: A, packet: &PacketFields, bound: Option<Rank>) -> Option<&Entry> {
+        let key = PairKey { src: src.and(self.src_mask), dst: dst.and(self.dst_mask) };
         let bucket = self.buckets.get(&key)?;
         bucket
             .iter()
@@ -148,14 +226,21 @@ impl Group {
 }
 
 /// The groups of one address family, sorted by their best rank.
-#[derive(Clone, Debug, Default)]
-struct TupleSpace {
-    groups: Vec<Group>,
+#[derive(Clone, Debug)]
+struct TupleSpace<A> {
+    groups: Vec<Group<A>>,
 }
 
-impl TupleSpace {
+impl<A> Default for TupleSpace<A> {
+    fn default() -> Self {
+        TupleSpace { groups: Vec::new() }
+    }
+}
+
+impl<A: AddressBits> TupleSpace<A> {
     #[inline]
     fn lookup(&self, packet: &PacketFields) -> Option<(Rank, u32)> {
+        let (src, dst) = (A::from_bits(packet.src), A::from_bits(packet.dst));
         let mut best: Option<(Rank, u32)> = None;
         for group in &self.groups {
             let bound = best.map(|(rank, _)| rank);
@@ -163,7 +248,7 @@ impl TupleSpace {
                 // Every later group starts even further down the order.
                 break;
             }
-            if let Some(entry) = group.find(packet, bound) {
+            if let Some(entry) = group.find(src, dst, packet, bound) {
                 best = Some((entry.rank, entry.slot));
             }
         }
@@ -187,9 +272,12 @@ impl TupleSpace {
             src_ports: selector.src_ports,
             dst_ports: selector.dst_ports,
         };
-        let bucket = group.buckets.entry(group.key_of(selector)).or_default();
-        let at = bucket.partition_point(|e| e.rank < rank);
-        bucket.insert(at, entry);
+        match group.buckets.entry(group.key_of(selector)) {
+            hash_map::Entry::Occupied(mut bucket) => bucket.get_mut().insert(entry),
+            hash_map::Entry::Vacant(slot) => {
+                slot.insert(Bucket { first: entry, more: Vec::new() });
+            }
+        }
         group.ranks.insert(rank);
         if rank <= group.best {
             group.best = rank;
@@ -204,8 +292,7 @@ impl TupleSpace {
         let group = &mut self.groups[index];
         let key = group.key_of(selector);
         if let Some(bucket) = group.buckets.get_mut(&key) {
-            bucket.retain(|e| e.rank != rank);
-            if bucket.is_empty() {
+            if !bucket.remove(rank) {
                 group.buckets.remove(&key);
             }
         }
@@ -223,9 +310,7 @@ impl TupleSpace {
     }
 
     fn position(&self, src_len: u8, dst_len: u8) -> Option<usize> {
-        self.groups
-            .iter()
-            .position(|g| g.src_len == src_len && g.dst_len == dst_len)
+        self.groups.iter().position(|g| g.src_len == src_len && g.dst_len == dst_len)
     }
 
     fn sort(&mut self) {
@@ -236,31 +321,19 @@ impl TupleSpace {
 /// One tuple space per address family.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Classifier {
-    v4: TupleSpace,
-    v6: TupleSpace,
+    v4: TupleSpace<u32>,
+    v6: TupleSpace<u128>,
 }
 
 impl Classifier {
-    fn space(&self, family: AddressFamily) -> &TupleSpace {
-        match family {
-            AddressFamily::V4 => &self.v4,
-            AddressFamily::V6 => &self.v6,
-        }
-    }
-
-    fn space_mut(&mut self, family: AddressFamily) -> &mut TupleSpace {
-        match family {
-            AddressFamily::V4 => &mut self.v4,
-            AddressFamily::V6 => &mut self.v6,
-        }
-    }
-
     /// Slot of the first policy in order that matches.
     #[inline]
     pub(crate) fn lookup(&self, packet: &PacketFields) -> Option<u32> {
-        self.space(packet.family)
-            .lookup(packet)
-            .map(|(_, slot)| slot)
+        let best = match packet.family {
+            AddressFamily::V4 => self.v4.lookup(packet),
+            AddressFamily::V6 => self.v6.lookup(packet),
+        };
+        best.map(|(_, slot)| slot)
     }
 
     /// Add a policy whose selector is of `family`.
@@ -271,12 +344,18 @@ impl Classifier {
         rank: Rank,
         slot: u32,
     ) {
-        self.space_mut(family).insert(family, selector, rank, slot);
+        match family {
+            AddressFamily::V4 => self.v4.insert(family, selector, rank, slot),
+            AddressFamily::V6 => self.v6.insert(family, selector, rank, slot),
+        }
     }
 
     /// Remove the policy inserted with `selector` and `rank`.
     pub(crate) fn remove(&mut self, family: AddressFamily, selector: &Selector, rank: Rank) {
-        self.space_mut(family).remove(selector, rank);
+        match family {
+            AddressFamily::V4 => self.v4.remove(selector, rank),
+            AddressFamily::V6 => self.v6.remove(selector, rank),
+        }
     }
 
     /// Number of (family, source length, destination length) groups.

@@ -1,0 +1,45 @@
+//! The gateway's only I/O: a TUN device on the clear side, a UDP socket
+//! (ESP-in-UDP, RFC 3948) and a raw IP socket (plain ESP, protocol 50) on the
+//! protected side, and a `poll(2)` helper so a worker thread can block on all
+//! of them plus a wake-up event.
+//!
+//! Contract:
+//! - **Batch first.** Every data-path call moves a [`PacketBatch`]: N
+//!   caller-owned, fixed-size buffers that are reused across calls. Receiving
+//!   appends to the batch's free slots; nothing on the packet path allocates.
+//! - **One packet per buffer, with room around it.** Whatever the kernel
+//!   coalesced (a TSO/USO super-packet from the TUN device, a UDP GRO
+//!   super-datagram) is split into individual IP packets / datagrams, each in
+//!   its own buffer behind a headroom, so the ESP layer can prepend outer
+//!   headers and append its trailer in place. Sending coalesces again where
+//!   the kernel allows it (TUN GRO through the virtio header, UDP GSO with
+//!   `UDP_SEGMENT`).
+//! - **Knows no protocol.** Nothing here parses ESP or IKE. The only header
+//!   this crate reads is the IPv4 header that raw IPv4 sockets deliver, and
+//!   only to strip it (see [`raw`]).
+//! - **Nothing a peer sends panics.** Truncated, malformed or unsplittable
+//!   input is dropped and counted in the device's stats ([`TunStats`],
+//!   [`SocketStats`]); only errors of the descriptor itself are returned.
+//! - **`unsafe` lives in one module** (`sys`: `recvmmsg`/`sendmmsg`, control
+//!   messages, socket addresses), each block with a `SAFETY:` comment.
+//!
+//! Linux only. The TUN device is driven through `tun-rs`, which owns the
+//! virtio-net header handling (GSO split on read, GRO coalescing on write).
+#![deny(unsafe_code)]
+// STYLE.md: `unwrap()` is fine in tests, where a panic is the failure report.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod batch;
+mod datagram;
+pub mod limits;
+mod plan;
+pub mod poll;
+pub mod raw;
+mod stats;
+#[allow(unsafe_code)]
+mod sys;
+pub mod tun;
+pub mod udp;
+
+pub use batch::{BoundsError, PacketBatch, PacketMeta};
+pub use stats::{SocketStats, TunStats};

@@ -1,0 +1,52 @@
+//! Counters kept by each device; every packet the I/O layer drops is
+//! counted in one of them.
+
+/// Counters of a [`UdpSocket`](crate::udp::UdpSocket) or
+/// [`RawEspSocket`](crate::raw::RawEspSocket). Monotonic since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketStats {
+    /// `recvmmsg` calls that returned at least one message.
+    pub recv_calls: u64,
+    /// Packets handed to the caller (after GRO splitting).
+    pub packets_received: u64,
+    /// Received messages that the kernel had coalesced (GRO, more than one
+    /// segment).
+    pub coalesced_received: u64,
+    /// Received messages dropped: truncated (`MSG_TRUNC`), a segment larger
+    /// than the batch's buffers, or (raw IPv4) a malformed IP header.
+    pub recv_dropped: u64,
+    /// `sendmmsg` calls that sent at least one message.
+    pub send_calls: u64,
+    /// Packets the kernel accepted.
+    pub packets_sent: u64,
+    /// Messages sent with `UDP_SEGMENT` (each carries several packets).
+    pub gso_messages: u64,
+    /// Packets dropped because the kernel refused their message (no route,
+    /// too big, filtered, ...), or because they were too big to send.
+    pub send_dropped: u64,
+    /// Times the kernel refused GSO (`EIO`/`EINVAL`) and GSO was turned off.
+    pub gso_refusals: u64,
+}
+
+/// Counters of a [`TunDevice`](crate::tun::TunDevice) queue. Monotonic since
+/// open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TunStats {
+    /// `read` calls that returned a packet.
+    pub reads: u64,
+    /// Packets handed to the caller (after GSO splitting).
+    pub packets_received: u64,
+    /// Reads that returned a GSO super-packet (split into several packets).
+    pub super_packets: u64,
+    /// Reads dropped: malformed virtio header or packet, or more segments
+    /// than the batch had free buffers.
+    pub read_dropped: u64,
+    /// Packets handed to the kernel (before GRO coalescing: one write may
+    /// carry several).
+    pub packets_sent: u64,
+    /// Packets not written: too little headroom for the virtio header, empty.
+    pub send_dropped: u64,
+    /// `send_batch` calls in which at least one write failed; tun-rs reports
+    /// only the last error of a batch, so this counts batches, not packets.
+    pub write_errors: u64,
+}
