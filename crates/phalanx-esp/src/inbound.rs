@@ -245,14 +245,11 @@ pub(crate) fn take_inner(
     family: Family,
     outer_tos: u8,
 ) -> Result<(), DropReason> {
-    let inner = ip::inner_header(buf.as_slice()).ok_or(DropReason::InnerMalformed)?;
+    let inner = ip::received_inner(buf.as_slice()).ok_or(DropReason::InnerMalformed)?;
     if inner.family != family {
         return Err(DropReason::InnerMalformed);
     }
     buf.truncate(inner.len);
-    if !ip::inner_valid(buf.as_slice()) {
-        return Err(DropReason::InnerMalformed);
-    }
     if !ip::propagate_ecn(buf.as_mut_slice(), outer_tos) {
         return Err(DropReason::EcnNotEct);
     }

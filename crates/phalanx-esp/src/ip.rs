@@ -97,15 +97,25 @@ pub(crate) fn inner_header(packet: &[u8]) -> Option<InnerHeader> {
     }
 }
 
-/// True when a decapsulated packet's header is sound: for IPv4 a header
-/// checksum that verifies (the peer authenticated the packet, but a
-/// corrupt header would still be forwarded), for IPv6 nothing beyond what
-/// [`inner_header`] checked.
-pub(crate) fn inner_valid(packet: &[u8]) -> bool {
-    match Family::of(packet) {
-        Some(Family::V4) => Ipv4Packet::new_checked(packet).is_ok_and(|ip| ip.verify_checksum()),
-        Some(Family::V6) => true,
-        None => false,
+/// Reads a decapsulated tunnel-mode packet: [`inner_header`], and for
+/// IPv4 a header checksum that verifies (the peer authenticated the
+/// packet, but a corrupt header would still be forwarded).
+pub(crate) fn received_inner(packet: &[u8]) -> Option<InnerHeader> {
+    match Family::of(packet)? {
+        Family::V4 => {
+            let ip = Ipv4Packet::new_checked(packet).ok()?;
+            if !ip.verify_checksum() {
+                return None;
+            }
+            let len = usize::from(ip.total_len());
+            Some(InnerHeader {
+                family: Family::V4,
+                tos: ip.dscp_ecn(),
+                dont_frag: ip.dont_frag(),
+                len,
+            })
+        }
+        Family::V6 => inner_header(packet),
     }
 }
 
@@ -249,6 +259,9 @@ pub(crate) fn finish_splice(
     protocol: IpProtocol,
 ) {
     let len = packet.len();
+    if len < family.header_len() {
+        return;
+    }
     if let Some(byte) = packet.get_mut(next_header_offset) {
         *byte = protocol.0;
     }

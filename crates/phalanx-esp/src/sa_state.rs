@@ -22,6 +22,13 @@ fn apply(state: LifetimeState, spi: u32, events: &mut Vec<u32>) -> Result<(), Dr
     }
 }
 
+/// True when the SA has a time limit: only then is the clock compared
+/// (most data-plane SAs are rekeyed by bytes and the IKE daemon's timers).
+fn has_time_limits(usage: &UsageCounter) -> bool {
+    let limits = usage.limits();
+    limits.soft_time.is_some() || limits.hard_time.is_some()
+}
+
 /// Outbound: the SA must not have reached a hard limit of time, and the
 /// packet is counted against the byte and packet limits before it is sent
 /// (the hard packet limit applies to this packet).
@@ -32,7 +39,9 @@ pub(crate) fn admit_outbound(
     spi: u32,
     events: &mut Vec<u32>,
 ) -> Result<(), DropReason> {
-    apply(usage.check_time(now), spi, events)?;
+    if has_time_limits(usage) {
+        apply(usage.check_time(now), spi, events)?;
+    }
     apply(usage.record(bytes as u64), spi, events)
 }
 
@@ -41,7 +50,14 @@ pub(crate) fn admit_outbound(
 /// ([`UsageCounter::is_soft_expired`]); inbound rekeying is driven by the
 /// outbound side and the control plane.
 pub(crate) fn usable_inbound(usage: &UsageCounter, now: Instant) -> Result<(), DropReason> {
-    match usage.check_time(now) {
+    let state = if has_time_limits(usage) {
+        usage.check_time(now)
+    } else if usage.is_hard_expired() {
+        LifetimeState::HardExpired
+    } else {
+        LifetimeState::Ok
+    };
+    match state {
         LifetimeState::HardExpired => Err(DropReason::SaHardExpired),
         LifetimeState::Ok | LifetimeState::SoftExpired => Ok(()),
     }

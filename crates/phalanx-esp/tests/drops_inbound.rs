@@ -450,3 +450,29 @@ fn ah_forgery_mutable_fields_and_next_header() {
         }
     }
 }
+
+#[test]
+fn ah_needs_tailroom_and_an_aligned_header() {
+    let mode = ModeCase::Tunnel {
+        inner: Ip::V6,
+        outer: Ip::V6,
+    };
+    let spec = PairSpec::esp(Suite::ah(IntegId::HMAC_SHA2_256_128), mode);
+    let mut rx = Receiver::new(spec);
+    let packet = rx.seal_at(&udp6(20, 0), 1);
+    // The header in front of AH is kept behind the packet during the engine.
+    let set = counter_set();
+    let before = set.snapshot(&rx.counters);
+    let cramped = phalanx_crypto::PacketBuf::from_slice(&packet, 0, 39);
+    let refused = phalanx_esp::prepare_inbound(&rx.sad, cramped, Instant::now()).err();
+    let (buf, reason) = refused.expect("no room for the saved header");
+    rx.counters.record(Verdict::Drop(reason), buf.len());
+    assert_delta!(set, before, &rx.counters, "no_room" => 1);
+    // RFC 4302 §2.2: over IPv6 the AH header is a multiple of 8 bytes. With
+    // HMAC-SHA-256-128 it is 12 + 16 + 4 bytes of padding = 32; a header
+    // claiming 36 bytes is malformed.
+    let mut misaligned = packet.clone();
+    misaligned[41] += 1;
+    rx.expect(&misaligned, "malformed_header");
+    rx.expect(&packet, "forwarded");
+}

@@ -29,4 +29,6 @@ pub use sa::{
 pub use sad::{OutboundSad, Sad, SadError};
 pub use selector::{AddressFamily, FlowKey, IpPrefix, PortRange, Selector, SelectorError};
 pub use sequence::{SequenceCounter, SequenceError, SequenceLease};
-pub use spd::{FlowCache, FlowCacheStats, Policy, PolicyAction, PolicyId, Spd, SpdError};
+pub use spd::{
+    FlowCache, FlowCacheStats, Policy, PolicyAction, PolicyId, PolicyMatch, Spd, SpdError,
+};

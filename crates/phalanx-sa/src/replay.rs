@@ -77,7 +77,8 @@ pub struct ReplayWindow {
     /// Highest committed number, 0 before the first packet.
     highest: u64,
     /// Ring of bitmap words; its length is a power of two above
-    /// `size / 64`, so the `size` numbers of the window never alias.
+    /// `size / 64`, so the `size` numbers of the window never alias (one
+    /// unused word when disabled, so indexing needs no special case).
     ring: Box<[u64]>,
 }
 
@@ -93,7 +94,7 @@ impl ReplayWindow {
                 size: 0,
                 esn,
                 highest: 0,
-                ring: Box::new([]),
+                ring: Box::new([0]),
             });
         }
         if !(REPLAY_WINDOW_MIN..=REPLAY_WINDOW_MAX).contains(&size) {
@@ -116,7 +117,7 @@ impl ReplayWindow {
             size: 0,
             esn: false,
             highest: 0,
-            ring: Box::new([]),
+            ring: Box::new([0]),
         }
     }
 

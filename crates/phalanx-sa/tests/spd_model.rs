@@ -184,6 +184,10 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             prop_assert_eq!(spd.lookup(key).map(|p| p.id), expected, "{:?}", key);
             prop_assert_eq!(small.lookup(&spd, key).map(|p| p.id), expected);
             prop_assert_eq!(large.lookup(&spd, key).map(|p| p.id), expected);
+            let decision = large.lookup_action(&spd, key);
+            prop_assert_eq!(decision.map(|m| m.id), expected);
+            let action = expected.and_then(|id| spd.get(id)).map(|p| p.action);
+            prop_assert_eq!(decision.map(|m| m.action), action);
         }
         prop_assert_eq!(spd.len(), reference.policies.len());
     }

@@ -317,7 +317,8 @@ fn write(
     )
 }
 
-/// Appends TFC padding, the ESP trailer and room for the ICV.
+/// Appends TFC padding, the ESP trailer and room for the ICV (which the
+/// engine fills; an op that fails is dropped, so it is never sent as is).
 fn write_tail(packet: &mut PacketBuf, plan: &Plan, sizes: &Sizes) {
     let Some(tail) = packet.append(sizes.tail(plan)) else {
         // Unreachable: check() verified the tailroom.
@@ -325,9 +326,7 @@ fn write_tail(packet: &mut PacketBuf, plan: &Plan, sizes: &Sizes) {
     };
     let (tfc, rest) = tail.split_at_mut(plan.tfc);
     tfc.fill(0);
-    let (trailer_bytes, icv) = rest.split_at_mut(sizes.pad + ESP_TRAILER_LEN);
-    trailer::write(trailer_bytes, plan.next_header);
-    icv.fill(0);
+    trailer::write(&mut rest[..sizes.pad + ESP_TRAILER_LEN], plan.next_header);
 }
 
 /// SPI and the low 32 bits of the sequence number (RFC 4303 §2.1, §2.2;

@@ -344,9 +344,10 @@ pub fn udp_of(ip: Ip, payload: usize) -> Vec<u8> {
     }
 }
 
-/// A buffer with the room outbound processing needs.
+/// A buffer with the room outbound processing needs (TFC padding up to 600
+/// bytes included).
 pub fn outbound_buf(packet: &[u8]) -> PacketBuf {
-    PacketBuf::from_slice(packet, 128, 512)
+    PacketBuf::from_slice(packet, 128, 1024)
 }
 
 /// A received packet in a buffer with the room inbound processing needs.

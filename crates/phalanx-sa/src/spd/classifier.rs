@@ -216,7 +216,10 @@ impl<A: AddressBits> Group<A> {
     /// `src`, `dst`) and ranked before `bound`.
     #[inline]
     fn find(&self, src: A, dst: A, packet: &PacketFields, bound: Option<Rank>) -> Option<&Entry> {
-        let key = PairKey { src: src.and(self.src_mask), dst: dst.and(self.dst_mask) };
+        let key = PairKey {
+            src: src.and(self.src_mask),
+            dst: dst.and(self.dst_mask),
+        };
         let bucket = self.buckets.get(&key)?;
         bucket
             .iter()
@@ -275,7 +278,10 @@ impl<A: AddressBits> TupleSpace<A> {
         match group.buckets.entry(group.key_of(selector)) {
             hash_map::Entry::Occupied(mut bucket) => bucket.get_mut().insert(entry),
             hash_map::Entry::Vacant(slot) => {
-                slot.insert(Bucket { first: entry, more: Vec::new() });
+                slot.insert(Bucket {
+                    first: entry,
+                    more: Vec::new(),
+                });
             }
         }
         group.ranks.insert(rank);
@@ -310,7 +316,9 @@ impl<A: AddressBits> TupleSpace<A> {
     }
 
     fn position(&self, src_len: u8, dst_len: u8) -> Option<usize> {
-        self.groups.iter().position(|g| g.src_len == src_len && g.dst_len == dst_len)
+        self.groups
+            .iter()
+            .position(|g| g.src_len == src_len && g.dst_len == dst_len)
     }
 
     fn sort(&mut self) {

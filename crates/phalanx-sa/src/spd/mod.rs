@@ -3,11 +3,22 @@
 //! the first policy, in order, whose selector matches it.
 //!
 //! Order is by `priority` (lower first), ties broken by insertion order.
-//! Lookups go through a tuple-space classifier ([`classifier`] module docs
-//! state its cost and assumption) that is updated incrementally on insert
-//! and remove; a per-worker [`FlowCache`] in front of it answers repeated
-//! flows without touching the classifier. Keep one `Spd` per direction
-//! (RFC 4301 §4.4.1: SPD-O and SPD-I).
+//! Lookups go through a tuple-space classifier, updated incrementally on
+//! insert and remove: policies are grouped by (address family, source
+//! prefix length, destination prefix length); each group is a hash table
+//! from the masked address pair to the policies sharing it, sorted by
+//! order, whose protocol and ports are then checked. Groups are probed in
+//! order of the best policy they hold, and the search stops at the first
+//! group that cannot beat the match already found.
+//!
+//! Cost: a lookup is O(G · (1 + B)) — G distinct prefix-length pairs in
+//! the packet's family, B policies per masked address pair — whatever the
+//! number of policies; insert and remove are O(log n + B + G log G). It
+//! relies on real policy sets using few prefix-length pairs (tens, not the
+//! 1089 IPv4 allows) and few protocol/port variants per address pair. A
+//! per-worker [`FlowCache`] in front answers repeated flows without the
+//! classifier. Keep one `Spd` per direction (RFC 4301 §4.4.1: SPD-O and
+//! SPD-I).
 
 mod cache;
 mod classifier;
@@ -36,6 +47,15 @@ pub enum PolicyAction {
     Bypass,
     /// Drop.
     Discard,
+}
+
+/// What a lookup decided, without the selector: all the data plane needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PolicyMatch {
+    /// The matching policy.
+    pub id: PolicyId,
+    /// Its action.
+    pub action: PolicyAction,
 }
 
 /// One SPD entry.
@@ -88,9 +108,17 @@ fn new_instance() -> u64 {
     NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed)
 }
 
-#[derive(Clone, Debug)]
-struct Stored {
-    policy: Policy,
+/// A policy slot, alone on its cache line: a lookup that reads the policy
+/// it found touches exactly one line of the policy store.
+#[repr(align(64))]
+#[derive(Clone, Copy, Debug)]
+struct Slot(Option<Policy>);
+
+const _: () = assert!(core::mem::size_of::<Slot>() == 64);
+
+/// What removal needs about a policy, apart from the hot policy store.
+#[derive(Clone, Copy, Debug)]
+struct SlotMeta {
     rank: Rank,
     family: AddressFamily,
 }
@@ -98,7 +126,8 @@ struct Stored {
 /// The Security Policy Database of one direction.
 #[derive(Debug)]
 pub struct Spd {
-    slots: Vec<Option<Stored>>,
+    slots: Vec<Slot>,
+    meta: Vec<SlotMeta>,
     free: Vec<u32>,
     by_id: HashMap<PolicyId, u32, BuildFoldHasher>,
     classifier: Classifier,
@@ -112,6 +141,7 @@ impl Spd {
     pub fn new() -> Spd {
         Spd {
             slots: Vec::new(),
+            meta: Vec::new(),
             free: Vec::new(),
             by_id: HashMap::default(),
             classifier: Classifier::default(),
@@ -140,11 +170,8 @@ impl Spd {
         self.next_order += 1;
         self.classifier.insert(family, &policy.selector, rank, slot);
         self.by_id.insert(policy.id, slot);
-        self.slots[slot as usize] = Some(Stored {
-            policy,
-            rank,
-            family,
-        });
+        self.slots[slot as usize] = Slot(Some(policy));
+        self.meta[slot as usize] = SlotMeta { rank, family };
         self.generation += 1;
         Ok(())
     }
@@ -152,12 +179,13 @@ impl Spd {
     /// Remove the policy with `id` and return it.
     pub fn remove(&mut self, id: PolicyId) -> Option<Policy> {
         let slot = self.by_id.remove(&id)?;
-        let stored = self.slots.get_mut(slot as usize)?.take()?;
+        let policy = self.slots.get_mut(slot as usize)?.0.take()?;
+        let meta = *self.meta.get(slot as usize)?;
         self.classifier
-            .remove(stored.family, &stored.policy.selector, stored.rank);
+            .remove(meta.family, &policy.selector, meta.rank);
         self.free.push(slot);
         self.generation += 1;
-        Some(stored.policy)
+        Some(policy)
     }
 
     /// The first policy in order whose selector matches `key` (RFC 4301
@@ -190,9 +218,14 @@ impl Spd {
 
     /// Every policy in evaluation order.
     pub fn policies(&self) -> Vec<&Policy> {
-        let mut all: Vec<&Stored> = self.slots.iter().flatten().collect();
-        all.sort_by_key(|s| s.rank);
-        all.into_iter().map(|s| &s.policy).collect()
+        let mut all: Vec<(Rank, &Policy)> = self
+            .slots
+            .iter()
+            .zip(&self.meta)
+            .filter_map(|(slot, meta)| slot.0.as_ref().map(|p| (meta.rank, p)))
+            .collect();
+        all.sort_by_key(|(rank, _)| *rank);
+        all.into_iter().map(|(_, p)| p).collect()
     }
 
     /// Number of tuple-space groups the classifier probes at most per
@@ -212,7 +245,7 @@ impl Spd {
     /// The policy in `slot`; `None` for [`NO_SLOT`] or an empty slot.
     #[inline]
     pub(crate) fn policy_at(&self, slot: u32) -> Option<&Policy> {
-        self.slots.get(slot as usize)?.as_ref().map(|s| &s.policy)
+        self.slots.get(slot as usize)?.0.as_ref()
     }
 
     /// Identifies this SPD's current contents for a [`FlowCache`].
@@ -229,7 +262,14 @@ impl Spd {
         if slot == NO_SLOT {
             return Err(SpdError::Full);
         }
-        self.slots.push(None);
+        self.slots.push(Slot(None));
+        self.meta.push(SlotMeta {
+            rank: Rank {
+                priority: 0,
+                order: 0,
+            },
+            family: AddressFamily::V4,
+        });
         Ok(slot)
     }
 }
@@ -246,6 +286,7 @@ impl Clone for Spd {
     fn clone(&self) -> Self {
         Spd {
             slots: self.slots.clone(),
+            meta: self.meta.clone(),
             free: self.free.clone(),
             by_id: self.by_id.clone(),
             classifier: self.classifier.clone(),

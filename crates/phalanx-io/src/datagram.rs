@@ -1,0 +1,228 @@
+//! The batched datagram engine shared by the UDP and raw ESP sockets:
+//! `recvmmsg` into a batch, and `sendmmsg` of a batch grouped into GSO
+//! messages, with the error policy of both.
+
+use std::io;
+use std::net::{SocketAddr, SocketAddrV6};
+use std::os::fd::BorrowedFd;
+
+use crate::batch::{PacketBatch, PacketMeta};
+use crate::plan::{gso_group_len, OutPacket};
+use crate::stats::SocketStats;
+use crate::sys::{self, MsgScratch, OutMsg, RecvInfo};
+
+/// What to do after `sendmmsg` failed on the first message of a call.
+enum SendFailure {
+    /// Nothing more can go now (`EAGAIN`): report what was sent.
+    Stop,
+    /// GSO was refused and is now off: plan again.
+    Replan,
+    /// The first message cannot be sent: drop it (counted) and go on.
+    Skip,
+    /// The descriptor itself is unusable.
+    Fatal,
+}
+
+/// Message scratch, plan and counters of one socket.
+pub(crate) struct DatagramIo {
+    scratch: MsgScratch,
+    infos: Vec<RecvInfo>,
+    plan: Vec<OutMsg>,
+    /// Counters, owned by the socket that owns this engine.
+    pub(crate) stats: SocketStats,
+    /// Whether sends may use `UDP_SEGMENT`.
+    pub(crate) gso: bool,
+    /// Destinations of a dual-stack IPv6 socket are IPv4-mapped.
+    v6_socket: bool,
+    /// A raw socket: destination ports are meaningless and sent as 0
+    /// (raw(7); IPv6 raw sockets refuse a port other than 0 or the protocol).
+    raw: bool,
+}
+
+impl DatagramIo {
+    /// Room for `max_msgs` messages per system call; `gso` allows
+    /// `UDP_SEGMENT` messages of up to `MAX_GSO_SEGMENTS` packets each.
+    pub(crate) fn new(max_msgs: usize, gso: bool, v6_socket: bool, raw: bool) -> Self {
+        let max_msgs = max_msgs.clamp(1, crate::limits::UIO_MAXIOV);
+        // A GSO message takes one iovec per packet; allow a full batch of
+        // packets even when the messages are few.
+        let max_iovs = (max_msgs * 2).clamp(64, crate::limits::UIO_MAXIOV);
+        Self {
+            scratch: MsgScratch::new(max_msgs, max_iovs),
+            infos: vec![RecvInfo::default(); max_msgs],
+            plan: Vec::with_capacity(max_msgs),
+            stats: SocketStats::default(),
+            gso,
+            v6_socket,
+            raw,
+        }
+    }
+
+    /// `recvmmsg` into `bufs` (at most `max_msgs`); the reports are in
+    /// [`received`](Self::received).
+    pub(crate) fn recv_raw<'a>(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        bufs: impl Iterator<Item = &'a mut [u8]>,
+        want: usize,
+        dont_wait: bool,
+    ) -> io::Result<usize> {
+        let want = want.min(self.infos.len());
+        let got = sys::recv_mmsg(fd, &mut self.scratch, bufs, &mut self.infos[..want], dont_wait)?;
+        if got > 0 {
+            self.stats.recv_calls += 1;
+        }
+        Ok(got)
+    }
+
+    /// Reports of the last [`recv_raw`](Self::recv_raw).
+    pub(crate) fn received(&self) -> &[RecvInfo] {
+        &self.infos
+    }
+
+    /// Receives straight into the free slots of `batch`. `describe` turns a
+    /// message (report and receive area) into the packet to keep, or `None`
+    /// to drop it (counted in `recv_dropped`). Returns the packets added.
+    pub(crate) fn recv_direct(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        batch: &mut PacketBatch,
+        dont_wait: bool,
+        mut describe: impl FnMut(&RecvInfo, &[u8]) -> Option<(usize, usize, PacketMeta)>,
+    ) -> io::Result<usize> {
+        let want = batch.free();
+        if want == 0 {
+            return Ok(0);
+        }
+        let got = self.recv_raw(fd, batch.free_rooms_mut(), want, dont_wait)?;
+        let (infos, stats) = (&self.infos, &mut self.stats);
+        let kept = batch.commit_with(got, |j, area| {
+            let packet = describe(&infos[j], area);
+            stats.recv_dropped += u64::from(packet.is_none());
+            packet
+        });
+        stats.packets_received += kept as u64;
+        Ok(kept)
+    }
+
+    /// Sends packets `first..` of `batch` to their `meta.remote`, grouping
+    /// runs into GSO messages when allowed. Returns the number of packets
+    /// consumed: sent, or dropped and counted in `send_dropped`. Fewer than
+    /// `batch.len() - first` means the socket would block; `Err` only when
+    /// nothing was consumed and the socket would block, or on an error of
+    /// the descriptor itself.
+    pub(crate) fn send(&mut self, fd: BorrowedFd<'_>, batch: &PacketBatch, first: usize) -> io::Result<usize> {
+        let end = batch.len();
+        let mut next = first.min(end);
+        while next < end {
+            self.plan_from(batch, next);
+            let result = sys::send_mmsg(fd, &mut self.scratch, &self.plan, |k| batch.packet(k));
+            let err = match result {
+                Ok(0) => io::Error::from(io::ErrorKind::WouldBlock),
+                Ok(sent) => {
+                    next = self.account_sent(sent);
+                    continue;
+                }
+                Err(err) => err,
+            };
+            match self.classify(&err) {
+                SendFailure::Stop if next > first => break,
+                SendFailure::Stop | SendFailure::Fatal => return Err(err),
+                SendFailure::Replan => {}
+                SendFailure::Skip => {
+                    // The error is about the plan's first message (sendmmsg(2)).
+                    let Some(&dropped) = self.plan.first() else { return Err(err) };
+                    self.stats.send_dropped += dropped.count as u64;
+                    next = dropped.first + dropped.count;
+                }
+            }
+        }
+        Ok(next - first)
+    }
+
+    /// Fills the plan with messages starting at packet `next`.
+    fn plan_from(&mut self, batch: &PacketBatch, next: usize) {
+        self.plan.clear();
+        let (mut i, mut iovs) = (next, 0);
+        while i < batch.len() && self.plan.len() < self.scratch.max_msgs() {
+            let room = self.scratch.max_iovs() - iovs;
+            let mut count = if self.gso {
+                gso_group_len((i..batch.len()).map(|k| out_packet(batch, k)), room)
+            } else {
+                1
+            };
+            let segment_size = u16::try_from(batch.packet(i).len()).unwrap_or(0);
+            if segment_size == 0 {
+                count = 1;
+            }
+            if count == 0 || count > room {
+                break;
+            }
+            let meta = batch.meta(i);
+            let remote = self.map_remote(meta.remote);
+            let segment_size = if count > 1 { segment_size } else { 0 };
+            self.plan.push(OutMsg { remote, local: meta.local, first: i, count, segment_size });
+            i += count;
+            iovs += count;
+        }
+    }
+
+    /// Counts the first `sent` planned messages; returns the next packet.
+    fn account_sent(&mut self, sent: usize) -> usize {
+        self.stats.send_calls += 1;
+        for m in &self.plan[..sent] {
+            self.stats.packets_sent += m.count as u64;
+            self.stats.gso_messages += u64::from(m.segment_size > 0);
+        }
+        let last = self.plan[sent - 1];
+        last.first + last.count
+    }
+
+    fn classify(&mut self, err: &io::Error) -> SendFailure {
+        if err.kind() == io::ErrorKind::WouldBlock {
+            return SendFailure::Stop;
+        }
+        let code = err.raw_os_error().unwrap_or(0);
+        let gso_message = self.plan.first().is_some_and(|m| m.segment_size > 0);
+        // udp(7) / udp_send_skb: GSO fails with EIO when the route's device
+        // cannot checksum (or an xfrm policy applies) and with EINVAL when
+        // the socket or the segment size rules it out. Quinn and
+        // wireguard-go handle both the same way: turn GSO off for good.
+        if gso_message && (code == libc::EIO || code == libc::EINVAL) {
+            self.gso = false;
+            self.stats.gso_refusals += 1;
+            return SendFailure::Replan;
+        }
+        match code {
+            libc::EBADF | libc::ENOTSOCK | libc::EFAULT => SendFailure::Fatal,
+            _ => SendFailure::Skip,
+        }
+    }
+
+    fn map_remote(&self, remote: SocketAddr) -> SocketAddr {
+        let remote = if self.raw { SocketAddr::new(remote.ip(), 0) } else { remote };
+        match remote {
+            SocketAddr::V4(v4) if self.v6_socket => {
+                SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
+            }
+            other => other,
+        }
+    }
+}
+
+fn out_packet(batch: &PacketBatch, k: usize) -> OutPacket {
+    let meta = batch.meta(k);
+    OutPacket { remote: meta.remote, local: meta.local, len: batch.packet(k).len() }
+}
+
+/// A received source address as the caller should see it: IPv4 peers of a
+/// dual-stack IPv6 socket arrive IPv4-mapped and are given back as IPv4.
+pub(crate) fn canonical(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => addr,
+        },
+        v4 => v4,
+    }
+}

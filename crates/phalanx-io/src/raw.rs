@@ -1,0 +1,232 @@
+//! Plain ESP (IP protocol 50, RFC 4303 §2) over raw IP sockets, batched
+//! with `recvmmsg`/`sendmmsg`. Needs `CAP_NET_RAW`.
+//!
+//! Receive, normalized across families: every packet handed out is the ESP
+//! payload (what follows the IP header), with `remote` = source address and
+//! `local` = destination address, ports 0. An IPv4 raw socket delivers the
+//! IPv4 header in front of the payload (raw(7)); it is checked and skipped
+//! in place (the packet's bounds move, nothing is copied), and the
+//! destination is read from it. An IPv6 raw socket delivers the payload
+//! alone (ipv6(7)); the destination comes from `IPV6_PKTINFO`. Every raw
+//! socket for protocol 50 gets a copy of every ESP packet the host
+//! receives, whatever else handles it.
+//!
+//! Send: the kernel builds the outer IP header (no `IP_HDRINCL`): the packet
+//! is the ESP payload, `meta.remote` its destination (port ignored) and
+//! `meta.local`, when set, its source (`IP_PKTINFO`/`IPV6_PKTINFO`).
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::batch::{PacketBatch, PacketMeta};
+use crate::datagram::DatagramIo;
+use crate::limits::{DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN};
+use crate::stats::SocketStats;
+use crate::sys::RecvInfo;
+use crate::udp::{enable_pktinfo, set_buffers};
+
+/// How to open a [`RawEspSocket`]. Start from [`RawEspConfig::new`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RawEspConfig {
+    /// Local address to bind; its family picks the socket's. Unspecified
+    /// receives ESP for every local address of that family.
+    pub bind: IpAddr,
+    /// Nonblocking descriptor (default off).
+    pub nonblocking: bool,
+    /// `SO_RCVBUF` in bytes.
+    pub recv_buffer: usize,
+    /// `SO_SNDBUF` in bytes.
+    pub send_buffer: usize,
+    /// Most messages per `recvmmsg`/`sendmmsg`.
+    pub max_msgs: usize,
+}
+
+impl RawEspConfig {
+    /// Defaults: blocking, 8 MiB socket buffers, 64 messages per call.
+    pub fn new(bind: IpAddr) -> Self {
+        Self {
+            bind,
+            nonblocking: false,
+            recv_buffer: DEFAULT_SOCKET_BUFFER,
+            send_buffer: DEFAULT_SOCKET_BUFFER,
+            max_msgs: DEFAULT_MMSG_BATCH,
+        }
+    }
+}
+
+/// A raw IPv4 or IPv6 socket for protocol 50.
+pub struct RawEspSocket {
+    socket: Socket,
+    io: DatagramIo,
+    v6: bool,
+}
+
+impl std::fmt::Debug for RawEspSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawEspSocket").field("v6", &self.v6).finish()
+    }
+}
+
+impl RawEspSocket {
+    /// Opens and binds a raw ESP socket.
+    pub fn open(config: &RawEspConfig) -> io::Result<Self> {
+        let v6 = config.bind.is_ipv6();
+        let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
+        let socket = Socket::new(domain, Type::RAW, Some(Protocol::from(IPPROTO_ESP)))?;
+        set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
+        if v6 {
+            // The IPv4 destination is read from the delivered header instead.
+            enable_pktinfo(&socket, true)?;
+        }
+        socket.set_nonblocking(config.nonblocking)?;
+        socket.bind(&SockAddr::from(SocketAddr::new(config.bind, 0)))?;
+        Ok(Self { socket, io: DatagramIo::new(config.max_msgs, false, false, true), v6 })
+    }
+
+    /// Whether this is an IPv6 socket.
+    pub fn is_ipv6(&self) -> bool {
+        self.v6
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> SocketStats {
+        self.io.stats
+    }
+
+    /// Appends received ESP payloads to the free slots of `batch` (see the
+    /// module doc for the normalization). Returns how many were added.
+    pub fn recv_batch(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
+        let fd = self.socket.as_fd();
+        if self.v6 {
+            self.io.recv_direct(fd, batch, false, |info, _| describe_v6(info))
+        } else {
+            self.io.recv_direct(fd, batch, false, describe_v4)
+        }
+    }
+
+    /// Sends every packet of `batch` as an ESP payload; returns the packets
+    /// consumed, as [`UdpSocket::send_batch`](crate::udp::UdpSocket::send_batch).
+    pub fn send_batch(&mut self, batch: &PacketBatch) -> io::Result<usize> {
+        self.send_batch_from(batch, 0)
+    }
+
+    /// Like [`send_batch`](Self::send_batch) for packets `first..`.
+    pub fn send_batch_from(&mut self, batch: &PacketBatch, first: usize) -> io::Result<usize> {
+        self.io.send(self.socket.as_fd(), batch, first)
+    }
+}
+
+impl AsFd for RawEspSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
+/// An IPv6 raw datagram is the payload already.
+fn describe_v6(info: &RecvInfo) -> Option<(usize, usize, PacketMeta)> {
+    if info.truncated {
+        return None;
+    }
+    let remote = SocketAddr::new(info.remote?.ip(), 0);
+    Some((0, info.len, PacketMeta { remote, local: info.local, stride: info.len }))
+}
+
+/// Skips the IPv4 header a raw IPv4 socket delivers.
+///
+/// ```text
+///  0                   1                   2                   3
+///  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |Version|  IHL  |Type of Service|          Total Length         |
+/// |         Identification        |Flags|      Fragment Offset    |
+/// |  Time to Live |    Protocol   |         Header Checksum       |
+/// |                       Source Address                          |
+/// |                    Destination Address                        |
+/// |                    Options                    |    Padding    |
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// ```
+/// (RFC 791 §3.1: IHL counts 32-bit words, at least 5.)
+fn describe_v4(info: &RecvInfo, area: &[u8]) -> Option<(usize, usize, PacketMeta)> {
+    if info.truncated {
+        return None;
+    }
+    let packet = area.get(..info.len)?;
+    let header = ipv4_header_len(packet)?;
+    let src = Ipv4Addr::new(packet[12], packet[13], packet[14], packet[15]);
+    let dst = Ipv4Addr::new(packet[16], packet[17], packet[18], packet[19]);
+    let payload = packet.len() - header;
+    let meta = PacketMeta { remote: SocketAddr::new(src.into(), 0), local: Some(dst.into()), stride: payload };
+    Some((header, payload, meta))
+}
+
+/// Length of the IPv4 header at the front of `packet`, if it is a
+/// well-formed one.
+fn ipv4_header_len(packet: &[u8]) -> Option<usize> {
+    let first = *packet.first()?;
+    let header = usize::from(first & 0x0f) * 4;
+    let valid = first >> 4 == 4 && header >= IPV4_MIN_HEADER_LEN && header <= packet.len();
+    valid.then_some(header)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(len: usize) -> RecvInfo {
+        RecvInfo { len, remote: Some("192.0.2.1:0".parse().unwrap()), ..RecvInfo::default() }
+    }
+
+    fn ipv4(ihl: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; usize::from(ihl) * 4];
+        p[0] = 0x40 | ihl;
+        p[9] = 50;
+        p[12..16].copy_from_slice(&[192, 0, 2, 1]);
+        p[16..20].copy_from_slice(&[198, 51, 100, 2]);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    #[test]
+    fn ipv4_header_is_skipped_in_place() {
+        let p = ipv4(5, b"\x00\x00\x10\x01esp");
+        let (offset, len, meta) = describe_v4(&info(p.len()), &p).unwrap();
+        assert_eq!(&p[offset..offset + len], b"\x00\x00\x10\x01esp");
+        assert_eq!(meta.remote, "192.0.2.1:0".parse().unwrap());
+        assert_eq!(meta.local, Some("198.51.100.2".parse().unwrap()));
+    }
+
+    #[test]
+    fn ipv4_options_are_skipped_too() {
+        let p = ipv4(7, b"payload");
+        let (offset, len, _) = describe_v4(&info(p.len()), &p).unwrap();
+        assert_eq!((offset, len), (28, 7));
+    }
+
+    #[test]
+    fn malformed_ipv4_headers_are_dropped() {
+        let mut p = ipv4(5, b"x");
+        assert!(describe_v4(&info(10), &p).is_none(), "shorter than a header");
+        p[0] = 0x45 ^ 0x10;
+        assert!(describe_v4(&info(p.len()), &p).is_none(), "not version 4");
+        p[0] = 0x44;
+        assert!(describe_v4(&info(p.len()), &p).is_none(), "IHL below 5");
+        p[0] = 0x4f;
+        assert!(describe_v4(&info(p.len()), &p).is_none(), "IHL past the end");
+        assert!(describe_v4(&info(0), &p).is_none(), "empty");
+        let truncated = RecvInfo { truncated: true, ..info(p.len()) };
+        assert!(describe_v4(&truncated, &ipv4(5, b"x")).is_none());
+        assert!(describe_v4(&info(p.len() + 1), &p).is_none(), "length past the area");
+    }
+
+    #[test]
+    fn ipv6_payload_is_taken_whole() {
+        let i = RecvInfo { local: Some("2001:db8::2".parse().unwrap()), ..info(40) };
+        let (offset, len, meta) = describe_v6(&i).unwrap();
+        assert_eq!((offset, len, meta.remote.port()), (0, 40, 0));
+        assert_eq!(meta.local, i.local);
+    }
+}

@@ -1,0 +1,227 @@
+//! UDP over loopback: no privileges needed.
+
+use super::*;
+use crate::limits::DEFAULT_HEADROOM;
+use std::time::{Duration, Instant};
+
+const LOOPBACK: &str = "127.0.0.1:0";
+
+fn socket(gro: bool, gso: bool) -> UdpSocket {
+    let mut config = UdpConfig::new(LOOPBACK.parse().unwrap());
+    config.gro = gro;
+    config.gso = gso;
+    config.nonblocking = true;
+    UdpSocket::bind(&config).unwrap()
+}
+
+/// A batch of `sizes.len()` datagrams to `to`, each filled with its index.
+fn outgoing(to: SocketAddr, sizes: &[usize]) -> PacketBatch {
+    let mut batch = PacketBatch::new(sizes.len(), 2048, DEFAULT_HEADROOM);
+    for (i, &len) in sizes.iter().enumerate() {
+        let mut data = vec![i as u8; len];
+        if len >= 2 {
+            data[..2].copy_from_slice(&(i as u16).to_be_bytes());
+        }
+        let meta = PacketMeta { remote: to, ..PacketMeta::default() };
+        batch.push(&data, meta).unwrap();
+    }
+    batch
+}
+
+/// Receives until `want` packets arrived or 5 s passed.
+fn receive(rx: &mut UdpSocket, want: usize, batch_capacity: usize) -> Vec<(Vec<u8>, PacketMeta)> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    let mut batch = PacketBatch::new(batch_capacity, 2048, DEFAULT_HEADROOM);
+    while got.len() < want && Instant::now() < deadline {
+        batch.clear();
+        match rx.recv_batch(&mut batch) {
+            Ok(_) => got.extend(batch.iter().map(|(p, m)| (p.to_vec(), *m))),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("recv_batch: {e}"),
+        }
+    }
+    got
+}
+
+fn assert_in_order(got: &[(Vec<u8>, PacketMeta)], sizes: &[usize]) {
+    assert_eq!(got.len(), sizes.len(), "all datagrams arrive");
+    for (i, ((data, _), &len)) in got.iter().zip(sizes).enumerate() {
+        assert_eq!(data.len(), len, "datagram {i} length");
+        assert_eq!(&data[..2], &(i as u16).to_be_bytes(), "datagram {i} in order");
+    }
+}
+
+#[test]
+fn gso_send_and_gro_receive_64_datagrams() {
+    let mut rx = socket(true, false);
+    let mut tx = socket(false, true);
+    assert!(rx.gro_enabled() && tx.gso_enabled(), "kernel with UDP GRO/GSO (4.18+/5.0+)");
+    let sizes = [1200; 64];
+    let batch = outgoing(rx.local_addr().unwrap(), &sizes);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 64);
+    let sent = tx.stats();
+    // 64 × 1200 B exceed one datagram's 65507 B: two GSO messages, one call.
+    assert_eq!((sent.packets_sent, sent.gso_messages, sent.send_calls), (64, 2, 1));
+
+    let got = receive(&mut rx, 64, 64);
+    assert_in_order(&got, &sizes);
+    let meta = got[0].1;
+    assert_eq!(meta.remote, tx.local_addr().unwrap());
+    assert_eq!(meta.local, Some("127.0.0.1".parse().unwrap()));
+    assert_eq!(meta.stride, 1200);
+    let stats = rx.stats();
+    assert_eq!(stats.packets_received, 64);
+    assert!(stats.coalesced_received >= 1, "loopback keeps GSO super-datagrams whole: {stats:?}");
+    assert!(stats.recv_calls < 64, "fewer calls than datagrams: {stats:?}");
+}
+
+#[test]
+fn shorter_last_segment_rides_in_the_same_message() {
+    let mut rx = socket(true, false);
+    let mut tx = socket(false, true);
+    let mut sizes = vec![1000; 10];
+    sizes.push(300);
+    let batch = outgoing(rx.local_addr().unwrap(), &sizes);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 11);
+    assert_eq!(tx.stats().gso_messages, 1);
+    let got = receive(&mut rx, 11, 64);
+    assert_in_order(&got, &sizes);
+    assert!(got.iter().all(|(_, m)| m.stride == 1000));
+}
+
+#[test]
+fn segments_that_do_not_fit_wait_for_the_next_call() {
+    let mut rx = socket(true, false);
+    let mut tx = socket(false, true);
+    let sizes = [500; 50];
+    let batch = outgoing(rx.local_addr().unwrap(), &sizes);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 50);
+    // Batches of 8: the 50-segment super-datagram is handed out over 7 calls.
+    let got = receive(&mut rx, 50, 8);
+    assert_in_order(&got, &sizes);
+    assert_eq!(rx.stats().recv_dropped, 0);
+}
+
+#[test]
+fn plain_path_without_offload() {
+    let mut rx = socket(false, false);
+    let mut tx = socket(false, false);
+    let sizes: Vec<usize> = (0..64).map(|i| 100 + i * 7).collect();
+    let batch = outgoing(rx.local_addr().unwrap(), &sizes);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 64);
+    let sent = tx.stats();
+    assert_eq!((sent.packets_sent, sent.gso_messages, sent.send_calls), (64, 0, 1));
+    let got = receive(&mut rx, 64, 64);
+    assert_in_order(&got, &sizes);
+    assert!(got.iter().enumerate().all(|(i, (_, m))| m.stride == sizes[i]));
+    assert_eq!(rx.stats().coalesced_received, 0);
+}
+
+#[test]
+fn gso_refused_by_the_kernel_falls_back_to_plain_sends() {
+    let mut rx = socket(true, false);
+    let mut tx = socket(false, true);
+    // SO_NO_CHECK makes udp_send_skb refuse GSO with EINVAL.
+    crate::sys::set_no_check(tx.as_fd()).unwrap();
+    let sizes = [800; 20];
+    let batch = outgoing(rx.local_addr().unwrap(), &sizes);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 20);
+    let sent = tx.stats();
+    assert_eq!((sent.gso_refusals, sent.gso_messages, sent.packets_sent), (1, 0, 20));
+    assert!(!tx.gso_enabled(), "off for good");
+    assert_in_order(&receive(&mut rx, 20, 64), &sizes);
+}
+
+#[test]
+fn destinations_split_gso_runs() {
+    let mut rx1 = socket(true, false);
+    let mut rx2 = socket(true, false);
+    let mut tx = socket(false, true);
+    let (a, b) = (rx1.local_addr().unwrap(), rx2.local_addr().unwrap());
+    let mut batch = PacketBatch::new(8, 2048, DEFAULT_HEADROOM);
+    for (i, to) in [a, a, a, b, b, a, a, b].into_iter().enumerate() {
+        batch.push(&[i as u8; 600], PacketMeta { remote: to, ..PacketMeta::default() }).unwrap();
+    }
+    assert_eq!(tx.send_batch(&batch).unwrap(), 8);
+    // Runs: [a a a] [b b] [a a] [b]: three GSO messages and one plain.
+    assert_eq!(tx.stats().gso_messages, 3);
+    let firsts = |got: Vec<(Vec<u8>, PacketMeta)>| got.iter().map(|(d, _)| d[0]).collect::<Vec<_>>();
+    assert_eq!(firsts(receive(&mut rx1, 5, 64)), vec![0, 1, 2, 5, 6]);
+    assert_eq!(firsts(receive(&mut rx2, 3, 64)), vec![3, 4, 7]);
+}
+
+#[test]
+fn source_address_is_chosen_with_pktinfo() {
+    let mut rx = socket(false, false);
+    let mut tx = socket(false, true);
+    let to = rx.local_addr().unwrap();
+    let mut batch = outgoing(to, &[100, 100]);
+    for i in 0..2 {
+        batch.meta_mut(i).local = Some("127.0.0.2".parse().unwrap());
+    }
+    assert_eq!(tx.send_batch(&batch).unwrap(), 2);
+    let got = receive(&mut rx, 2, 8);
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|(_, m)| m.remote.ip() == "127.0.0.2".parse::<IpAddr>().unwrap()));
+}
+
+#[test]
+fn dual_stack_socket_reports_ipv4_peers_as_ipv4() {
+    let mut config = UdpConfig::new("[::]:0".parse().unwrap());
+    config.nonblocking = true;
+    let mut rx = UdpSocket::bind(&config).unwrap();
+    let port = rx.local_addr().unwrap().port();
+    let mut tx = socket(false, true);
+    let batch = outgoing(SocketAddr::from(([127, 0, 0, 1], port)), &[300; 4]);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 4);
+    let got = receive(&mut rx, 4, 8);
+    assert_eq!(got.len(), 4);
+    assert_eq!(got[0].1.remote, tx.local_addr().unwrap());
+    assert_eq!(got[0].1.local, Some("127.0.0.1".parse().unwrap()));
+
+    // And the dual-stack socket sends to IPv4 destinations (mapped).
+    let back = outgoing(tx.local_addr().unwrap(), &[200; 3]);
+    assert_eq!(rx.send_batch(&back).unwrap(), 3);
+    assert_eq!(receive(&mut tx, 3, 8).len(), 3);
+}
+
+#[test]
+fn unsendable_packets_are_dropped_and_counted() {
+    let mut tx = socket(false, true);
+    let mut rx = socket(false, false);
+    let mut batch = outgoing(rx.local_addr().unwrap(), &[100; 3]);
+    // An IPv6 destination on an IPv4 socket is refused by the kernel.
+    batch.meta_mut(1).remote = "[::1]:9".parse().unwrap();
+    assert_eq!(tx.send_batch(&batch).unwrap(), 3, "all consumed");
+    let stats = tx.stats();
+    assert_eq!((stats.packets_sent, stats.send_dropped), (2, 1));
+    assert_eq!(receive(&mut rx, 2, 8).len(), 2);
+}
+
+#[test]
+fn would_block_when_nothing_is_queued() {
+    let mut rx = socket(true, false);
+    let mut batch = PacketBatch::new(4, 2048, DEFAULT_HEADROOM);
+    let err = rx.recv_batch(&mut batch).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    let mut plain = socket(false, false);
+    assert_eq!(plain.recv_batch(&mut batch).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+}
+
+#[test]
+fn oversize_datagrams_are_dropped_not_truncated() {
+    let mut rx = socket(false, false);
+    let mut tx = socket(false, false);
+    let to = rx.local_addr().unwrap();
+    let mut batch = PacketBatch::new(2, 3000, DEFAULT_HEADROOM);
+    batch.push(&[1; 3000], PacketMeta { remote: to, ..PacketMeta::default() }).unwrap();
+    batch.push(&[2; 100], PacketMeta { remote: to, ..PacketMeta::default() }).unwrap();
+    assert_eq!(tx.send_batch(&batch).unwrap(), 2);
+    // The receiving batch's buffers hold 2048 bytes: the first datagram is
+    // truncated by the kernel and dropped here.
+    let got = receive(&mut rx, 1, 8);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, vec![2; 100]);
+    assert_eq!(rx.stats().recv_dropped, 1);
+}
