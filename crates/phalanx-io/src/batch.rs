@@ -48,7 +48,11 @@ pub struct BoundsError {
 impl fmt::Display for BoundsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (start, end) = self.requested;
-        write!(f, "bounds {start}..{end} exceed a {}-byte buffer", self.buffer_len)
+        write!(
+            f,
+            "bounds {start}..{end} exceed a {}-byte buffer",
+            self.buffer_len
+        )
     }
 }
 
@@ -58,8 +62,8 @@ impl std::error::Error for BoundsError {}
 ///
 /// Slots `0..len()` hold packets; slots `len()..capacity()` are free and
 /// are where receive calls put new packets. Packet `i` occupies
-/// `bounds(i)` of buffer `i`; a received packet starts at [`headroom`]
-/// (`PacketBatch::headroom`) bytes into its buffer. The ESP layer grows or
+/// `bounds(i)` of buffer `i`; a received packet starts
+/// [`headroom`](Self::headroom) bytes into its buffer. The ESP layer grows or
 /// shrinks a packet in place with [`buffer_mut`](Self::buffer_mut) and
 /// [`set_bounds`](Self::set_bounds).
 ///
@@ -92,7 +96,9 @@ impl PacketBatch {
     pub fn new(capacity: usize, room: usize, headroom: usize) -> Self {
         let buffer_len = headroom + room;
         Self {
-            bufs: (0..capacity).map(|_| vec![0; buffer_len].into_boxed_slice()).collect(),
+            bufs: (0..capacity)
+                .map(|_| vec![0; buffer_len].into_boxed_slice())
+                .collect(),
             starts: vec![headroom; capacity],
             lens: vec![0; capacity],
             meta: vec![PacketMeta::default(); capacity],
@@ -192,7 +198,10 @@ impl PacketBatch {
         assert!(i < self.len, "packet index {i} out of range {}", self.len);
         let buffer_len = self.bufs[i].len();
         if bounds.start > bounds.end || bounds.end > buffer_len {
-            return Err(BoundsError { requested: (bounds.start, bounds.end), buffer_len });
+            return Err(BoundsError {
+                requested: (bounds.start, bounds.end),
+                buffer_len,
+            });
         }
         self.starts[i] = bounds.start;
         self.lens[i] = bounds.end - bounds.start;
@@ -236,7 +245,9 @@ impl PacketBatch {
     /// The receive areas (`headroom..`) of the free buffers, in slot order.
     pub(crate) fn free_rooms_mut(&mut self) -> impl Iterator<Item = &mut [u8]> + '_ {
         let headroom = self.headroom;
-        self.bufs[self.len..].iter_mut().map(move |b| &mut b[headroom..])
+        self.bufs[self.len..]
+            .iter_mut()
+            .map(move |b| &mut b[headroom..])
     }
 
     /// Accepts the first `n` free slots, filled through
@@ -245,6 +256,8 @@ impl PacketBatch {
         let n = n.min(self.free());
         for i in self.len..self.len + n {
             self.starts[i] = self.headroom;
+            // The device wrote no more than the room it was given.
+            self.lens[i] = self.lens[i].min(self.bufs[i].len() - self.headroom);
             self.meta[i] = PacketMeta::default();
         }
         self.len += n;
@@ -253,8 +266,9 @@ impl PacketBatch {
     /// Accepts the first `filled` free slots, each described by `describe`
     /// (given the slot's number among the filled ones and its receive area):
     /// `Some((offset, len, meta))` keeps `offset..offset + len` of the area
-    /// as a packet, `None` drops the slot. Kept packets are packed in order
-    /// (buffers are swapped, not copied). Returns the number kept.
+    /// as a packet, `None` (or bounds past the area) drops the slot. Kept
+    /// packets are packed in order (buffers are swapped, not copied).
+    /// Returns the number kept.
     pub(crate) fn commit_with(
         &mut self,
         filled: usize,
@@ -265,9 +279,13 @@ impl PacketBatch {
         let mut kept = base;
         for j in 0..filled {
             let slot = base + j;
-            let Some((offset, len, meta)) = describe(j, &self.bufs[slot][self.headroom..]) else {
+            let area = &self.bufs[slot][self.headroom..];
+            let Some((offset, len, meta)) = describe(j, area) else {
                 continue;
             };
+            if offset.checked_add(len).is_none_or(|end| end > area.len()) {
+                continue;
+            }
             self.bufs.swap(kept, slot);
             self.place(kept, self.headroom + offset, len, meta);
             kept += 1;
@@ -300,7 +318,11 @@ mod tests {
     use super::*;
 
     fn meta(port: u16) -> PacketMeta {
-        PacketMeta { remote: SocketAddr::from(([192, 0, 2, 1], port)), local: None, stride: 0 }
+        PacketMeta {
+            remote: SocketAddr::from(([192, 0, 2, 1], port)),
+            local: None,
+            stride: 0,
+        }
     }
 
     #[test]
@@ -348,6 +370,12 @@ mod tests {
         assert_eq!(b.packet(1), b"a");
         assert_eq!(b.packet(2), b"c");
         assert_eq!(b.meta(2).remote.port(), u16::from(b'c'));
+        // Bounds past the receive area are dropped, not kept.
+        assert_eq!(
+            b.commit_with(1, |_, area| Some((1, area.len(), meta(0)))),
+            0
+        );
+        assert_eq!(b.len(), 3);
     }
 
     #[test]

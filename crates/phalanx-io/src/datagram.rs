@@ -68,7 +68,13 @@ impl DatagramIo {
         dont_wait: bool,
     ) -> io::Result<usize> {
         let want = want.min(self.infos.len());
-        let got = sys::recv_mmsg(fd, &mut self.scratch, bufs, &mut self.infos[..want], dont_wait)?;
+        let got = sys::recv_mmsg(
+            fd,
+            &mut self.scratch,
+            bufs,
+            &mut self.infos[..want],
+            dont_wait,
+        )?;
         if got > 0 {
             self.stats.recv_calls += 1;
         }
@@ -95,13 +101,10 @@ impl DatagramIo {
             return Ok(0);
         }
         let got = self.recv_raw(fd, batch.free_rooms_mut(), want, dont_wait)?;
-        let (infos, stats) = (&self.infos, &mut self.stats);
-        let kept = batch.commit_with(got, |j, area| {
-            let packet = describe(&infos[j], area);
-            stats.recv_dropped += u64::from(packet.is_none());
-            packet
-        });
-        stats.packets_received += kept as u64;
+        let infos = &self.infos;
+        let kept = batch.commit_with(got, |j, area| describe(&infos[j], area));
+        self.stats.recv_dropped += (got - kept) as u64;
+        self.stats.packets_received += kept as u64;
         Ok(kept)
     }
 
@@ -111,7 +114,12 @@ impl DatagramIo {
     /// `batch.len() - first` means the socket would block; `Err` only when
     /// nothing was consumed and the socket would block, or on an error of
     /// the descriptor itself.
-    pub(crate) fn send(&mut self, fd: BorrowedFd<'_>, batch: &PacketBatch, first: usize) -> io::Result<usize> {
+    pub(crate) fn send(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        batch: &PacketBatch,
+        first: usize,
+    ) -> io::Result<usize> {
         let end = batch.len();
         let mut next = first.min(end);
         while next < end {
@@ -131,7 +139,9 @@ impl DatagramIo {
                 SendFailure::Replan => {}
                 SendFailure::Skip => {
                     // The error is about the plan's first message (sendmmsg(2)).
-                    let Some(&dropped) = self.plan.first() else { return Err(err) };
+                    let Some(&dropped) = self.plan.first() else {
+                        return Err(err);
+                    };
                     self.stats.send_dropped += dropped.count as u64;
                     next = dropped.first + dropped.count;
                 }
@@ -161,7 +171,13 @@ impl DatagramIo {
             let meta = batch.meta(i);
             let remote = self.map_remote(meta.remote);
             let segment_size = if count > 1 { segment_size } else { 0 };
-            self.plan.push(OutMsg { remote, local: meta.local, first: i, count, segment_size });
+            self.plan.push(OutMsg {
+                remote,
+                local: meta.local,
+                first: i,
+                count,
+                segment_size,
+            });
             i += count;
             iovs += count;
         }
@@ -200,7 +216,11 @@ impl DatagramIo {
     }
 
     fn map_remote(&self, remote: SocketAddr) -> SocketAddr {
-        let remote = if self.raw { SocketAddr::new(remote.ip(), 0) } else { remote };
+        let remote = if self.raw {
+            SocketAddr::new(remote.ip(), 0)
+        } else {
+            remote
+        };
         match remote {
             SocketAddr::V4(v4) if self.v6_socket => {
                 SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
@@ -212,7 +232,11 @@ impl DatagramIo {
 
 fn out_packet(batch: &PacketBatch, k: usize) -> OutPacket {
     let meta = batch.meta(k);
-    OutPacket { remote: meta.remote, local: meta.local, len: batch.packet(k).len() }
+    OutPacket {
+        remote: meta.remote,
+        local: meta.local,
+        len: batch.packet(k).len(),
+    }
 }
 
 /// A received source address as the caller should see it: IPv4 peers of a

@@ -34,7 +34,10 @@ pub(crate) struct OutPacket {
 /// shorter, all go to one destination from one source, at most
 /// [`MAX_GSO_SEGMENTS`] of them, and the whole payload fits one IP datagram
 /// ([`MAX_UDP_PAYLOAD`]). A shorter packet therefore closes its group.
-pub(crate) fn gso_group_len(packets: impl IntoIterator<Item = OutPacket>, max_segments: usize) -> usize {
+pub(crate) fn gso_group_len(
+    packets: impl IntoIterator<Item = OutPacket>,
+    max_segments: usize,
+) -> usize {
     let mut iter = packets.into_iter();
     let Some(head) = iter.next() else {
         return 0;
@@ -64,7 +67,11 @@ mod tests {
     use super::*;
 
     fn pkt(port: u16, len: usize) -> OutPacket {
-        OutPacket { remote: SocketAddr::from(([192, 0, 2, 1], port)), local: None, len }
+        OutPacket {
+            remote: SocketAddr::from(([192, 0, 2, 1], port)),
+            local: None,
+            len,
+        }
     }
 
     fn ranges(total: usize, stride: usize) -> Vec<Range<usize>> {
@@ -74,10 +81,18 @@ mod tests {
     #[test]
     fn segments_of_a_super_datagram() {
         assert_eq!(ranges(3000, 1000), vec![0..1000, 1000..2000, 2000..3000]);
-        assert_eq!(ranges(2500, 1000), vec![0..1000, 1000..2000, 2000..2500], "short last");
+        assert_eq!(
+            ranges(2500, 1000),
+            vec![0..1000, 1000..2000, 2000..2500],
+            "short last"
+        );
         assert_eq!(ranges(700, 1000), vec![0..700], "stride above length");
         assert_eq!(ranges(700, 0), vec![0..700], "not coalesced");
-        assert_eq!(ranges(0, 0), vec![0..0], "an empty datagram is still a datagram");
+        assert_eq!(
+            ranges(0, 0),
+            vec![0..0],
+            "an empty datagram is still a datagram"
+        );
         assert_eq!(ranges(1, 1).len(), 1);
         assert_eq!(ranges(64 * 1000, 1000).len(), 64);
     }
@@ -112,7 +127,11 @@ mod tests {
     fn segment_and_byte_limits() {
         let p: Vec<_> = (0..100).map(|_| pkt(1, 100)).collect();
         assert_eq!(gso_group_len(p.clone(), 64), 64);
-        assert_eq!(gso_group_len(p.clone(), 500), MAX_GSO_SEGMENTS, "clamped to the kernel limit");
+        assert_eq!(
+            gso_group_len(p.clone(), 500),
+            MAX_GSO_SEGMENTS,
+            "clamped to the kernel limit"
+        );
         assert_eq!(gso_group_len(p, 0), 1, "clamped to at least one");
         let big: Vec<_> = (0..64).map(|_| pkt(1, 1400)).collect();
         assert_eq!(gso_group_len(big, 64), MAX_UDP_PAYLOAD / 1400);

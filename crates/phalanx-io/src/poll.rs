@@ -43,11 +43,20 @@ pub struct Interest {
 
 impl Interest {
     /// Readable.
-    pub const READ: Interest = Interest { read: true, write: false };
+    pub const READ: Interest = Interest {
+        read: true,
+        write: false,
+    };
     /// Writable.
-    pub const WRITE: Interest = Interest { read: false, write: true };
+    pub const WRITE: Interest = Interest {
+        read: false,
+        write: true,
+    };
     /// Readable or writable.
-    pub const BOTH: Interest = Interest { read: true, write: true };
+    pub const BOTH: Interest = Interest {
+        read: true,
+        write: true,
+    };
 
     fn flags(self) -> PollFlags {
         let mut flags = PollFlags::empty();
@@ -78,7 +87,9 @@ pub struct PollSet<'fd> {
 impl<'fd> PollSet<'fd> {
     /// An empty set with room for `n` descriptors.
     pub fn with_capacity(n: usize) -> Self {
-        Self { fds: Vec::with_capacity(n) }
+        Self {
+            fds: Vec::with_capacity(n),
+        }
     }
 
     /// Adds a descriptor; returns its token.
@@ -110,11 +121,16 @@ impl<'fd> PollSet<'fd> {
 
     /// What the last [`wait`](Self::wait) reported for `token`.
     pub fn readiness(&self, token: usize) -> Readiness {
-        let revents = self.fds.get(token).and_then(PollFd::revents).unwrap_or(PollFlags::empty());
+        let revents = self
+            .fds
+            .get(token)
+            .and_then(PollFd::revents)
+            .unwrap_or(PollFlags::empty());
         Readiness {
             readable: revents.contains(PollFlags::POLLIN),
             writable: revents.contains(PollFlags::POLLOUT),
-            error: revents.intersects(PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL),
+            error: revents
+                .intersects(PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL),
         }
     }
 }
@@ -176,7 +192,10 @@ mod tests {
         let w = set.add(waker.as_fd(), Interest::READ);
         let start = Instant::now();
         assert_eq!(set.wait(Some(Duration::from_micros(1500))).unwrap(), 0);
-        assert!(start.elapsed() >= Duration::from_millis(1), "rounded up, not zero");
+        assert!(
+            start.elapsed() >= Duration::from_millis(1),
+            "rounded up, not zero"
+        );
         assert_eq!(set.readiness(w), Readiness::default());
     }
 

@@ -67,7 +67,9 @@ pub struct RawEspSocket {
 
 impl std::fmt::Debug for RawEspSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RawEspSocket").field("v6", &self.v6).finish()
+        f.debug_struct("RawEspSocket")
+            .field("v6", &self.v6)
+            .finish()
     }
 }
 
@@ -84,7 +86,11 @@ impl RawEspSocket {
         }
         socket.set_nonblocking(config.nonblocking)?;
         socket.bind(&SockAddr::from(SocketAddr::new(config.bind, 0)))?;
-        Ok(Self { socket, io: DatagramIo::new(config.max_msgs, false, false, true), v6 })
+        Ok(Self {
+            socket,
+            io: DatagramIo::new(config.max_msgs, false, false, true),
+            v6,
+        })
     }
 
     /// Whether this is an IPv6 socket.
@@ -102,7 +108,8 @@ impl RawEspSocket {
     pub fn recv_batch(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let fd = self.socket.as_fd();
         if self.v6 {
-            self.io.recv_direct(fd, batch, false, |info, _| describe_v6(info))
+            self.io
+                .recv_direct(fd, batch, false, |info, _| describe_v6(info))
         } else {
             self.io.recv_direct(fd, batch, false, describe_v4)
         }
@@ -132,7 +139,15 @@ fn describe_v6(info: &RecvInfo) -> Option<(usize, usize, PacketMeta)> {
         return None;
     }
     let remote = SocketAddr::new(info.remote?.ip(), 0);
-    Some((0, info.len, PacketMeta { remote, local: info.local, stride: info.len }))
+    Some((
+        0,
+        info.len,
+        PacketMeta {
+            remote,
+            local: info.local,
+            stride: info.len,
+        },
+    ))
 }
 
 /// Skips the IPv4 header a raw IPv4 socket delivers.
@@ -159,7 +174,11 @@ fn describe_v4(info: &RecvInfo, area: &[u8]) -> Option<(usize, usize, PacketMeta
     let src = Ipv4Addr::new(packet[12], packet[13], packet[14], packet[15]);
     let dst = Ipv4Addr::new(packet[16], packet[17], packet[18], packet[19]);
     let payload = packet.len() - header;
-    let meta = PacketMeta { remote: SocketAddr::new(src.into(), 0), local: Some(dst.into()), stride: payload };
+    let meta = PacketMeta {
+        remote: SocketAddr::new(src.into(), 0),
+        local: Some(dst.into()),
+        stride: payload,
+    };
     Some((header, payload, meta))
 }
 
@@ -177,7 +196,11 @@ mod tests {
     use super::*;
 
     fn info(len: usize) -> RecvInfo {
-        RecvInfo { len, remote: Some("192.0.2.1:0".parse().unwrap()), ..RecvInfo::default() }
+        RecvInfo {
+            len,
+            remote: Some("192.0.2.1:0".parse().unwrap()),
+            ..RecvInfo::default()
+        }
     }
 
     fn ipv4(ihl: u8, payload: &[u8]) -> Vec<u8> {
@@ -209,22 +232,37 @@ mod tests {
     #[test]
     fn malformed_ipv4_headers_are_dropped() {
         let mut p = ipv4(5, b"x");
-        assert!(describe_v4(&info(10), &p).is_none(), "shorter than a header");
+        assert!(
+            describe_v4(&info(10), &p).is_none(),
+            "shorter than a header"
+        );
         p[0] = 0x45 ^ 0x10;
         assert!(describe_v4(&info(p.len()), &p).is_none(), "not version 4");
         p[0] = 0x44;
         assert!(describe_v4(&info(p.len()), &p).is_none(), "IHL below 5");
         p[0] = 0x4f;
-        assert!(describe_v4(&info(p.len()), &p).is_none(), "IHL past the end");
+        assert!(
+            describe_v4(&info(p.len()), &p).is_none(),
+            "IHL past the end"
+        );
         assert!(describe_v4(&info(0), &p).is_none(), "empty");
-        let truncated = RecvInfo { truncated: true, ..info(p.len()) };
+        let truncated = RecvInfo {
+            truncated: true,
+            ..info(p.len())
+        };
         assert!(describe_v4(&truncated, &ipv4(5, b"x")).is_none());
-        assert!(describe_v4(&info(p.len() + 1), &p).is_none(), "length past the area");
+        assert!(
+            describe_v4(&info(p.len() + 1), &p).is_none(),
+            "length past the area"
+        );
     }
 
     #[test]
     fn ipv6_payload_is_taken_whole() {
-        let i = RecvInfo { local: Some("2001:db8::2".parse().unwrap()), ..info(40) };
+        let i = RecvInfo {
+            local: Some("2001:db8::2".parse().unwrap()),
+            ..info(40)
+        };
         let (offset, len, meta) = describe_v6(&i).unwrap();
         assert_eq!((offset, len, meta.remote.port()), (0, 40, 0));
         assert_eq!(meta.local, i.local);

@@ -73,9 +73,15 @@ impl MsgScratch {
         // SAFETY: `mmsghdr` and `sockaddr_storage` are C structs of integers
         // and raw pointers, for which all-zero bytes are a valid value.
         let (hdr, name) = unsafe {
-            (mem::zeroed::<libc::mmsghdr>(), mem::zeroed::<libc::sockaddr_storage>())
+            (
+                mem::zeroed::<libc::mmsghdr>(),
+                mem::zeroed::<libc::sockaddr_storage>(),
+            )
         };
-        let iov = libc::iovec { iov_base: ptr::null_mut(), iov_len: 0 };
+        let iov = libc::iovec {
+            iov_base: ptr::null_mut(),
+            iov_len: 0,
+        };
         Self {
             hdrs: vec![hdr; max_msgs],
             iovs: vec![iov; max_iovs.max(max_msgs)],
@@ -127,7 +133,10 @@ pub(crate) fn recv_mmsg<'a>(
     let limit = out.len().min(s.max_msgs());
     let mut n = 0;
     for buf in bufs.take(limit) {
-        s.iovs[n] = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        s.iovs[n] = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
         n += 1;
     }
     for i in 0..n {
@@ -144,7 +153,13 @@ pub(crate) fn recv_mmsg<'a>(
         // which outlives this call; each length tells the kernel how much it
         // may write. No timeout pointer is passed.
         let rc = unsafe {
-            libc::recvmmsg(fd.as_raw_fd(), s.hdrs.as_mut_ptr(), n as u32, flags, ptr::null_mut())
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                s.hdrs.as_mut_ptr(),
+                n as u32,
+                flags,
+                ptr::null_mut(),
+            )
         };
         if let Ok(got) = usize::try_from(rc) {
             break got;
@@ -183,7 +198,9 @@ fn parse_recv(hdr: &libc::mmsghdr, name: &libc::sockaddr_storage) -> RecvInfo {
             break;
         }
         // SAFETY: CMSG_LEN(0) is arithmetic on a constant.
-        let data_len = head.cmsg_len.saturating_sub(unsafe { libc::CMSG_LEN(0) } as usize);
+        let data_len = head
+            .cmsg_len
+            .saturating_sub(unsafe { libc::CMSG_LEN(0) } as usize);
         // SAFETY: `cmsg` is a valid header (above) whose `data_len` data
         // bytes were just checked to lie inside the control buffer.
         unsafe { read_cmsg(&head, libc::CMSG_DATA(cmsg), data_len, &mut info) };
@@ -239,7 +256,10 @@ pub(crate) fn send_mmsg<'a>(
         for k in 0..m.count {
             let p = packet(m.first + k);
             // The kernel only reads through this pointer (sendmsg).
-            s.iovs[iov_at + k] = libc::iovec { iov_base: p.as_ptr().cast_mut().cast(), iov_len: p.len() };
+            s.iovs[iov_at + k] = libc::iovec {
+                iov_base: p.as_ptr().cast_mut().cast(),
+                iov_len: p.len(),
+            };
         }
         let namelen = write_sockaddr(&m.remote, &mut s.names[n]);
         let controllen = write_send_cmsgs(&mut s.cmsgs[n], m);
@@ -278,7 +298,9 @@ fn write_send_cmsgs(buf: &mut CmsgBuf, m: &OutMsg) -> usize {
             // ip(7): on send, ipi_spec_dst is the source address to use.
             let pi = libc::in_pktinfo {
                 ipi_ifindex: 0,
-                ipi_spec_dst: libc::in_addr { s_addr: u32::from(src).to_be() },
+                ipi_spec_dst: libc::in_addr {
+                    s_addr: u32::from(src).to_be(),
+                },
                 ipi_addr: libc::in_addr { s_addr: 0 },
             };
             at = put_cmsg(buf, at, libc::IPPROTO_IP, libc::IP_PKTINFO, pi);
@@ -286,7 +308,9 @@ fn write_send_cmsgs(buf: &mut CmsgBuf, m: &OutMsg) -> usize {
         Some(IpAddr::V6(src)) => {
             // ipv6(7) / RFC 3542 §6.1: ipi6_addr is the source address.
             let pi = libc::in6_pktinfo {
-                ipi6_addr: libc::in6_addr { s6_addr: src.octets() },
+                ipi6_addr: libc::in6_addr {
+                    s6_addr: src.octets(),
+                },
                 ipi6_ifindex: 0,
             };
             at = put_cmsg(buf, at, libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, pi);
@@ -302,7 +326,11 @@ fn put_cmsg<T: Copy>(buf: &mut CmsgBuf, at: usize, level: i32, ty: i32, value: T
     // SAFETY: CMSG_SPACE / CMSG_LEN are arithmetic on their argument.
     let (space, len, data_at) = unsafe {
         let size = size_of::<T>() as u32;
-        (libc::CMSG_SPACE(size) as usize, libc::CMSG_LEN(size) as usize, libc::CMSG_LEN(0) as usize)
+        (
+            libc::CMSG_SPACE(size) as usize,
+            libc::CMSG_LEN(size) as usize,
+            libc::CMSG_LEN(0) as usize,
+        )
     };
     let Some(room) = buf.0.get_mut(at..at + space) else {
         return at;
@@ -332,14 +360,22 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<
             // address type, and its family says it holds a `sockaddr_in`.
             let sin = unsafe { &*ptr::from_ref(ss).cast::<libc::sockaddr_in>() };
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
         }
         libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
             // SAFETY: as above, for `sockaddr_in6`.
             let sin6 = unsafe { &*ptr::from_ref(ss).cast::<libc::sockaddr_in6>() };
             let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
             let port = u16::from_be(sin6.sin6_port);
-            Some(SocketAddr::V6(SocketAddrV6::new(ip, port, sin6.sin6_flowinfo, sin6.sin6_scope_id)))
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                port,
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
         }
         _ => None,
     }
@@ -352,7 +388,9 @@ fn write_sockaddr(addr: &SocketAddr, ss: &mut libc::sockaddr_storage) -> libc::s
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
                 sin_zero: [0; 8],
             };
             // SAFETY: `sockaddr_storage` is bigger than and at least as
@@ -365,7 +403,9 @@ fn write_sockaddr(addr: &SocketAddr, ss: &mut libc::sockaddr_storage) -> libc::s
                 sin6_family: libc::AF_INET6 as libc::sa_family_t,
                 sin6_port: a.port().to_be(),
                 sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
                 sin6_scope_id: a.scope_id(),
             };
             // SAFETY: as above, for `sockaddr_in6`.
@@ -404,7 +444,11 @@ mod tests {
     #[test]
     fn sockaddr_round_trips() {
         let mut ss = MsgScratch::new(1, 1).names[0];
-        for addr in ["192.0.2.7:4500", "[2001:db8::1]:500", "[::ffff:192.0.2.1]:1"] {
+        for addr in [
+            "192.0.2.7:4500",
+            "[2001:db8::1]:500",
+            "[::ffff:192.0.2.1]:1",
+        ] {
             let addr: SocketAddr = addr.parse().unwrap();
             let len = write_sockaddr(&addr, &mut ss);
             assert_eq!(sockaddr_to_std(&ss, len), Some(addr));
@@ -426,8 +470,19 @@ mod tests {
         // CMSG_SPACE(2) + CMSG_SPACE(20) on LP64.
         assert_eq!(used, 24 + 40);
         assert_eq!(u16::from_ne_bytes([buf.0[16], buf.0[17]]), 1400);
-        assert_eq!(&buf.0[24 + 16..24 + 32], &"2001:db8::2".parse::<Ipv6Addr>().unwrap().octets());
-        let single = OutMsg { count: 1, local: None, ..m };
-        assert_eq!(write_send_cmsgs(&mut buf, &single), 0, "no GSO for one packet");
+        assert_eq!(
+            &buf.0[24 + 16..24 + 32],
+            &"2001:db8::2".parse::<Ipv6Addr>().unwrap().octets()
+        );
+        let single = OutMsg {
+            count: 1,
+            local: None,
+            ..m
+        };
+        assert_eq!(
+            write_send_cmsgs(&mut buf, &single),
+            0,
+            "no GSO for one packet"
+        );
     }
 }

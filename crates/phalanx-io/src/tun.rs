@@ -54,13 +54,24 @@ pub struct TunConfig {
 impl TunConfig {
     /// Defaults: offload on, one queue, link up, no address, default MTU.
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), mtu: None, offload: true, multi_queue: false, ipv4: None, ipv6: None, up: true }
+        Self {
+            name: name.into(),
+            mtu: None,
+            offload: true,
+            multi_queue: false,
+            ipv4: None,
+            ipv6: None,
+            up: true,
+        }
     }
 }
 
 /// One queue of a TUN device.
 pub struct TunDevice {
     dev: SyncDevice,
+    /// Taken at open: the ioctl behind it resolves names in the calling
+    /// thread's namespace, which may not be the device's later.
+    index: u32,
     read_buf: Box<[u8]>,
     gro: GROTable,
     frames: Vec<TunFrame<'static>>,
@@ -109,7 +120,7 @@ impl TunDevice {
     /// create a new device of that name. That case is refused with
     /// `NotFound` before anything is created.
     pub fn open_queue(&self) -> io::Result<Self> {
-        let (name, index) = (self.name()?, self.if_index()?);
+        let (name, index) = (self.name()?, self.index);
         if nix::net::if_::if_nametoindex(name.as_str()).ok() != Some(index) {
             let msg = format!("{name} (index {index}) is not in this thread's network namespace");
             return Err(io::Error::new(io::ErrorKind::NotFound, msg));
@@ -127,6 +138,7 @@ impl TunDevice {
             1
         };
         Ok(Self {
+            index: dev.if_index()?,
             dev,
             read_buf: vec![0; TUN_READ_BUFFER_LEN].into_boxed_slice(),
             gro: GROTable::new(),
@@ -141,9 +153,9 @@ impl TunDevice {
         self.dev.name()
     }
 
-    /// The interface index.
-    pub fn if_index(&self) -> io::Result<u32> {
-        self.dev.if_index()
+    /// The interface index (in the device's network namespace).
+    pub fn if_index(&self) -> u32 {
+        self.index
     }
 
     /// The interface MTU.
@@ -200,7 +212,9 @@ impl TunDevice {
     fn read_once(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let headroom = batch.headroom();
         let (bufs, lens) = batch.free_slots_mut();
-        let n = self.dev.recv_multiple(&mut self.read_buf, bufs, lens, headroom)?;
+        let n = self
+            .dev
+            .recv_multiple(&mut self.read_buf, bufs, lens, headroom)?;
         batch.commit_lengths(n);
         self.stats.reads += 1;
         self.stats.packets_received += n as u64;
@@ -221,7 +235,11 @@ impl TunDevice {
     /// [`TunStats::write_errors`]. Only an error of the descriptor itself
     /// is returned.
     pub fn send_batch(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
-        let result = if self.offload() { self.send_coalesced(batch) } else { self.send_plain(batch) };
+        let result = if self.offload() {
+            self.send_coalesced(batch)
+        } else {
+            self.send_plain(batch)
+        };
         batch.clear();
         result
     }
@@ -234,13 +252,17 @@ impl TunDevice {
                 continue;
             }
             let len = VIRTIO_NET_HDR_LEN + bounds.len();
-            frames.push(TunFrame { buf: &mut buf[bounds.start - VIRTIO_NET_HDR_LEN..], len });
+            frames.push(TunFrame {
+                buf: &mut buf[bounds.start - VIRTIO_NET_HDR_LEN..],
+                len,
+            });
         }
         let queued = frames.len();
         let result = if queued == 0 {
             Ok(0)
         } else {
-            self.dev.send_multiple(&mut self.gro, &mut frames, VIRTIO_NET_HDR_LEN)
+            self.dev
+                .send_multiple(&mut self.gro, &mut frames, VIRTIO_NET_HDR_LEN)
         };
         self.frames = recycle(frames);
         self.stats.packets_sent += queued as u64;
@@ -337,6 +359,9 @@ impl ExpandBuffer for TunFrame<'_> {
 /// Empties `frames` and hands its allocation to a vector of another
 /// lifetime (in-place collect: same element layout), so the frame list
 /// allocated on the first batch is reused by every later one.
+// `filter_map` is the point: it changes the element type's lifetime, which
+// `filter` cannot.
+#[allow(clippy::unnecessary_filter_map)]
 fn recycle<'b>(mut frames: Vec<TunFrame<'_>>) -> Vec<TunFrame<'b>> {
     frames.clear();
     frames.into_iter().filter_map(|_| None).collect()
@@ -350,7 +375,10 @@ mod tests {
     fn recycle_keeps_the_allocation() {
         let mut backing = vec![0u8; 64];
         let mut frames: Vec<TunFrame<'_>> = Vec::with_capacity(128);
-        frames.push(TunFrame { buf: &mut backing, len: 1 });
+        frames.push(TunFrame {
+            buf: &mut backing,
+            len: 1,
+        });
         let ptr = frames.as_ptr() as usize;
         let recycled: Vec<TunFrame<'static>> = recycle(frames);
         assert!(recycled.is_empty());
@@ -361,7 +389,10 @@ mod tests {
     #[test]
     fn frame_grows_only_within_its_buffer() {
         let mut backing = [0u8; 16];
-        let mut frame = TunFrame { buf: &mut backing, len: 4 };
+        let mut frame = TunFrame {
+            buf: &mut backing,
+            len: 4,
+        };
         frame.buf_extend_from_slice(b"abcd");
         assert_eq!(&frame.as_ref()[4..], b"abcd");
         frame.buf_resize(10, 7);
@@ -376,7 +407,9 @@ mod tests {
     #[test]
     fn packet_errors_are_told_from_descriptor_errors() {
         assert!(is_packet_error(&io::Error::other("too many GSO segments")));
-        assert!(!is_packet_error(&io::Error::from_raw_os_error(libc::EAGAIN)));
+        assert!(!is_packet_error(&io::Error::from_raw_os_error(
+            libc::EAGAIN
+        )));
         assert!(is_fatal(&io::Error::from_raw_os_error(libc::EBADFD)));
         assert!(!is_fatal(&io::Error::from_raw_os_error(libc::EINVAL)));
     }

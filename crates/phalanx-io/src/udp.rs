@@ -101,7 +101,11 @@ impl UdpSocket {
     /// Opens, configures and binds a socket.
     pub fn bind(config: &UdpConfig) -> io::Result<Self> {
         let v6 = config.bind.is_ipv6();
-        let socket = Socket::new(Domain::for_address(config.bind), Type::DGRAM, Some(Protocol::UDP))?;
+        let socket = Socket::new(
+            Domain::for_address(config.bind),
+            Type::DGRAM,
+            Some(Protocol::UDP),
+        )?;
         if v6 && config.bind.ip().is_unspecified() {
             socket.set_only_v6(false)?;
         }
@@ -116,7 +120,11 @@ impl UdpSocket {
         let gro = config.gro && setsockopt(&socket, sockopt::UdpGroSegment, &true).is_ok();
         let gso = config.gso && getsockopt(&socket, sockopt::UdpGsoSegment).is_ok();
         let stash = gro.then(|| GroStash::new(config.gro_slots.min(config.max_msgs)));
-        Ok(Self { socket, io: DatagramIo::new(config.max_msgs, gso, v6, false), gro: stash })
+        Ok(Self {
+            socket,
+            io: DatagramIo::new(config.max_msgs, gso, v6, false),
+            gro: stash,
+        })
     }
 
     /// The bound address (with the port the kernel chose for port 0).
@@ -152,7 +160,9 @@ impl UdpSocket {
         let fd = self.socket.as_fd();
         match &mut self.gro {
             Some(stash) => stash.recv(&mut self.io, fd, batch),
-            None => self.io.recv_direct(fd, batch, false, |info, _| describe(info)),
+            None => self
+                .io
+                .recv_direct(fd, batch, false, |info, _| describe(info)),
         }
     }
 
@@ -183,7 +193,11 @@ fn describe(info: &RecvInfo) -> Option<(usize, usize, PacketMeta)> {
     if info.truncated {
         return None;
     }
-    let meta = PacketMeta { remote: canonical(info.remote?), local: info.local.map(canonical_ip), stride: info.len };
+    let meta = PacketMeta {
+        remote: canonical(info.remote?),
+        local: info.local.map(canonical_ip),
+        stride: info.len,
+    };
     Some((0, info.len, meta))
 }
 
@@ -232,7 +246,9 @@ impl GroStash {
     fn new(slots: usize) -> Self {
         let slots = slots.max(1);
         Self {
-            bufs: (0..slots).map(|_| vec![0; GRO_BUFFER_LEN].into_boxed_slice()).collect(),
+            bufs: (0..slots)
+                .map(|_| vec![0; GRO_BUFFER_LEN].into_boxed_slice())
+                .collect(),
             filled: 0,
             next: 0,
             done: 0,
@@ -241,13 +257,23 @@ impl GroStash {
 
     /// Splits what is pending into `batch`, then, if `batch` still has room,
     /// receives more (without waiting if something was already added).
-    fn recv(&mut self, io: &mut DatagramIo, fd: BorrowedFd<'_>, batch: &mut PacketBatch) -> io::Result<usize> {
+    fn recv(
+        &mut self,
+        io: &mut DatagramIo,
+        fd: BorrowedFd<'_>,
+        batch: &mut PacketBatch,
+    ) -> io::Result<usize> {
         let mut added = self.split_into(io, batch);
         if self.next < self.filled || batch.free() == 0 {
             return Ok(added);
         }
         let want = batch.free().min(self.bufs.len());
-        let got = match io.recv_raw(fd, self.bufs.iter_mut().map(|b| &mut b[..]), want, added > 0) {
+        let got = match io.recv_raw(
+            fd,
+            self.bufs.iter_mut().map(|b| &mut b[..]),
+            want,
+            added > 0,
+        ) {
             Ok(got) => got,
             // What was added is worth returning; a lasting error recurs on the
             // next call.
@@ -303,8 +329,16 @@ fn gro_meta(info: &RecvInfo) -> Option<PacketMeta> {
     if info.truncated {
         return None;
     }
-    let stride = if info.gro_size > 0 { info.gro_size } else { info.len };
-    Some(PacketMeta { remote: canonical(info.remote?), local: info.local.map(canonical_ip), stride })
+    let stride = if info.gro_size > 0 {
+        info.gro_size
+    } else {
+        info.len
+    };
+    Some(PacketMeta {
+        remote: canonical(info.remote?),
+        local: info.local.map(canonical_ip),
+        stride,
+    })
 }
 
 #[cfg(test)]

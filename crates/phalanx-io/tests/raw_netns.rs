@@ -4,6 +4,8 @@
 //! ```text
 //!  netns phxio-<pid>-<tag>:  tx RawEspSocket ── lo (127.0.0.1, ::1) ── rx RawEspSocket
 //! ```
+// A panic is the failure report in a test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -31,7 +33,11 @@ fn esp_batch(to: IpAddr, from: Option<IpAddr>, count: u32) -> PacketBatch {
         payload.extend_from_slice(&(0x1000 + i).to_be_bytes());
         payload.extend_from_slice(&(i + 1).to_be_bytes());
         payload.extend(std::iter::repeat_n(i as u8, 100 + i as usize));
-        let meta = PacketMeta { remote: SocketAddr::new(to, 0), local: from, stride: 0 };
+        let meta = PacketMeta {
+            remote: SocketAddr::new(to, 0),
+            local: from,
+            stride: 0,
+        };
         batch.push(&payload, meta).unwrap();
     }
     batch
@@ -45,7 +51,9 @@ fn receive(rx: &mut RawEspSocket, want: usize) -> Vec<(Vec<u8>, PacketMeta)> {
         batch.clear();
         match rx.recv_batch(&mut batch) {
             Ok(_) => got.extend(batch.iter().map(|(p, m)| (p.to_vec(), *m))),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
             Err(e) => panic!("recv_batch: {e}"),
         }
     }
@@ -61,7 +69,11 @@ fn round_trip(tx: &mut RawEspSocket, rx: &mut RawEspSocket, to: IpAddr, from: Op
     let got = receive(rx, 5);
     assert_eq!(got.len(), 5, "five ESP packets");
     for (i, (payload, meta)) in got.iter().enumerate() {
-        assert_eq!(payload.as_slice(), sent.packet(i), "packet {i}: the payload, no IP header");
+        assert_eq!(
+            payload.as_slice(),
+            sent.packet(i),
+            "packet {i}: the payload, no IP header"
+        );
         assert_eq!(meta.remote, SocketAddr::new(from.unwrap_or(to), 0));
         assert_eq!(meta.local, Some(to));
     }

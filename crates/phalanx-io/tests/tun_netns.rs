@@ -9,6 +9,8 @@
 //! The forwarder copies IP packets unchanged between two TUN devices, one
 //! per namespace, so a TCP connection between the namespaces runs through
 //! the batch API in both directions.
+// A panic is the failure report in a test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -66,7 +68,10 @@ fn forward(
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
         let mut set = PollSet::with_capacity(3);
-        let (ta, tb) = (set.add(a.as_fd(), Interest::READ), set.add(b.as_fd(), Interest::READ));
+        let (ta, tb) = (
+            set.add(a.as_fd(), Interest::READ),
+            set.add(b.as_fd(), Interest::READ),
+        );
         set.add(stop.as_fd(), Interest::READ);
         set.wait(Some(Duration::from_millis(50))).unwrap();
         let (ready_a, ready_b) = (set.readiness(ta).readable, set.readiness(tb).readable);
@@ -78,7 +83,15 @@ fn forward(
             longest = longest.max(pump(&mut b, &mut a, &mut batch));
         }
     }
-    (Forwarded { a: a.stats(), b: b.stats(), longest }, a, b)
+    (
+        Forwarded {
+            a: a.stats(),
+            b: b.stats(),
+            longest,
+        },
+        a,
+        b,
+    )
 }
 
 /// Drains `from` into `to`; returns the longest packet seen.
@@ -88,7 +101,12 @@ fn pump(from: &mut TunDevice, to: &mut TunDevice, batch: &mut PacketBatch) -> us
         batch.clear();
         match from.recv_batch(batch) {
             Ok(_) => {
-                longest = batch.iter().map(|(p, _)| p.len()).max().unwrap_or(0).max(longest);
+                longest = batch
+                    .iter()
+                    .map(|(p, _)| p.len())
+                    .max()
+                    .unwrap_or(0)
+                    .max(longest);
                 to.send_batch(batch).unwrap();
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -102,9 +120,16 @@ fn pump(from: &mut TunDevice, to: &mut TunDevice, batch: &mut PacketBatch) -> us
 /// forwarder; returns what the forwarder saw and phxb's `rx_packets` (the
 /// writes the kernel counted).
 fn tcp_through_forwarder(tag: &str, offload: bool) -> (Forwarded, u64) {
-    let (ns_a, ns_b) = (NetNs::create(&format!("{tag}a")), NetNs::create(&format!("{tag}b")));
-    let a = ns_a.run(|| TunDevice::open(&tun_config("phxa", [10, 201, 0, 1], offload))).unwrap();
-    let b = ns_b.run(|| TunDevice::open(&tun_config("phxb", [10, 201, 0, 2], offload))).unwrap();
+    let (ns_a, ns_b) = (
+        NetNs::create(&format!("{tag}a")),
+        NetNs::create(&format!("{tag}b")),
+    );
+    let a = ns_a
+        .run(|| TunDevice::open(&tun_config("phxa", [10, 201, 0, 1], offload)))
+        .unwrap();
+    let b = ns_b
+        .run(|| TunDevice::open(&tun_config("phxb", [10, 201, 0, 2], offload)))
+        .unwrap();
     assert_eq!(a.offload(), offload);
     let listener = ns_b.run(|| TcpListener::bind("10.201.0.2:5201")).unwrap();
 
@@ -117,8 +142,12 @@ fn tcp_through_forwarder(tag: &str, offload: bool) -> (Forwarded, u64) {
     let server = std::thread::spawn(move || receive_all(listener));
 
     let to: SocketAddr = "10.201.0.2:5201".parse().unwrap();
-    let mut client = ns_a.run(|| TcpStream::connect_timeout(&to, Duration::from_secs(5))).unwrap();
-    client.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut client = ns_a
+        .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(5)))
+        .unwrap();
+    client
+        .set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     let data: Vec<u8> = (0..TRANSFER).map(pattern).collect();
     client.write_all(&data).unwrap();
     client.shutdown(std::net::Shutdown::Write).unwrap();
@@ -136,10 +165,14 @@ fn tcp_through_forwarder(tag: &str, offload: bool) -> (Forwarded, u64) {
 /// Accepts one connection and checks the stream against `pattern`.
 fn receive_all(listener: TcpListener) -> Result<usize, String> {
     let (mut stream, _) = listener.accept().map_err(|e| e.to_string())?;
-    stream.set_read_timeout(Some(Duration::from_secs(20))).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .map_err(|e| e.to_string())?;
     let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
     loop {
-        let n = stream.read(&mut buf).map_err(|e| format!("after {total} bytes: {e}"))?;
+        let n = stream
+            .read(&mut buf)
+            .map_err(|e| format!("after {total} bytes: {e}"))?;
         if n == 0 {
             return Ok(total);
         }
@@ -154,9 +187,17 @@ fn receive_all(listener: TcpListener) -> Result<usize, String> {
 fn tcp_super_packets_are_split_on_read_and_coalesced_on_write() {
     let (seen, rx_b) = tcp_through_forwarder("off", true);
     // The client's stack hands phxa TSO super-packets; recv_batch splits them.
-    assert!(seen.a.super_packets > 0, "TSO super-packets read from phxa: {:?}", seen.a);
+    assert!(
+        seen.a.super_packets > 0,
+        "TSO super-packets read from phxa: {:?}",
+        seen.a
+    );
     assert!(seen.a.packets_received > seen.a.reads, "{:?}", seen.a);
-    assert!(seen.longest <= usize::from(MTU), "every packet handed out fits the MTU: {}", seen.longest);
+    assert!(
+        seen.longest <= usize::from(MTU),
+        "every packet handed out fits the MTU: {}",
+        seen.longest
+    );
     assert_eq!(seen.a.read_dropped + seen.b.read_dropped, 0);
     // send_batch coalesced runs of the flow: the kernel counted fewer
     // packets entering phxb than the forwarder wrote.
@@ -185,8 +226,15 @@ fn udp_packets_from(tun: &mut TunDevice, want: usize) -> Vec<Vec<u8>> {
     while got.len() < want && Instant::now() < deadline {
         batch.clear();
         match tun.recv_batch(&mut batch) {
-            Ok(_) => got.extend(batch.iter().map(|(p, _)| p.to_vec()).filter(|p| is_udp_to_port_9(p))),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(2)),
+            Ok(_) => got.extend(
+                batch
+                    .iter()
+                    .map(|(p, _)| p.to_vec())
+                    .filter(|p| is_udp_to_port_9(p)),
+            ),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
             Err(e) => panic!("recv_batch: {e}"),
         }
     }
@@ -200,7 +248,9 @@ fn is_udp_to_port_9(p: &[u8]) -> bool {
 #[test]
 fn udp_gso_super_packet_from_the_kernel_comes_back_segmented() {
     let ns = NetNs::create("uso");
-    let mut tun = ns.run(|| TunDevice::open(&tun_config("phxu", [10, 202, 0, 1], true))).unwrap();
+    let mut tun = ns
+        .run(|| TunDevice::open(&tun_config("phxu", [10, 202, 0, 1], true)))
+        .unwrap();
     let mut udp = ns
         .run(|| {
             let mut c = UdpConfig::new("10.202.0.1:0".parse().unwrap());
@@ -212,7 +262,14 @@ fn udp_gso_super_packet_from_the_kernel_comes_back_segmented() {
     let to: SocketAddr = "10.202.0.2:9".parse().unwrap();
     let mut out = PacketBatch::new(10, 2048, DEFAULT_HEADROOM);
     for i in 0..10u8 {
-        out.push(&[i; 1000], PacketMeta { remote: to, ..PacketMeta::default() }).unwrap();
+        out.push(
+            &[i; 1000],
+            PacketMeta {
+                remote: to,
+                ..PacketMeta::default()
+            },
+        )
+        .unwrap();
     }
     assert_eq!(udp.send_batch(&out).unwrap(), 10);
     assert_eq!(udp.stats().gso_messages, 1);
@@ -221,12 +278,23 @@ fn udp_gso_super_packet_from_the_kernel_comes_back_segmented() {
     assert_eq!(got.len(), 10, "ten datagrams");
     for (i, p) in got.iter().enumerate() {
         assert_eq!(p.len(), 20 + 8 + 1000, "IPv4 + UDP + payload");
-        assert!(p[28..].iter().all(|&b| b == i as u8), "datagram {i} in order");
-        assert_eq!(internet_checksum(&p[..20]), 0, "valid IPv4 header checksum on segment {i}");
+        assert!(
+            p[28..].iter().all(|&b| b == i as u8),
+            "datagram {i} in order"
+        );
+        assert_eq!(
+            internet_checksum(&p[..20]),
+            0,
+            "valid IPv4 header checksum on segment {i}"
+        );
         assert_eq!(udp_checksum(p), 0, "valid UDP checksum on segment {i}");
     }
     if tun.udp_offload() {
-        assert!(tun.stats().super_packets >= 1, "USO: one read, ten packets: {:?}", tun.stats());
+        assert!(
+            tun.stats().super_packets >= 1,
+            "USO: one read, ten packets: {:?}",
+            tun.stats()
+        );
     }
 }
 
@@ -237,7 +305,9 @@ fn internet_checksum(data: &[u8]) -> u16 {
 }
 
 fn sum_words(data: &[u8]) -> u32 {
-    data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
+    data.chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum()
 }
 
 fn fold(mut sum: u32) -> u16 {
@@ -265,9 +335,18 @@ fn multi_queue_spreads_flows_over_queues() {
     assert_eq!(err.kind(), io::ErrorKind::NotFound);
     let mut queues = ns.run(|| vec![first.open_queue().unwrap(), first.open_queue().unwrap()]);
     queues.insert(0, first);
-    assert!(queues.iter().all(|q| q.name().unwrap() == "phxm" && q.offload()));
+    assert!(queues
+        .iter()
+        .all(|q| q.name().unwrap() == "phxm" && q.offload()));
     let listed = ns.exec(&["ls", "/sys/class/net/phxm/queues"]);
-    assert_eq!(listed.split_whitespace().filter(|q| q.starts_with("tx-")).count(), 3, "{listed}");
+    assert_eq!(
+        listed
+            .split_whitespace()
+            .filter(|q| q.starts_with("tx-"))
+            .count(),
+        3,
+        "{listed}"
+    );
 
     // 24 flows (distinct source ports), one datagram each.
     ns.run(|| {
@@ -288,14 +367,23 @@ fn multi_queue_spreads_flows_over_queues() {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert_eq!(per_queue.iter().sum::<usize>(), 24, "every datagram read once: {per_queue:?}");
-    assert!(per_queue.iter().filter(|&&n| n > 0).count() > 1, "flows spread by hash: {per_queue:?}");
+    assert_eq!(
+        per_queue.iter().sum::<usize>(),
+        24,
+        "every datagram read once: {per_queue:?}"
+    );
+    assert!(
+        per_queue.iter().filter(|&&n| n > 0).count() > 1,
+        "flows spread by hash: {per_queue:?}"
+    );
 }
 
 #[test]
 fn packets_without_room_for_the_virtio_header_are_counted_not_written() {
     let ns = NetNs::create("hdr");
-    let mut tun = ns.run(|| TunDevice::open(&tun_config("phxh", [10, 204, 0, 1], true))).unwrap();
+    let mut tun = ns
+        .run(|| TunDevice::open(&tun_config("phxh", [10, 204, 0, 1], true)))
+        .unwrap();
     let mut batch = PacketBatch::new(2, 2048, 4);
     batch.push(&[0x45; 40], PacketMeta::default()).unwrap();
     assert_eq!(tun.send_batch(&mut batch).unwrap(), 0);

@@ -22,7 +22,10 @@ fn outgoing(to: SocketAddr, sizes: &[usize]) -> PacketBatch {
         if len >= 2 {
             data[..2].copy_from_slice(&(i as u16).to_be_bytes());
         }
-        let meta = PacketMeta { remote: to, ..PacketMeta::default() };
+        let meta = PacketMeta {
+            remote: to,
+            ..PacketMeta::default()
+        };
         batch.push(&data, meta).unwrap();
     }
     batch
@@ -37,7 +40,9 @@ fn receive(rx: &mut UdpSocket, want: usize, batch_capacity: usize) -> Vec<(Vec<u
         batch.clear();
         match rx.recv_batch(&mut batch) {
             Ok(_) => got.extend(batch.iter().map(|(p, m)| (p.to_vec(), *m))),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             Err(e) => panic!("recv_batch: {e}"),
         }
     }
@@ -48,7 +53,11 @@ fn assert_in_order(got: &[(Vec<u8>, PacketMeta)], sizes: &[usize]) {
     assert_eq!(got.len(), sizes.len(), "all datagrams arrive");
     for (i, ((data, _), &len)) in got.iter().zip(sizes).enumerate() {
         assert_eq!(data.len(), len, "datagram {i} length");
-        assert_eq!(&data[..2], &(i as u16).to_be_bytes(), "datagram {i} in order");
+        assert_eq!(
+            &data[..2],
+            &(i as u16).to_be_bytes(),
+            "datagram {i} in order"
+        );
     }
 }
 
@@ -56,13 +65,19 @@ fn assert_in_order(got: &[(Vec<u8>, PacketMeta)], sizes: &[usize]) {
 fn gso_send_and_gro_receive_64_datagrams() {
     let mut rx = socket(true, false);
     let mut tx = socket(false, true);
-    assert!(rx.gro_enabled() && tx.gso_enabled(), "kernel with UDP GRO/GSO (4.18+/5.0+)");
+    assert!(
+        rx.gro_enabled() && tx.gso_enabled(),
+        "kernel with UDP GRO/GSO (4.18+/5.0+)"
+    );
     let sizes = [1200; 64];
     let batch = outgoing(rx.local_addr().unwrap(), &sizes);
     assert_eq!(tx.send_batch(&batch).unwrap(), 64);
     let sent = tx.stats();
     // 64 × 1200 B exceed one datagram's 65507 B: two GSO messages, one call.
-    assert_eq!((sent.packets_sent, sent.gso_messages, sent.send_calls), (64, 2, 1));
+    assert_eq!(
+        (sent.packets_sent, sent.gso_messages, sent.send_calls),
+        (64, 2, 1)
+    );
 
     let got = receive(&mut rx, 64, 64);
     assert_in_order(&got, &sizes);
@@ -72,8 +87,14 @@ fn gso_send_and_gro_receive_64_datagrams() {
     assert_eq!(meta.stride, 1200);
     let stats = rx.stats();
     assert_eq!(stats.packets_received, 64);
-    assert!(stats.coalesced_received >= 1, "loopback keeps GSO super-datagrams whole: {stats:?}");
-    assert!(stats.recv_calls < 64, "fewer calls than datagrams: {stats:?}");
+    assert!(
+        stats.coalesced_received >= 1,
+        "loopback keeps GSO super-datagrams whole: {stats:?}"
+    );
+    assert!(
+        stats.recv_calls < 64,
+        "fewer calls than datagrams: {stats:?}"
+    );
 }
 
 #[test]
@@ -111,10 +132,16 @@ fn plain_path_without_offload() {
     let batch = outgoing(rx.local_addr().unwrap(), &sizes);
     assert_eq!(tx.send_batch(&batch).unwrap(), 64);
     let sent = tx.stats();
-    assert_eq!((sent.packets_sent, sent.gso_messages, sent.send_calls), (64, 0, 1));
+    assert_eq!(
+        (sent.packets_sent, sent.gso_messages, sent.send_calls),
+        (64, 0, 1)
+    );
     let got = receive(&mut rx, 64, 64);
     assert_in_order(&got, &sizes);
-    assert!(got.iter().enumerate().all(|(i, (_, m))| m.stride == sizes[i]));
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, (_, m))| m.stride == sizes[i]));
     assert_eq!(rx.stats().coalesced_received, 0);
 }
 
@@ -128,7 +155,10 @@ fn gso_refused_by_the_kernel_falls_back_to_plain_sends() {
     let batch = outgoing(rx.local_addr().unwrap(), &sizes);
     assert_eq!(tx.send_batch(&batch).unwrap(), 20);
     let sent = tx.stats();
-    assert_eq!((sent.gso_refusals, sent.gso_messages, sent.packets_sent), (1, 0, 20));
+    assert_eq!(
+        (sent.gso_refusals, sent.gso_messages, sent.packets_sent),
+        (1, 0, 20)
+    );
     assert!(!tx.gso_enabled(), "off for good");
     assert_in_order(&receive(&mut rx, 20, 64), &sizes);
 }
@@ -141,12 +171,21 @@ fn destinations_split_gso_runs() {
     let (a, b) = (rx1.local_addr().unwrap(), rx2.local_addr().unwrap());
     let mut batch = PacketBatch::new(8, 2048, DEFAULT_HEADROOM);
     for (i, to) in [a, a, a, b, b, a, a, b].into_iter().enumerate() {
-        batch.push(&[i as u8; 600], PacketMeta { remote: to, ..PacketMeta::default() }).unwrap();
+        batch
+            .push(
+                &[i as u8; 600],
+                PacketMeta {
+                    remote: to,
+                    ..PacketMeta::default()
+                },
+            )
+            .unwrap();
     }
     assert_eq!(tx.send_batch(&batch).unwrap(), 8);
     // Runs: [a a a] [b b] [a a] [b]: three GSO messages and one plain.
     assert_eq!(tx.stats().gso_messages, 3);
-    let firsts = |got: Vec<(Vec<u8>, PacketMeta)>| got.iter().map(|(d, _)| d[0]).collect::<Vec<_>>();
+    let firsts =
+        |got: Vec<(Vec<u8>, PacketMeta)>| got.iter().map(|(d, _)| d[0]).collect::<Vec<_>>();
     assert_eq!(firsts(receive(&mut rx1, 5, 64)), vec![0, 1, 2, 5, 6]);
     assert_eq!(firsts(receive(&mut rx2, 3, 64)), vec![3, 4, 7]);
 }
@@ -163,7 +202,9 @@ fn source_address_is_chosen_with_pktinfo() {
     assert_eq!(tx.send_batch(&batch).unwrap(), 2);
     let got = receive(&mut rx, 2, 8);
     assert_eq!(got.len(), 2);
-    assert!(got.iter().all(|(_, m)| m.remote.ip() == "127.0.0.2".parse::<IpAddr>().unwrap()));
+    assert!(got
+        .iter()
+        .all(|(_, m)| m.remote.ip() == "127.0.0.2".parse::<IpAddr>().unwrap()));
 }
 
 #[test]
@@ -206,7 +247,10 @@ fn would_block_when_nothing_is_queued() {
     let err = rx.recv_batch(&mut batch).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
     let mut plain = socket(false, false);
-    assert_eq!(plain.recv_batch(&mut batch).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    assert_eq!(
+        plain.recv_batch(&mut batch).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
 }
 
 #[test]
@@ -215,8 +259,24 @@ fn oversize_datagrams_are_dropped_not_truncated() {
     let mut tx = socket(false, false);
     let to = rx.local_addr().unwrap();
     let mut batch = PacketBatch::new(2, 3000, DEFAULT_HEADROOM);
-    batch.push(&[1; 3000], PacketMeta { remote: to, ..PacketMeta::default() }).unwrap();
-    batch.push(&[2; 100], PacketMeta { remote: to, ..PacketMeta::default() }).unwrap();
+    batch
+        .push(
+            &[1; 3000],
+            PacketMeta {
+                remote: to,
+                ..PacketMeta::default()
+            },
+        )
+        .unwrap();
+    batch
+        .push(
+            &[2; 100],
+            PacketMeta {
+                remote: to,
+                ..PacketMeta::default()
+            },
+        )
+        .unwrap();
     assert_eq!(tx.send_batch(&batch).unwrap(), 2);
     // The receiving batch's buffers hold 2048 bytes: the first datagram is
     // truncated by the kernel and dropped here.

@@ -58,7 +58,9 @@ impl NetNs {
     pub(crate) fn link_counter(&self, dev: &str, counter: &str) -> u64 {
         let path = format!("/sys/class/net/{dev}/statistics/{counter}");
         let text = self.exec(&["cat", &path]);
-        text.trim().parse().unwrap_or_else(|e| panic!("{path}: {text:?}: {e}"))
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{path}: {text:?}: {e}"))
     }
 
     /// Runs `f` on a thread that entered the namespace, and waits for it.
@@ -77,7 +79,10 @@ impl NetNs {
     }
 
     /// Spawns a thread that lives in the namespace.
-    pub(crate) fn spawn<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
+    pub(crate) fn spawn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> JoinHandle<T> {
         let path = self.path();
         std::thread::spawn(move || {
             enter(&path);
@@ -102,7 +107,9 @@ fn enter(path: &str) {
 impl Drop for NetNs {
     fn drop(&mut self) {
         // Best effort: a failure here must not hide the test's own panic.
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
