@@ -18,9 +18,9 @@ use phalanx_wire::udp::{UdpPacket, HEADER_LEN as UDP_HEADER_LEN};
 use phalanx_wire::{Error as WireError, IpProtocol, Ipv4Packet, Ipv6Packet};
 
 use crate::drop::{DropReason, Verdict};
-use crate::ip::{self, Family};
-use crate::limits::IPV6_HEADER_LEN;
+use crate::ip::{self, Family, FamilyExt};
 use crate::{ah, esp};
+use phalanx_wire::ipv6::HEADER_LEN as IPV6_HEADER_LEN;
 
 /// What the outer header says, and where the IPsec header starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,49 +6,50 @@
 use core::net::IpAddr;
 
 use phalanx_wire::ipv6::{ipsec_insertion_point, upper_layer};
-use phalanx_wire::{IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr};
+use phalanx_wire::{ip_version, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr};
 
 use crate::drop::DropReason;
-use crate::limits::{IPV4_HEADER_LEN, IPV6_HEADER_LEN, MAX_IP_LEN, OUTER_TTL};
+use phalanx_wire::ipv4::HEADER_LEN as IPV4_HEADER_LEN;
+use phalanx_wire::ipv6::HEADER_LEN as IPV6_HEADER_LEN;
 
-/// IP version of a packet, from its first nibble.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Family {
-    /// IPv4 (RFC 791).
-    V4,
-    /// IPv6 (RFC 8200).
-    V6,
+use crate::limits::{MAX_IP_LEN, OUTER_TTL};
+
+/// IP version: `phalanx_wire`'s, with what ESP and AH need to know about it.
+pub(crate) use phalanx_wire::IpVersion as Family;
+
+/// The per-version facts of ESP and AH processing.
+pub(crate) trait FamilyExt: Sized {
+    /// The version of `packet` from its first nibble, if it is 4 or 6.
+    fn of(packet: &[u8]) -> Option<Self>;
+    /// The family of an address.
+    fn of_addr(addr: IpAddr) -> Self;
+    /// Length of the fixed header.
+    fn header_len(self) -> usize;
+    /// The protocol number of this family as the inner header of tunnel
+    /// mode (RFC 4303 §2.6: 4 for IPv4, 41 for IPv6).
+    fn tunnel_protocol(self) -> IpProtocol;
 }
 
-impl Family {
-    /// The version nibble of `packet`, if it is 4 or 6.
-    pub(crate) fn of(packet: &[u8]) -> Option<Family> {
-        match packet.first().map(|b| b >> 4) {
-            Some(4) => Some(Family::V4),
-            Some(6) => Some(Family::V6),
-            _ => None,
-        }
+impl FamilyExt for Family {
+    fn of(packet: &[u8]) -> Option<Family> {
+        ip_version(packet).ok()
     }
 
-    /// The family of an address.
-    pub(crate) fn of_addr(addr: IpAddr) -> Family {
+    fn of_addr(addr: IpAddr) -> Family {
         match addr {
             IpAddr::V4(_) => Family::V4,
             IpAddr::V6(_) => Family::V6,
         }
     }
 
-    /// Length of the fixed header.
-    pub(crate) fn header_len(self) -> usize {
+    fn header_len(self) -> usize {
         match self {
             Family::V4 => IPV4_HEADER_LEN,
             Family::V6 => IPV6_HEADER_LEN,
         }
     }
 
-    /// The protocol number of this family as an inner header in tunnel
-    /// mode (RFC 4303 §2.6: 4 for IPv4, 41 for IPv6).
-    pub(crate) fn tunnel_protocol(self) -> IpProtocol {
+    fn tunnel_protocol(self) -> IpProtocol {
         match self {
             Family::V4 => IpProtocol::IPV4,
             Family::V6 => IpProtocol::IPV6,

@@ -16,6 +16,13 @@
 //!           -> finish_inbound(pending, op) -> inner
 //! ```
 //!
+//! One entry point per direction serves ESP and AH (dispatch on the SA's
+//! protocol, or on the outer header inbound). Between `prepare_outbound`
+//! and `finish_outbound` the op's `user` field belongs to this crate.
+//! Soft-lifetime (rekey) events: outbound in
+//! [`OutboundContext::soft_expired`], inbound through
+//! [`finish_inbound_with_events`] (and always on the SA's usage counter).
+//!
 //! Buffers: outbound packets need [`OUTBOUND_HEADROOM`] bytes in front and
 //! [`OUTBOUND_TAILROOM`] behind (plus TFC padding); AH needs tailroom for
 //! a copy of the IP header in both directions (inbound too).

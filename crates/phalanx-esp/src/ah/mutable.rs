@@ -11,7 +11,8 @@ use phalanx_wire::ipv6::{Ipv6ExtHeader, Ipv6Options};
 use phalanx_wire::IpProtocol;
 
 use crate::ip::Family;
-use crate::limits::{IPV4_HEADER_LEN, IPV6_HEADER_LEN, MAX_EXTENSION_HEADERS};
+use phalanx_wire::ipv4::HEADER_LEN as IPV4_HEADER_LEN;
+use phalanx_wire::ipv6::{HEADER_LEN as IPV6_HEADER_LEN, MAX_EXTENSION_HEADERS};
 
 /// IPv4 options that do not change in transit and so stay in the ICV
 /// (RFC 4302 Appendix A.1): End of Option List, No Operation, Security,
@@ -121,7 +122,8 @@ mod tests {
 
     #[test]
     fn v4_fixed_fields_and_options() {
-        // IHL 8: options = NOP, Record Route (7, len 7, ptr 4, addr), Router Alert (148, 4), EOL.
+        // IHL 8; options: NOP, Record Route (7, length 7, pointer 4, one
+        // address), Router Alert (148, length 4), End of Option List.
         let mut hdr = vec![
             0x48, 0xb8, 0, 44, 0x12, 0x34, 0x40, 0x00, 64, 51, 0xab, 0xcd, 10, 0, 0, 1, 10, 0, 0,
             2, // fixed
@@ -151,7 +153,8 @@ mod tests {
     fn v6_fixed_fields_and_hop_by_hop() {
         let mut hdr = vec![0u8; 48];
         hdr[..8].copy_from_slice(&[0x6b, 0x81, 0x23, 0x45, 0, 16, 0, 64]);
-        // Hop-by-Hop: next AH, len 0; option 0x3e (may change) len 2; PadN? no: 0x05 len 0... use Pad1 x2.
+        // Hop-by-Hop: next AH, length 0; option 0x3e ("may change") with 2
+        // data bytes; two Pad1.
         hdr[40..48].copy_from_slice(&[51, 0, 0x3e, 2, 0xaa, 0xbb, 0, 0]);
         let original = hdr.clone();
         assert!(zero(&mut hdr, &original, Family::V6));

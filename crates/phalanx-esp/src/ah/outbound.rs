@@ -17,7 +17,7 @@ use phalanx_wire::IpProtocol;
 use super::mutable;
 use crate::context::OutboundContext;
 use crate::drop::{DropReason, Verdict};
-use crate::ip::{self, Family, OuterHeader};
+use crate::ip::{self, Family, FamilyExt, OuterHeader};
 use crate::note::Note;
 use crate::sa_state;
 

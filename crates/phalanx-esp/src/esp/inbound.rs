@@ -13,8 +13,8 @@ use super::trailer::{self, Trailer};
 use crate::drop::{DropReason, Verdict};
 use crate::inbound::{InboundPending, Outer, PendingProtocol};
 use crate::ip::{self, Family};
-use crate::limits::ESP_TRAILER_LEN;
 use crate::{sa_state, selectors};
+use phalanx_wire::esp::TRAILER_LEN as ESP_TRAILER_LEN;
 
 /// Builds the open operation for the ESP packet at `outer.front + udp_len`
 /// (the buffer ends where the ESP packet ends).

@@ -21,10 +21,11 @@ use phalanx_wire::{IpProtocol, UdpPacket, UdpRepr};
 use super::trailer;
 use crate::context::OutboundContext;
 use crate::drop::DropReason;
-use crate::ip::{self, Family, OuterHeader};
-use crate::limits::{ESP_TRAILER_LEN, UDP_HEADER_LEN};
+use crate::ip::{self, Family, FamilyExt, OuterHeader};
 use crate::note::Note;
 use crate::sa_state;
+use phalanx_wire::esp::TRAILER_LEN as ESP_TRAILER_LEN;
+use phalanx_wire::udp::HEADER_LEN as UDP_HEADER_LEN;
 
 /// How one packet is encapsulated, computed before any byte moves.
 #[derive(Clone, Copy, Debug)]

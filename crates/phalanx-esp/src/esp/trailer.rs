@@ -11,7 +11,7 @@ use phalanx_wire::esp::{
 use phalanx_wire::IpProtocol;
 
 use crate::drop::DropReason;
-use crate::limits::ESP_TRAILER_LEN;
+use phalanx_wire::esp::TRAILER_LEN as ESP_TRAILER_LEN;
 
 /// Padding bytes that make `payload_len + pad + 2` a multiple of the
 /// cipher's `block_size`, at least 4 (RFC 4303 §2.4).
