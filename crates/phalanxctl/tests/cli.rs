@@ -1,0 +1,225 @@
+//! Runs the `phalanxctl` binary against a fake daemon on a temporary
+//! socket (a test double: these tests check the CLI, not the daemon).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+
+use phalanx_control::{
+    decode_request, encode_error, encode_response, CounterReport, Direction, DropCounter,
+    ErrorBody, ErrorCode, NamedCounter, PolicyInfo, ReloadSummary, Request, Response, SaInfo,
+    Status, WorkerLoad,
+};
+
+fn socket_path() -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("phx-ctl-cli-{}-{n}.sock", std::process::id()))
+}
+
+fn sa() -> SaInfo {
+    SaInfo {
+        name: "to-b".into(),
+        direction: Direction::Out,
+        spi: 0xc0ffee,
+        protocol: "esp".into(),
+        mode: "tunnel".into(),
+        encryption: "aes-128-gcm".into(),
+        integrity: "none".into(),
+        local: "198.51.100.1".into(),
+        remote: "198.51.100.2".into(),
+        encap: None,
+        esn: true,
+        replay_window: 0,
+        packets: 42,
+        bytes: 4200,
+        drops: None,
+        next_sequence: Some(43),
+        highest_sequence: None,
+        lifetime: "ok".into(),
+        age_seconds: 7,
+    }
+}
+
+fn answer(request: Request, reload_ok: bool) -> Result<Response, ErrorBody> {
+    Ok(match request {
+        Request::Status => Response::Status(Status {
+            version: "9.9.9".into(),
+            uptime_seconds: 3725,
+            tun: "phx0".into(),
+            ..Status::default()
+        }),
+        Request::Sas => Response::Sas(vec![sa()]),
+        Request::Policies => Response::Policies(vec![PolicyInfo {
+            name: "a-to-b".into(),
+            priority: 5,
+            source: "10.1.0.0/24".into(),
+            destination: "10.2.0.0/24".into(),
+            protocol: "any".into(),
+            source_ports: "any".into(),
+            destination_ports: "any".into(),
+            action: "protect".into(),
+            sa: Some("to-b".into()),
+            hits: None,
+        }]),
+        Request::Counters => Response::Counters(CounterReport {
+            drops: ["auth_failed", "replayed", "unknown_spi"]
+                .iter()
+                .map(|r| DropCounter {
+                    reason: (*r).into(),
+                    description: format!("why {r}"),
+                    count: u64::from(*r == "replayed") * 5,
+                })
+                .collect(),
+            daemon: vec![NamedCounter {
+                name: "udp_rx".into(),
+                count: 77,
+            }],
+            workers: vec![WorkerLoad {
+                worker: 1,
+                busy_ratio: 0.5,
+                packets: 100,
+            }],
+        }),
+        Request::Reload if reload_ok => Response::Reload(ReloadSummary {
+            added: vec!["new-sa".into()],
+            ..ReloadSummary::default()
+        }),
+        _ => {
+            return Err(ErrorBody::new(
+                ErrorCode::RELOAD_FAILED,
+                "phalanx.toml:4:9: sa.to-b.spi: expected an integer",
+            ))
+        }
+    })
+}
+
+/// Serves connections forever on a fresh socket; returns its path.
+fn fake_daemon(reload_ok: bool) -> PathBuf {
+    let path = socket_path();
+    let listener = UnixListener::bind(&path).expect("bind");
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let stream = stream.expect("accept");
+            let mut writer = stream.try_clone().expect("clone");
+            for line in BufReader::new(stream).lines() {
+                let line = line.expect("line");
+                let reply = match decode_request(line.as_bytes()) {
+                    Ok(r) => encode_response(r.id, &answer(r.request, reload_ok)),
+                    Err(e) => encode_error(e.id, &e.error),
+                };
+                writer.write_all(reply.as_bytes()).expect("write");
+            }
+        }
+    });
+    path
+}
+
+fn phalanxctl(socket: &PathBuf, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_phalanxctl"))
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .env_remove("PHALANX_SOCKET")
+        .output()
+        .expect("run phalanxctl")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout.clone()).expect("utf-8")
+}
+
+#[test]
+fn human_output_for_each_command() {
+    let socket = fake_daemon(true);
+    let status = stdout(&phalanxctl(&socket, &["status"]));
+    assert!(status.contains("phalanxd 9.9.9"));
+    assert!(status.contains("1h 2m 5s"));
+    let sas = stdout(&phalanxctl(&socket, &["sas"]));
+    let row = sas.lines().nth(1).expect("one SA row");
+    for part in [
+        "to-b",
+        "out",
+        "0x00c0ffee",
+        "esp/tunnel",
+        "aes-128-gcm",
+        "198.51.100.1→198.51.100.2",
+        "42",
+        "4200",
+        "43",
+    ] {
+        assert!(
+            row.split_whitespace().any(|f| f == part),
+            "{part} missing in {row}"
+        );
+    }
+    let policies = stdout(&phalanxctl(&socket, &["policies"]));
+    assert!(policies.contains("10.1.0.0/24") && policies.contains("protect"));
+    let counters = stdout(&phalanxctl(&socket, &["counters"]));
+    for reason in ["auth_failed", "replayed", "unknown_spi"] {
+        assert!(counters.contains(reason), "{reason} missing");
+    }
+    assert!(counters.contains("why unknown_spi"));
+    assert!(counters.contains("udp_rx") && counters.contains("50.0%"));
+    let reload = stdout(&phalanxctl(&socket, &["reload"]));
+    assert!(reload.contains("added      1 (new-sa)"));
+    drop(std::fs::remove_file(socket));
+}
+
+#[test]
+fn json_output_is_the_payload() {
+    let socket = fake_daemon(true);
+    let out = stdout(&phalanxctl(&socket, &["--json", "sas"]));
+    let value: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let sas: Vec<SaInfo> = serde_json::from_value(value).expect("SA list");
+    assert_eq!(sas, vec![sa()]);
+    // --json is global: accepted after the subcommand too.
+    let out = stdout(&phalanxctl(&socket, &["counters", "--json"]));
+    let report: CounterReport = serde_json::from_str(&out).expect("counter report");
+    assert_eq!(report.drops.len(), 3);
+    drop(std::fs::remove_file(socket));
+}
+
+#[test]
+fn refused_reload_exits_1_with_the_reason() {
+    let socket = fake_daemon(false);
+    let out = phalanxctl(&socket, &["reload"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("phalanx.toml:4:9: sa.to-b.spi"), "{err}");
+    assert!(out.stdout.is_empty());
+    drop(std::fs::remove_file(socket));
+}
+
+#[test]
+fn unreachable_daemon_exits_3() {
+    let out = phalanxctl(&socket_path(), &["status"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot connect to the control socket"),
+        "{err}"
+    );
+}
+
+#[test]
+fn socket_from_the_environment() {
+    let socket = fake_daemon(true);
+    let out = Command::new(env!("CARGO_BIN_EXE_phalanxctl"))
+        .arg("status")
+        .env("PHALANX_SOCKET", &socket)
+        .output()
+        .expect("run phalanxctl");
+    assert!(stdout(&out).contains("9.9.9"));
+    drop(std::fs::remove_file(socket));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = phalanxctl(&socket_path(), &["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
