@@ -1,0 +1,339 @@
+//! The daemon's shared state: the configuration in force, the installed
+//! SAs ([`SaStore`]), the workers' counters, and the answers to the
+//! control socket and metrics ([`ControlHandler`]).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use phalanx_control::{
+    CounterReport, DropCounter, NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status, WorkerLoad,
+};
+
+use crate::config::Config;
+use crate::control::ControlHandler;
+use crate::dataplane::{StatsSlot, WorkerStats};
+use crate::install::{ApplySummary, InstallError, SaStore};
+use crate::report;
+
+/// The daemon's state, shared by the main thread, the control server and
+/// the metrics server.
+#[derive(Debug)]
+pub struct Daemon {
+    config_path: PathBuf,
+    config: parking_lot::Mutex<Config>,
+    store: Arc<SaStore>,
+    started: Instant,
+    loaded_at_unix: AtomicU64,
+    workers: OnceLock<Vec<Arc<StatsSlot>>>,
+    reloads: AtomicU64,
+    reload_failures: AtomicU64,
+}
+
+impl Daemon {
+    /// Installs `config`'s SAs and policies.
+    pub fn new(config: Config) -> Result<Daemon, InstallError> {
+        let store = Arc::new(SaStore::new());
+        store.apply_config(&config, Instant::now())?;
+        Ok(Daemon {
+            config_path: config.path.clone(),
+            config: parking_lot::Mutex::new(config),
+            store,
+            started: Instant::now(),
+            loaded_at_unix: AtomicU64::new(unix_now()),
+            workers: OnceLock::new(),
+            reloads: AtomicU64::new(0),
+            reload_failures: AtomicU64::new(0),
+        })
+    }
+
+    /// The installed SAs and policies, as the workers read them.
+    pub fn store(&self) -> &Arc<SaStore> {
+        &self.store
+    }
+
+    /// A copy of the configuration in force.
+    pub fn config(&self) -> Config {
+        self.config.lock().clone()
+    }
+
+    /// Registers the workers' counter slots (once, after they start).
+    pub fn attach_workers(&self, slots: Vec<Arc<StatsSlot>>) {
+        // A second call would be a wiring bug; the first registration stays.
+        let _ = self.workers.set(slots);
+    }
+
+    /// Re-reads the configuration file and applies it (SIGHUP, `phalanxctl
+    /// reload`). Nothing changes on error.
+    pub fn reload_file(&self) -> Result<ApplySummary, String> {
+        let result = Config::load(&self.config_path)
+            .map_err(|e| e.to_string())
+            .and_then(|config| self.apply(config));
+        let counter = if result.is_ok() {
+            &self.reloads
+        } else {
+            &self.reload_failures
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
+    /// Applies an already validated configuration: its SAs and policies.
+    /// The devices cannot change without a restart, so a file whose
+    /// `[clear]` or `[protected]` section differs is refused as a whole.
+    pub fn apply(&self, new: Config) -> Result<ApplySummary, String> {
+        let mut current = self.config.lock();
+        if new.clear != current.clear {
+            return Err(format!(
+                "{}: [clear] changed; interface settings need a restart (nothing applied)",
+                new.path.display()
+            ));
+        }
+        if new.protected != current.protected {
+            return Err(format!(
+                "{}: [protected] changed; interface settings need a restart (nothing applied)",
+                new.path.display()
+            ));
+        }
+        if new.daemon != current.daemon {
+            tracing::warn!("[daemon] changed; those settings apply at the next restart");
+        }
+        let summary = self
+            .store
+            .apply_config(&new, Instant::now())
+            .map_err(|e| format!("{}: {e} (nothing applied)", new.path.display()))?;
+        *current = new;
+        self.loaded_at_unix.store(unix_now(), Ordering::Relaxed);
+        Ok(summary)
+    }
+
+    /// Every worker's counters, in worker order.
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        self.workers
+            .get()
+            .map(|slots| slots.iter().map(|s| s.read()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Reloads that applied and reloads refused.
+    pub fn reload_counts(&self) -> (u64, u64) {
+        (
+            self.reloads.load(Ordering::Relaxed),
+            self.reload_failures.load(Ordering::Relaxed),
+        )
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl ControlHandler for Daemon {
+    fn status(&self) -> Status {
+        let rt = self.store.snapshot();
+        let config = self.config.lock();
+        let inbound = rt
+            .sas
+            .iter()
+            .filter(|s| s.config.direction == crate::config::Direction::In);
+        let inbound = inbound.count();
+        let protected = &config.protected;
+        let mut local = format!("{} udp/{}", protected.local, protected.udp_port);
+        if protected.raw_esp {
+            local.push_str(" esp");
+        }
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            config_path: self.config_path.display().to_string(),
+            config_loaded_at_unix: self.loaded_at_unix.load(Ordering::Relaxed),
+            workers: u32::try_from(self.workers.get().map_or(0, Vec::len)).unwrap_or(u32::MAX),
+            sas_inbound: u32::try_from(inbound).unwrap_or(u32::MAX),
+            sas_outbound: u32::try_from(rt.sas.len() - inbound).unwrap_or(u32::MAX),
+            policies: u32::try_from(rt.policies.len()).unwrap_or(u32::MAX),
+            tun: config.clear.tun.clone(),
+            protected_local: local,
+        }
+    }
+
+    fn sas(&self) -> Vec<SaInfo> {
+        let rt = self.store.snapshot();
+        let now = Instant::now();
+        rt.sas.iter().map(|sa| report::sa_info(sa, now)).collect()
+    }
+
+    fn policies(&self) -> Vec<PolicyInfo> {
+        let rt = self.store.snapshot();
+        rt.policies.iter().map(report::policy_info).collect()
+    }
+
+    fn counters(&self) -> CounterReport {
+        let workers = self.worker_stats();
+        let mut total = WorkerStats::default();
+        for w in &workers {
+            total.merge(w);
+        }
+        let mut merged = total.outbound.clone();
+        merged.merge(&total.inbound);
+        let drops = merged
+            .iter_drops()
+            .map(|(reason, count)| DropCounter {
+                reason: reason.name().to_owned(),
+                description: reason.description().to_owned(),
+                count,
+            })
+            .collect();
+        let (reloads, failures) = self.reload_counts();
+        let mut daemon = report::esp_counters(&total);
+        daemon.extend(total.daemon.iter().map(|(c, count)| NamedCounter {
+            name: c.name().to_owned(),
+            count,
+        }));
+        daemon.push(report::named("reloads", reloads));
+        daemon.push(report::named("reload_failures", failures));
+        let workers = workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| WorkerLoad {
+                worker: u32::try_from(i).unwrap_or(u32::MAX),
+                busy_ratio: f64::from(w.recent_busy_ppm) / 1e6,
+                packets: w.packets(),
+            })
+            .collect();
+        CounterReport {
+            drops,
+            daemon,
+            workers,
+        }
+    }
+
+    fn reload(&self) -> Result<ReloadSummary, String> {
+        let summary = self.reload_file()?;
+        tracing::info!(
+            added = summary.added.len(),
+            changed = summary.changed.len(),
+            removed = summary.removed.len(),
+            unchanged = summary.unchanged,
+            "configuration reloaded (control socket)"
+        );
+        Ok(report::reload_summary(summary))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const FILE: &str = r#"[clear]
+tun = "phx0"
+
+[protected]
+local = "192.0.2.1"
+
+[[sa]]
+name = "out1"
+direction = "out"
+spi = 0x1001
+encryption = "aes128gcm16"
+key = "0102030405060708090a0b0c0d0e0f1011121314"
+remote = "192.0.2.2"
+
+[[sa]]
+name = "in1"
+direction = "in"
+spi = 0x2001
+encryption = "aes128gcm16"
+key = "a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4"
+remote = "192.0.2.2"
+
+[[policy]]
+name = "p1"
+src = "10.1.0.0/24"
+dst = "10.2.0.0/24"
+action = "protect"
+sa = "out1"
+"#;
+
+    /// A file of its own for each test.
+    fn temp_config(test: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("phalanxd-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gw.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn daemon(path: &Path) -> Daemon {
+        Daemon::new(Config::load(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_broken_file_changes_nothing() {
+        let path = temp_config("broken", FILE);
+        let d = daemon(&path);
+        let before = d.store().snapshot();
+        std::fs::write(&path, FILE.replace("aes128gcm16", "aes-gcm")).unwrap();
+        let err = d.reload_file().unwrap_err();
+        assert!(
+            err.starts_with(&format!("{}:11:14: field sa[0].encryption", path.display())),
+            "{err}"
+        );
+        assert!(Arc::ptr_eq(&before, &d.store().snapshot()));
+        assert_eq!(d.reload_counts(), (0, 1));
+        // An interface change is refused as a whole, even with valid SAs.
+        std::fs::write(&path, FILE.replace("tun = \"phx0\"", "tun = \"phx1\"")).unwrap();
+        let err = d.reload_file().unwrap_err();
+        assert!(err.contains("[clear] changed"), "{err}");
+        assert!(Arc::ptr_eq(&before, &d.store().snapshot()));
+        assert_eq!(d.config().clear.tun, "phx0");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_good_file_applies_and_the_handler_reports_it() {
+        let path = temp_config("good", FILE);
+        let d = daemon(&path);
+        let extra = FILE
+            .replace("name = \"in1\"", "name = \"in2\"")
+            .replace("spi = 0x2001", "spi = 0x2002");
+        std::fs::write(
+            &path,
+            format!(
+                "{FILE}\n{}",
+                &extra[extra.find("[[sa]]\nname = \"in2\"").unwrap()
+                    ..extra.find("[[policy]]").unwrap()]
+            ),
+        )
+        .unwrap();
+        let summary = d.reload().unwrap();
+        assert_eq!(summary.added, ["in2"]);
+        assert_eq!(summary.unchanged, 3);
+        let status = d.status();
+        assert_eq!(
+            (status.sas_inbound, status.sas_outbound, status.policies),
+            (2, 1, 1)
+        );
+        assert_eq!(status.tun, "phx0");
+        let sas = d.sas();
+        let out = sas.iter().find(|s| s.name == "out1").unwrap();
+        assert_eq!(
+            (out.spi, out.encap, out.next_sequence),
+            (0x1001, Some(4500), Some(1))
+        );
+        assert_eq!(out.encryption, "aes128gcm16");
+        let policies = d.policies();
+        assert_eq!(policies[0].sa.as_deref(), Some("out1"));
+        assert_eq!(policies[0].destination, "10.2.0.0/24");
+        let counters = d.counters();
+        assert_eq!(counters.drops.len(), phalanx_esp::DropReason::COUNT);
+        assert!(counters.daemon.iter().any(|c| c.name == "no_policy"));
+        assert!(counters
+            .daemon
+            .iter()
+            .any(|c| c.name == "reloads" && c.count == 1));
+    }
+}

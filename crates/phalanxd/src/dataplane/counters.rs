@@ -1,0 +1,256 @@
+//! Per-worker counters: the ESP drop counters of each direction
+//! ([`Counters`]), the daemon's own [`DaemonCounter`]s, and busy time.
+//! A worker owns its [`WorkerStats`] and adds to it without atomics;
+//! every [`STATS_INTERVAL_MS`](crate::limits::STATS_INTERVAL_MS) it copies
+//! them into its [`StatsSlot`], which the control plane reads.
+
+use phalanx_esp::Counters;
+
+/// A counter of the daemon that is not an ESP drop reason. The
+/// discriminant indexes [`DaemonCounters`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DaemonCounter {
+    /// Packets read from the TUN device.
+    TunRxPackets = 0,
+    /// Packets written to the TUN device.
+    TunTxPackets,
+    /// Datagrams received on the ESP-in-UDP socket.
+    UdpRxPackets,
+    /// Datagrams sent on the ESP-in-UDP socket.
+    UdpTxPackets,
+    /// ESP packets received on the raw socket.
+    RawRxPackets,
+    /// ESP packets sent on the raw socket.
+    RawTxPackets,
+    /// NAT-keepalives received (RFC 3948 §2.3), consumed.
+    NattKeepalives,
+    /// IKE messages (non-ESP marker, RFC 3948 §2.2) on the ESP port; no
+    /// IKE daemon yet, so dropped.
+    IkeMessages,
+    /// TUN packets that are not IP packets a selector can read.
+    TunMalformed,
+    /// TUN packets no policy matched (RFC 4301 §4.4.1: discard).
+    NoPolicy,
+    /// TUN packets a DISCARD policy matched.
+    PolicyDiscard,
+    /// TUN packets a BYPASS policy matched: a TUN gateway has no clear
+    /// path to send them on, so they are dropped.
+    PolicyBypass,
+    /// TUN packets whose PROTECT policy names an SA no longer installed.
+    NoOutboundSa,
+    /// Packets whose outer header could not be rebuilt or stripped
+    /// (address families differ, header unreadable).
+    OuterHeader,
+    /// Packets dropped because a send batch could not be handed to the
+    /// kernel.
+    SendErrors,
+    /// Receive calls that failed.
+    RecvErrors,
+    /// Packets dropped by the I/O layer (too large for a buffer,
+    /// truncated, refused by the kernel).
+    IoDropped,
+    /// Outbound SAs that crossed a soft lifetime limit (rekey events).
+    SoftExpiredOut,
+    /// Inbound SAs that crossed a soft lifetime limit.
+    SoftExpiredIn,
+    /// TUN reads (each one packet or one GSO super-packet).
+    TunReads,
+    /// TUN reads that returned a GSO super-packet.
+    TunSuperPackets,
+    /// `recvmmsg` calls on the UDP socket that returned data.
+    UdpRecvCalls,
+    /// UDP messages the kernel had coalesced (GRO).
+    UdpGroCoalesced,
+    /// `sendmmsg` calls on the UDP socket.
+    UdpSendCalls,
+    /// UDP messages sent with `UDP_SEGMENT` (GSO).
+    UdpGsoMessages,
+}
+
+impl DaemonCounter {
+    /// Every counter, in discriminant order.
+    pub const ALL: [DaemonCounter; 25] = [
+        DaemonCounter::TunRxPackets,
+        DaemonCounter::TunTxPackets,
+        DaemonCounter::UdpRxPackets,
+        DaemonCounter::UdpTxPackets,
+        DaemonCounter::RawRxPackets,
+        DaemonCounter::RawTxPackets,
+        DaemonCounter::NattKeepalives,
+        DaemonCounter::IkeMessages,
+        DaemonCounter::TunMalformed,
+        DaemonCounter::NoPolicy,
+        DaemonCounter::PolicyDiscard,
+        DaemonCounter::PolicyBypass,
+        DaemonCounter::NoOutboundSa,
+        DaemonCounter::OuterHeader,
+        DaemonCounter::SendErrors,
+        DaemonCounter::RecvErrors,
+        DaemonCounter::IoDropped,
+        DaemonCounter::SoftExpiredOut,
+        DaemonCounter::SoftExpiredIn,
+        DaemonCounter::TunReads,
+        DaemonCounter::TunSuperPackets,
+        DaemonCounter::UdpRecvCalls,
+        DaemonCounter::UdpGroCoalesced,
+        DaemonCounter::UdpSendCalls,
+        DaemonCounter::UdpGsoMessages,
+    ];
+
+    /// Number of counters.
+    pub const COUNT: usize = DaemonCounter::ALL.len();
+
+    /// A stable snake_case name, for `phalanxctl` and metrics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DaemonCounter::TunRxPackets => "tun_rx_packets",
+            DaemonCounter::TunTxPackets => "tun_tx_packets",
+            DaemonCounter::UdpRxPackets => "udp_rx_packets",
+            DaemonCounter::UdpTxPackets => "udp_tx_packets",
+            DaemonCounter::RawRxPackets => "raw_rx_packets",
+            DaemonCounter::RawTxPackets => "raw_tx_packets",
+            DaemonCounter::NattKeepalives => "natt_keepalives",
+            DaemonCounter::IkeMessages => "ike_messages",
+            DaemonCounter::TunMalformed => "tun_malformed",
+            DaemonCounter::NoPolicy => "no_policy",
+            DaemonCounter::PolicyDiscard => "policy_discard",
+            DaemonCounter::PolicyBypass => "policy_bypass",
+            DaemonCounter::NoOutboundSa => "no_outbound_sa",
+            DaemonCounter::OuterHeader => "outer_header",
+            DaemonCounter::SendErrors => "send_errors",
+            DaemonCounter::RecvErrors => "recv_errors",
+            DaemonCounter::IoDropped => "io_dropped",
+            DaemonCounter::SoftExpiredOut => "soft_expired_out",
+            DaemonCounter::SoftExpiredIn => "soft_expired_in",
+            DaemonCounter::TunReads => "tun_reads",
+            DaemonCounter::TunSuperPackets => "tun_super_packets",
+            DaemonCounter::UdpRecvCalls => "udp_recv_calls",
+            DaemonCounter::UdpGroCoalesced => "udp_gro_coalesced",
+            DaemonCounter::UdpSendCalls => "udp_send_calls",
+            DaemonCounter::UdpGsoMessages => "udp_gso_messages",
+        }
+    }
+}
+
+/// One value per [`DaemonCounter`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DaemonCounters([u64; DaemonCounter::COUNT]);
+
+impl Default for DaemonCounters {
+    fn default() -> Self {
+        DaemonCounters([0; DaemonCounter::COUNT])
+    }
+}
+
+impl DaemonCounters {
+    /// Adds `n` to `counter`.
+    #[inline]
+    pub fn add(&mut self, counter: DaemonCounter, n: u64) {
+        self.0[counter as usize] += n;
+    }
+
+    /// Adds one to `counter`.
+    #[inline]
+    pub fn bump(&mut self, counter: DaemonCounter) {
+        self.add(counter, 1);
+    }
+
+    /// The value of `counter`.
+    pub fn get(&self, counter: DaemonCounter) -> u64 {
+        self.0[counter as usize]
+    }
+
+    /// Adds another set.
+    pub fn merge(&mut self, other: &DaemonCounters) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0.iter()) {
+            *mine += theirs;
+        }
+    }
+
+    /// Every counter with its value.
+    pub fn iter(&self) -> impl Iterator<Item = (DaemonCounter, u64)> + '_ {
+        DaemonCounter::ALL.iter().map(move |&c| (c, self.get(c)))
+    }
+}
+
+/// Everything one worker counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// ESP outbound verdicts.
+    pub outbound: Counters,
+    /// ESP inbound verdicts.
+    pub inbound: Counters,
+    /// Daemon counters.
+    pub daemon: DaemonCounters,
+    /// Nanoseconds spent processing since start.
+    pub busy_ns: u64,
+    /// Nanoseconds since the worker started.
+    pub wall_ns: u64,
+    /// Busy share over the last publication interval, `0.0..=1.0`, in
+    /// millionths (kept integral so the struct stays `Eq`).
+    pub recent_busy_ppm: u32,
+}
+
+impl WorkerStats {
+    /// Packets this worker handled: read from any device.
+    pub fn packets(&self) -> u64 {
+        self.daemon.get(DaemonCounter::TunRxPackets)
+            + self.daemon.get(DaemonCounter::UdpRxPackets)
+            + self.daemon.get(DaemonCounter::RawRxPackets)
+    }
+
+    /// Adds another worker's counters (load fields excepted).
+    pub fn merge(&mut self, other: &WorkerStats) {
+        self.outbound.merge(&other.outbound);
+        self.inbound.merge(&other.inbound);
+        self.daemon.merge(&other.daemon);
+    }
+}
+
+/// Where a worker publishes its [`WorkerStats`].
+#[derive(Debug, Default)]
+pub struct StatsSlot {
+    stats: parking_lot::Mutex<WorkerStats>,
+}
+
+impl StatsSlot {
+    /// Replaces the published copy.
+    pub fn publish(&self, stats: &WorkerStats) {
+        self.stats.lock().clone_from(stats);
+    }
+
+    /// The last published copy.
+    pub fn read(&self) -> WorkerStats {
+        self.stats.lock().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_in_order() {
+        let mut names: Vec<&str> = DaemonCounter::ALL.iter().map(|c| c.name()).collect();
+        for (i, c) in DaemonCounter::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), DaemonCounter::COUNT);
+    }
+
+    #[test]
+    fn add_merge_publish() {
+        let mut a = WorkerStats::default();
+        a.daemon.bump(DaemonCounter::TunRxPackets);
+        a.daemon.add(DaemonCounter::UdpRxPackets, 4);
+        let mut b = a.clone();
+        b.merge(&a);
+        assert_eq!(b.packets(), 10);
+        let slot = StatsSlot::default();
+        slot.publish(&b);
+        assert_eq!(slot.read().daemon.get(DaemonCounter::UdpRxPackets), 8);
+    }
+}

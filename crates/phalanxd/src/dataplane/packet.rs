@@ -1,0 +1,254 @@
+//! Packet buffers and the outer headers the sockets do not carry.
+//!
+//! The sockets deal in what follows the outer headers: a UDP socket
+//! receives and sends the UDP payload, a raw ESP socket the ESP packet (the
+//! kernel builds the outer IP header on send, no `IP_HDRINCL`). phalanx-esp
+//! deals in whole outer packets. So inbound, the outer IPv4/IPv6 (and UDP)
+//! header is rebuilt in front of the payload from the receive metadata
+//! (source, destination, ports); outbound, the header ESP built is read
+//! for the destination and stripped before the socket sends the rest.
+//!
+//! What the rebuilt header cannot carry: the outer TOS/Traffic Class
+//! (sockets do not report it without `IP_RECVTOS`), so a CE mark set on the
+//! outer header by a router is not copied to the inner one (RFC 6040
+//! §4.2); and IPv6 extension headers, which the kernel has consumed.
+
+use std::net::IpAddr;
+
+use phalanx_crypto::PacketBuf;
+use phalanx_wire::udp::HEADER_LEN as UDP_HEADER_LEN;
+use phalanx_wire::{IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr};
+
+/// TTL of a rebuilt outer header. Only the ESP layer reads it, and it
+/// checks nothing about it; 64 is the common default (RFC 1700).
+const REBUILT_TTL: u8 = 64;
+
+/// IPv4 header without options (RFC 791).
+const IPV4_HEADER_LEN: usize = 20;
+
+/// IPv6 fixed header (RFC 8200 §3).
+const IPV6_HEADER_LEN: usize = 40;
+
+/// Reusable [`PacketBuf`]s of one size. Buffers travel through the
+/// crypto engine by value and come back; the pool only allocates when more
+/// are in flight than it ever held before.
+#[derive(Debug)]
+pub(crate) struct BufPool {
+    free: Vec<PacketBuf>,
+    buf_len: usize,
+}
+
+impl BufPool {
+    /// `count` buffers of `buf_len` bytes each, allocated now.
+    pub(crate) fn new(count: usize, buf_len: usize) -> BufPool {
+        let mut free = Vec::with_capacity(count * 2);
+        free.extend((0..count).map(|_| PacketBuf::with_capacity(buf_len, 0)));
+        BufPool { free, buf_len }
+    }
+
+    /// An empty buffer whose data starts after `headroom` bytes.
+    pub(crate) fn take(&mut self, headroom: usize) -> PacketBuf {
+        match self.free.pop() {
+            Some(mut buf) => {
+                buf.reset(headroom);
+                buf
+            }
+            None => PacketBuf::with_capacity(self.buf_len, headroom),
+        }
+    }
+
+    /// Gives a buffer back.
+    pub(crate) fn put(&mut self, buf: PacketBuf) {
+        self.free.push(buf);
+    }
+}
+
+/// Writes `payload` into the empty `buf` behind a rebuilt outer IP header
+/// from `src` to `dst` (and a UDP header with `udp` = (source port,
+/// destination port) when given). False when the addresses are of
+/// different families or the packet does not fit (nothing usable is left
+/// in `buf` then).
+pub(crate) fn rebuild_outer(
+    buf: &mut PacketBuf,
+    (src, dst): (IpAddr, IpAddr),
+    udp: Option<(u16, u16)>,
+    payload: &[u8],
+) -> bool {
+    let udp_len = if udp.is_some() { UDP_HEADER_LEN } else { 0 };
+    let ip_payload = udp_len + payload.len();
+    let protocol = if udp.is_some() {
+        IpProtocol::UDP
+    } else {
+        IpProtocol::ESP
+    };
+    let ip_len = match (src, dst) {
+        (IpAddr::V4(_), IpAddr::V4(_)) if ip_payload <= Ipv4Repr::MAX_PAYLOAD_LEN => {
+            IPV4_HEADER_LEN
+        }
+        (IpAddr::V6(_), IpAddr::V6(_)) if ip_payload <= Ipv6Repr::MAX_PAYLOAD_LEN => {
+            IPV6_HEADER_LEN
+        }
+        _ => return false,
+    };
+    let Some(bytes) = buf.append(ip_len + ip_payload) else {
+        return false;
+    };
+    let (ip, rest) = bytes.split_at_mut(ip_len);
+    match (src, dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => Ipv4Repr {
+            src,
+            dst,
+            protocol,
+            payload_len: ip_payload,
+            ttl: REBUILT_TTL,
+            dscp_ecn: 0,
+            ident: 0,
+            dont_frag: false,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(ip)),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => Ipv6Repr {
+            src,
+            dst,
+            next_header: protocol,
+            payload_len: ip_payload,
+            hop_limit: REBUILT_TTL,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+        .emit(&mut Ipv6Packet::new_unchecked(ip)),
+        _ => return false,
+    }
+    let (header, data) = rest.split_at_mut(udp_len);
+    if let Some((src_port, dst_port)) = udp {
+        UdpRepr {
+            src_port,
+            dst_port,
+            payload_len: payload.len(),
+        }
+        .emit(&mut UdpPacket::new_unchecked(header));
+    }
+    data.copy_from_slice(payload);
+    true
+}
+
+/// Where an outer packet built by phalanx-esp goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OuterRoute {
+    /// Outer source address.
+    pub(crate) src: IpAddr,
+    /// Outer destination address.
+    pub(crate) dst: IpAddr,
+    /// The destination UDP port, when the packet is UDP-encapsulated.
+    pub(crate) udp_dst_port: Option<u16>,
+    /// Where the socket's part starts: the UDP payload, or the ESP header.
+    pub(crate) payload_offset: usize,
+}
+
+/// Reads the outer header of a finished outbound packet. `None` when it
+/// is neither ESP nor UDP over IPv4/IPv6 (it cannot be: phalanx-esp built
+/// it; but nothing here trusts that).
+pub(crate) fn outer_route(packet: &[u8]) -> Option<OuterRoute> {
+    let (src, dst, protocol, offset) = match packet.first()? >> 4 {
+        4 => {
+            let ip = Ipv4Packet::new_checked(packet).ok()?;
+            let (src, dst) = (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()));
+            (src, dst, ip.protocol(), ip.header_len())
+        }
+        6 => {
+            let ip = Ipv6Packet::new_checked(packet).ok()?;
+            let upper = phalanx_wire::ipv6::upper_layer(&ip).ok()?;
+            let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
+            (src, dst, upper.protocol, upper.offset)
+        }
+        _ => return None,
+    };
+    match protocol {
+        IpProtocol::ESP => Some(OuterRoute {
+            src,
+            dst,
+            udp_dst_port: None,
+            payload_offset: offset,
+        }),
+        IpProtocol::UDP => {
+            let udp = UdpPacket::new_checked(packet.get(offset..)?).ok()?;
+            Some(OuterRoute {
+                src,
+                dst,
+                udp_dst_port: Some(udp.dst_port()),
+                payload_offset: offset + UDP_HEADER_LEN,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebuild_then_route_round_trips_v4_udp_and_v6_raw() {
+        let mut buf = PacketBuf::with_capacity(256, 64);
+        let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        assert!(rebuild_outer(
+            &mut buf,
+            (a, b),
+            Some((4500, 4501)),
+            &[1, 2, 3, 4, 5, 6, 7, 8]
+        ));
+        assert_eq!(buf.len(), 20 + 8 + 8);
+        assert!(Ipv4Packet::new_checked(buf.as_slice())
+            .unwrap()
+            .verify_checksum());
+        let route = outer_route(buf.as_slice()).unwrap();
+        assert_eq!(
+            (route.src, route.dst, route.udp_dst_port),
+            (a, b, Some(4501))
+        );
+        assert_eq!(
+            &buf.as_slice()[route.payload_offset..],
+            &[1, 2, 3, 4, 5, 6, 7, 8]
+        );
+
+        let mut buf = PacketBuf::with_capacity(256, 64);
+        let (a, b): (IpAddr, IpAddr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
+        assert!(rebuild_outer(&mut buf, (a, b), None, &[9; 12]));
+        let route = outer_route(buf.as_slice()).unwrap();
+        assert_eq!(
+            (
+                route.src,
+                route.dst,
+                route.udp_dst_port,
+                route.payload_offset
+            ),
+            (a, b, None, 40)
+        );
+    }
+
+    #[test]
+    fn mixed_families_and_no_room_are_refused() {
+        let mut buf = PacketBuf::with_capacity(64, 0);
+        let v4: IpAddr = "192.0.2.1".parse().unwrap();
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert!(!rebuild_outer(&mut buf, (v4, v6), None, &[0; 4]));
+        assert!(!rebuild_outer(&mut buf, (v4, v4), None, &[0; 60]));
+        assert!(outer_route(&[0x45]).is_none());
+        assert!(outer_route(&[]).is_none());
+    }
+
+    #[test]
+    fn pool_reuses_buffers() {
+        let mut pool = BufPool::new(1, 128);
+        let buf = pool.take(16);
+        assert_eq!(buf.headroom(), 16);
+        pool.put(buf);
+        let again = pool.take(32);
+        assert_eq!(again.headroom(), 32);
+        // Empty pool: a new buffer is made.
+        let extra = pool.take(8);
+        assert_eq!(extra.tailroom(), 120);
+    }
+}

@@ -1,0 +1,113 @@
+//! Opening the devices, all before privileges are dropped: the TUN device
+//! with one queue per worker (`IFF_MULTI_QUEUE`), one UDP socket per
+//! worker on the ESP-in-UDP port (`SO_REUSEPORT`, so the kernel spreads
+//! peers over workers by 4-tuple hash), and the raw ESP socket.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use phalanx_io::raw::{RawEspConfig, RawEspSocket};
+use phalanx_io::tun::{TunConfig, TunDevice};
+use phalanx_io::udp::{UdpConfig, UdpSocket};
+
+use crate::config::Config;
+use crate::dataplane::worker::WorkerDevices;
+
+/// Opening a device failed; the message names the device.
+#[derive(Debug)]
+pub struct DeviceError {
+    /// Which device, e.g. `TUN phx0`.
+    pub device: String,
+    /// Why.
+    pub error: io::Error,
+}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "opening {}: {}", self.device, self.error)
+    }
+}
+
+impl std::error::Error for DeviceError {}
+
+fn named(device: String) -> impl FnOnce(io::Error) -> DeviceError {
+    move |error| DeviceError { device, error }
+}
+
+/// The number of workers `config` asks for: `workers`, or one per core.
+pub fn worker_count(config: &Config) -> usize {
+    match config.daemon.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Opens everything `workers` workers need.
+pub fn open(config: &Config, workers: usize) -> Result<Vec<WorkerDevices>, DeviceError> {
+    let queues = match config.clear.queues {
+        0 => workers,
+        n => n.min(workers),
+    }
+    .max(1);
+    let tuns = open_tun(config, queues)?;
+    let raw = open_raw(config)?;
+    let mut devices = Vec::with_capacity(workers);
+    let mut tuns = tuns.into_iter();
+    for index in 0..workers {
+        // Fewer queues than workers: the extra workers only serve sockets.
+        let tun = match tuns.next() {
+            Some(tun) => tun,
+            None => break,
+        };
+        devices.push(WorkerDevices {
+            tun,
+            udp: open_udp(config, workers > 1)?,
+            raw: raw.clone(),
+            reads_raw: index == 0,
+        });
+    }
+    Ok(devices)
+}
+
+/// The TUN device and `queues - 1` more queues.
+fn open_tun(config: &Config, queues: usize) -> Result<Vec<TunDevice>, DeviceError> {
+    let clear = &config.clear;
+    let mut tun_config = TunConfig::new(clear.tun.clone());
+    tun_config.mtu = Some(clear.mtu);
+    tun_config.offload = clear.offload;
+    tun_config.multi_queue = queues > 1;
+    tun_config.ipv4 = clear.ipv4;
+    tun_config.ipv6 = clear.ipv6;
+    let what = || format!("TUN {}", clear.tun);
+    let first = TunDevice::open(&tun_config).map_err(named(what()))?;
+    let mut all = Vec::with_capacity(queues);
+    for _ in 1..queues {
+        all.push(first.open_queue().map_err(named(what()))?);
+    }
+    all.insert(0, first);
+    Ok(all)
+}
+
+/// One worker's UDP socket on the protected address.
+fn open_udp(config: &Config, reuse_port: bool) -> Result<UdpSocket, DeviceError> {
+    let bind = SocketAddr::new(config.protected.local, config.protected.udp_port);
+    let mut udp = UdpConfig::new(bind);
+    udp.nonblocking = true;
+    udp.reuse_port = reuse_port;
+    UdpSocket::bind(&udp).map_err(named(format!("UDP socket {bind}")))
+}
+
+/// The raw ESP socket, when `raw_esp` is on.
+fn open_raw(config: &Config) -> Result<Option<Arc<parking_lot::Mutex<RawEspSocket>>>, DeviceError> {
+    if !config.protected.raw_esp {
+        return Ok(None);
+    }
+    let mut raw = RawEspConfig::new(config.protected.local);
+    raw.nonblocking = true;
+    let socket = RawEspSocket::open(&raw).map_err(named(format!(
+        "raw ESP socket on {}",
+        config.protected.local
+    )))?;
+    Ok(Some(Arc::new(parking_lot::Mutex::new(socket))))
+}

@@ -1,0 +1,437 @@
+//! SA and policy installation: the one path by which SAs reach the data
+//! plane, used by the configuration (at start and on reload) and, later,
+//! by IKE.
+//!
+//! The data plane reads a [`Runtime`] snapshot — inbound SAD, outbound
+//! SAD, SPD and the installed entries — published through an [`ArcSwap`]:
+//! a worker loads it once per batch and never waits for a writer. Writers
+//! are serialised by a mutex.
+//!
+//! - [`SaStore::apply_config`] replaces the whole set at once: every SA of
+//!   the new configuration is built first (an error publishes nothing),
+//!   SAs whose definition did not change keep their existing
+//!   `Arc<InboundSa>` / `Arc<OutboundSa>` (sequence counter, replay window,
+//!   lifetime and counters carry on: no packet of theirs is lost or
+//!   replayed), then one new snapshot is published.
+//! - [`SaStore::install_sa`] / [`SaStore::remove_sa`] add or remove one SA
+//!   (the IKE path): the live SADs are updated in place (read-copy-update
+//!   inside phalanx-sa), so the cost is that of one SAD update, not a
+//!   rebuild.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::{ArcSwap, Guard};
+use phalanx_crypto::{CryptoError, SaTransform};
+use phalanx_sa::{
+    InboundSa, OutboundSa, OutboundSad, Policy, PolicyAction, PolicyId, SaError, Sad, Spd, SpdError,
+};
+
+use crate::config::{Config, Direction, PolicyConfig, PolicyTarget, SaConfig};
+
+/// The runtime object of an installed SA.
+#[derive(Debug, Clone)]
+pub enum SaHandle {
+    /// An inbound SA, in the SAD by SPI.
+    Inbound(Arc<InboundSa>),
+    /// An outbound SA, in the outbound SAD under `id` (what policies name).
+    Outbound {
+        /// The id policies use (`PolicyAction::Protect(id)`).
+        id: u32,
+        /// The SA.
+        sa: Arc<OutboundSa>,
+    },
+}
+
+/// An installed SA: its definition and runtime object.
+#[derive(Debug)]
+pub struct InstalledSa {
+    /// What was asked for.
+    pub config: SaConfig,
+    /// The runtime object.
+    pub handle: SaHandle,
+    /// When it was installed.
+    pub installed: Instant,
+}
+
+/// An installed policy.
+#[derive(Debug, Clone)]
+pub struct InstalledPolicy {
+    /// What was asked for.
+    pub config: PolicyConfig,
+    /// Its id in the SPD.
+    pub id: PolicyId,
+}
+
+/// One consistent view of everything the data plane looks up.
+#[derive(Debug, Default)]
+pub struct Runtime {
+    /// Bumped on every publication.
+    pub generation: u64,
+    /// Inbound SAs by SPI (RFC 4301 §4.4.2).
+    pub inbound: Arc<Sad>,
+    /// Outbound SAs by the id policies name.
+    pub outbound: Arc<OutboundSad>,
+    /// The outbound SPD (RFC 4301 §4.4.1).
+    pub spd: Arc<Spd>,
+    /// Every installed SA.
+    pub sas: Vec<Arc<InstalledSa>>,
+    /// Every installed policy, in configuration order.
+    pub policies: Vec<InstalledPolicy>,
+}
+
+impl Runtime {
+    /// The installed SA named `name`.
+    pub fn sa(&self, name: &str) -> Option<&Arc<InstalledSa>> {
+        self.sas.iter().find(|sa| sa.config.name == name)
+    }
+}
+
+/// Why an installation was refused; nothing was changed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum InstallError {
+    /// The keys or algorithms were refused by the crypto provider.
+    Crypto {
+        /// The SA.
+        name: String,
+        /// Why.
+        error: CryptoError,
+    },
+    /// The SA parameters were refused (e.g. the replay window).
+    Sa {
+        /// The SA.
+        name: String,
+        /// Why.
+        error: SaError,
+    },
+    /// An SA with this name, or an inbound SA with this SPI, exists.
+    Duplicate(String),
+    /// No SA with this name is installed.
+    NotFound(String),
+    /// A policy protects with an SA that is not an installed outbound SA.
+    UnknownSa {
+        /// The policy.
+        policy: String,
+        /// The SA it names.
+        sa: String,
+    },
+    /// The SPD refused a policy.
+    Spd {
+        /// The policy.
+        policy: String,
+        /// Why.
+        error: SpdError,
+    },
+}
+
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstallError::Crypto { name, error } => write!(f, "SA {name:?}: {error}"),
+            InstallError::Sa { name, error } => write!(f, "SA {name:?}: {error}"),
+            InstallError::Duplicate(name) => write!(f, "SA {name:?}: already installed"),
+            InstallError::NotFound(name) => write!(f, "SA {name:?}: not installed"),
+            InstallError::UnknownSa { policy, sa } => {
+                write!(f, "policy {policy:?}: no outbound SA {sa:?}")
+            }
+            InstallError::Spd { policy, error } => write!(f, "policy {policy:?}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
+
+/// What [`SaStore::apply_config`] changed, by SA and policy name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplySummary {
+    /// New names.
+    pub added: Vec<String>,
+    /// Names whose definition changed (replaced, counters restart).
+    pub changed: Vec<String>,
+    /// Names that are gone.
+    pub removed: Vec<String>,
+    /// Entries kept as they were.
+    pub unchanged: usize,
+}
+
+/// The writer's private state.
+#[derive(Debug)]
+struct Writer {
+    next_outbound_id: u32,
+}
+
+/// The installed SAs and policies, published to the workers.
+#[derive(Debug)]
+pub struct SaStore {
+    current: ArcSwap<Runtime>,
+    writer: parking_lot::Mutex<Writer>,
+}
+
+impl Default for SaStore {
+    fn default() -> Self {
+        SaStore::new()
+    }
+}
+
+impl SaStore {
+    /// An empty store.
+    pub fn new() -> SaStore {
+        SaStore {
+            current: ArcSwap::from_pointee(Runtime::default()),
+            writer: parking_lot::Mutex::new(Writer {
+                next_outbound_id: 1,
+            }),
+        }
+    }
+
+    /// The current snapshot, cheaply (the data plane's call, once per batch).
+    #[inline]
+    pub fn load(&self) -> Guard<Arc<Runtime>> {
+        self.current.load()
+    }
+
+    /// The current snapshot as an owned `Arc` (the control plane's call).
+    pub fn snapshot(&self) -> Arc<Runtime> {
+        self.current.load_full()
+    }
+
+    /// Makes `config`'s SAs and policies the installed set, in one
+    /// publication. Unchanged SAs keep their runtime objects. On error
+    /// nothing changes.
+    pub fn apply_config(
+        &self,
+        config: &Config,
+        now: Instant,
+    ) -> Result<ApplySummary, InstallError> {
+        let mut writer = self.writer.lock();
+        let current = self.current.load_full();
+        let mut summary = ApplySummary::default();
+        let mut sas = Vec::with_capacity(config.sas.len());
+        for sa in &config.sas {
+            match current.sa(&sa.name) {
+                Some(old) if old.config.same_definition(sa) => {
+                    summary.unchanged += 1;
+                    sas.push(Arc::clone(old));
+                }
+                old => {
+                    let list = if old.is_some() {
+                        &mut summary.changed
+                    } else {
+                        &mut summary.added
+                    };
+                    list.push(sa.name.clone());
+                    sas.push(Arc::new(build(sa, &mut writer, now)?));
+                }
+            }
+        }
+        for old in &current.sas {
+            if config.sa(&old.config.name).is_none() {
+                summary.removed.push(old.config.name.clone());
+            }
+        }
+        let (inbound, outbound) = sads(&sas)?;
+        let (spd, policies) = spd(&config.policies, &sas)?;
+        diff_policies(&current.policies, &config.policies, &mut summary);
+        self.current.store(Arc::new(Runtime {
+            generation: current.generation + 1,
+            inbound: Arc::new(inbound),
+            outbound: Arc::new(outbound),
+            spd: Arc::new(spd),
+            sas,
+            policies,
+        }));
+        Ok(summary)
+    }
+
+    /// Installs one new SA (the IKE path). Its name must be new, and an
+    /// inbound SA's SPI unused.
+    pub fn install_sa(&self, sa: SaConfig, now: Instant) -> Result<(), InstallError> {
+        let mut writer = self.writer.lock();
+        let current = self.current.load_full();
+        if current.sa(&sa.name).is_some() {
+            return Err(InstallError::Duplicate(sa.name));
+        }
+        let installed = Arc::new(build(&sa, &mut writer, now)?);
+        match &installed.handle {
+            SaHandle::Inbound(inbound) => current
+                .inbound
+                .insert(Arc::clone(inbound))
+                .map_err(|_| InstallError::Duplicate(sa.name.clone()))?,
+            SaHandle::Outbound { id, sa: outbound } => current
+                .outbound
+                .insert(*id, Arc::clone(outbound))
+                .map_err(|_| InstallError::Duplicate(sa.name.clone()))?,
+        }
+        let mut sas = current.sas.clone();
+        sas.push(installed);
+        self.publish_same_tables(&current, sas);
+        Ok(())
+    }
+
+    /// Removes the SA named `name` (the IKE path); policies that protect
+    /// with it then drop their packets as `no_outbound_sa` until another
+    /// configuration names a new one.
+    pub fn remove_sa(&self, name: &str) -> Result<(), InstallError> {
+        let _writer = self.writer.lock();
+        let current = self.current.load_full();
+        let Some(old) = current.sa(name) else {
+            return Err(InstallError::NotFound(name.to_owned()));
+        };
+        match &old.handle {
+            SaHandle::Inbound(sa) => {
+                current.inbound.remove(sa.spi(), sa.params.protocol);
+            }
+            SaHandle::Outbound { id, .. } => {
+                current.outbound.remove(*id);
+            }
+        }
+        let sas = current
+            .sas
+            .iter()
+            .filter(|sa| sa.config.name != name)
+            .cloned()
+            .collect();
+        self.publish_same_tables(&current, sas);
+        Ok(())
+    }
+
+    /// Publishes `sas` with the tables of `current` (already updated in place).
+    fn publish_same_tables(&self, current: &Runtime, sas: Vec<Arc<InstalledSa>>) {
+        self.current.store(Arc::new(Runtime {
+            generation: current.generation + 1,
+            inbound: Arc::clone(&current.inbound),
+            outbound: Arc::clone(&current.outbound),
+            spd: Arc::clone(&current.spd),
+            sas,
+            policies: current.policies.clone(),
+        }));
+    }
+}
+
+/// Keys the transform and creates the runtime SA.
+fn build(sa: &SaConfig, writer: &mut Writer, now: Instant) -> Result<InstalledSa, InstallError> {
+    let transform = SaTransform::new(
+        phalanx_crypto::default_provider(),
+        sa.suite(),
+        &sa.keys.encryption,
+        &sa.keys.integrity,
+    )
+    .map_err(|error| InstallError::Crypto {
+        name: sa.name.clone(),
+        error,
+    })?;
+    let transform = Arc::new(transform);
+    let handle = match sa.direction {
+        Direction::In => {
+            let inbound = InboundSa::new(sa.params.clone(), transform, now).map_err(|error| {
+                InstallError::Sa {
+                    name: sa.name.clone(),
+                    error,
+                }
+            })?;
+            SaHandle::Inbound(Arc::new(inbound))
+        }
+        Direction::Out => {
+            let id = writer.next_outbound_id;
+            writer.next_outbound_id = writer.next_outbound_id.wrapping_add(1).max(1);
+            SaHandle::Outbound {
+                id,
+                sa: Arc::new(OutboundSa::new(sa.params.clone(), transform, now)),
+            }
+        }
+    };
+    Ok(InstalledSa {
+        config: sa.clone(),
+        handle,
+        installed: now,
+    })
+}
+
+/// Fresh SADs holding `sas`.
+fn sads(sas: &[Arc<InstalledSa>]) -> Result<(Sad, OutboundSad), InstallError> {
+    let (inbound, outbound) = (Sad::new(), OutboundSad::new());
+    for sa in sas {
+        let duplicate = || InstallError::Duplicate(sa.config.name.clone());
+        match &sa.handle {
+            SaHandle::Inbound(s) => inbound.insert(Arc::clone(s)).map_err(|_| duplicate())?,
+            SaHandle::Outbound { id, sa: s } => {
+                outbound
+                    .insert(*id, Arc::clone(s))
+                    .map_err(|_| duplicate())?;
+            }
+        }
+    }
+    Ok((inbound, outbound))
+}
+
+/// A fresh SPD: policy `i` of the file gets id `i + 1`; equal priorities
+/// keep file order (phalanx-sa breaks ties by insertion order).
+fn spd(
+    policies: &[PolicyConfig],
+    sas: &[Arc<InstalledSa>],
+) -> Result<(Spd, Vec<InstalledPolicy>), InstallError> {
+    let ids: HashMap<&str, u32> = sas
+        .iter()
+        .filter_map(|sa| match sa.handle {
+            SaHandle::Outbound { id, .. } => Some((sa.config.name.as_str(), id)),
+            SaHandle::Inbound(_) => None,
+        })
+        .collect();
+    let mut spd = Spd::new();
+    let mut installed = Vec::with_capacity(policies.len());
+    for (i, policy) in policies.iter().enumerate() {
+        let action = match &policy.target {
+            PolicyTarget::Protect(name) => match ids.get(name.as_str()) {
+                Some(id) => PolicyAction::Protect(*id),
+                None => {
+                    return Err(InstallError::UnknownSa {
+                        policy: policy.name.clone(),
+                        sa: name.clone(),
+                    })
+                }
+            },
+            PolicyTarget::Bypass => PolicyAction::Bypass,
+            PolicyTarget::Discard => PolicyAction::Discard,
+        };
+        // At most 2^32 - 2 policies: the index of a Vec read from a file
+        // cannot get near it, and `Spd::insert` refuses more anyway.
+        let id = PolicyId(u32::try_from(i + 1).unwrap_or(u32::MAX - 1));
+        let entry = Policy {
+            id,
+            priority: policy.priority,
+            selector: policy.selector,
+            action,
+        };
+        spd.insert(entry).map_err(|error| InstallError::Spd {
+            policy: policy.name.clone(),
+            error,
+        })?;
+        installed.push(InstalledPolicy {
+            config: policy.clone(),
+            id,
+        });
+    }
+    Ok((spd, installed))
+}
+
+/// Adds the policies' names to the summary.
+fn diff_policies(old: &[InstalledPolicy], new: &[PolicyConfig], summary: &mut ApplySummary) {
+    for policy in new {
+        match old.iter().find(|o| o.config.name == policy.name) {
+            Some(o) if o.config.same_definition(policy) => summary.unchanged += 1,
+            Some(_) => summary.changed.push(policy.name.clone()),
+            None => summary.added.push(policy.name.clone()),
+        }
+    }
+    for o in old {
+        if !new.iter().any(|p| p.name == o.config.name) {
+            summary.removed.push(o.config.name.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
