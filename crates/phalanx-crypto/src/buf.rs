@@ -35,6 +35,28 @@ impl PacketBuf {
         buf
     }
 
+    /// A buffer over an existing allocation whose data is
+    /// `storage[start..end]`, without copying: for moving a packet out of an
+    /// I/O batch into the engine. Bounds past the allocation are clamped
+    /// (`end` to `storage.len()`, then `start` to `end`), so any input
+    /// gives a valid buffer.
+    pub fn from_parts(storage: Vec<u8>, start: usize, end: usize) -> Self {
+        let end = end.min(storage.len());
+        let start = start.min(end);
+        PacketBuf {
+            storage,
+            start,
+            end,
+        }
+    }
+
+    /// The allocation and the data's bounds in it, the inverse of
+    /// [`from_parts`](Self::from_parts): for handing the packet back to an
+    /// I/O batch without copying.
+    pub fn into_parts(self) -> (Vec<u8>, usize, usize) {
+        (self.storage, self.start, self.end)
+    }
+
     /// Empties the buffer and sets its headroom again, keeping the allocation.
     pub fn reset(&mut self, headroom: usize) {
         self.start = headroom.min(self.storage.len());
@@ -161,5 +183,21 @@ mod tests {
         b.truncate(3);
         assert_eq!(b.as_slice(), b"abc");
         assert!(!b.trim_front(4));
+    }
+
+    #[test]
+    fn parts_round_trip_without_copy_and_clamp() {
+        let storage = b"..abc...".to_vec();
+        let ptr = storage.as_ptr();
+        let mut b = PacketBuf::from_parts(storage, 2, 5);
+        assert_eq!(b.as_slice(), b"abc");
+        assert_eq!((b.headroom(), b.tailroom()), (2, 3));
+        b.prepend(1).unwrap()[0] = b'>';
+        let (storage, start, end) = b.into_parts();
+        assert_eq!(storage.as_ptr(), ptr, "same allocation");
+        assert_eq!((start, end), (1, 5));
+        assert_eq!(&storage[start..end], b">abc");
+        let clamped = PacketBuf::from_parts(vec![0; 4], 9, 7);
+        assert_eq!((clamped.headroom(), clamped.len()), (4, 0));
     }
 }

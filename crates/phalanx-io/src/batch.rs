@@ -224,6 +224,56 @@ impl PacketBatch {
         Some(i)
     }
 
+    /// Exchanges buffer `i` with `buf`, which must be exactly
+    /// [`buffer_len`](Self::buffer_len) bytes long, so a packet moves to
+    /// another owner (phalanx-crypto's `PacketBuf`) without a copy and the
+    /// batch keeps a buffer of its size. Packet `i` keeps its bounds, now
+    /// over the new buffer's bytes: follow with
+    /// [`set_bounds`](Self::set_bounds) or drop the batch's packets with
+    /// [`clear`](Self::clear). False (and nothing changed) when the lengths
+    /// differ. Panics if `i >= len()`.
+    pub fn swap_buffer(&mut self, i: usize, buf: &mut Vec<u8>) -> bool {
+        assert!(i < self.len, "packet index {i} out of range {}", self.len);
+        self.exchange(i, buf)
+    }
+
+    /// Appends a packet by moving `buf` into the next free slot instead of
+    /// copying it: the packet is `bounds` of `buf`, and `buf` receives the
+    /// slot's old buffer. Returns the packet's index, or `None` (and
+    /// nothing changed) if the batch is full, `buf` is not
+    /// [`buffer_len`](Self::buffer_len) bytes long, or `bounds` do not fit.
+    pub fn push_buffer(
+        &mut self,
+        buf: &mut Vec<u8>,
+        bounds: Range<usize>,
+        meta: PacketMeta,
+    ) -> Option<usize> {
+        let i = self.len;
+        if i == self.bufs.len() || bounds.start > bounds.end || bounds.end > buf.len() {
+            return None;
+        }
+        if !self.exchange(i, buf) {
+            return None;
+        }
+        self.place(i, bounds.start, bounds.end - bounds.start, meta);
+        self.len += 1;
+        Some(i)
+    }
+
+    /// Swaps buffer `i` and `buf` when their lengths are equal.
+    fn exchange(&mut self, i: usize, buf: &mut Vec<u8>) -> bool {
+        if buf.len() != self.bufs[i].len() {
+            return false;
+        }
+        // `Vec::from(Box<[u8]>)` and `into_boxed_slice` of a full vector
+        // reuse the allocation; only a vector with spare capacity is
+        // shrunk (and so reallocated) on the way in.
+        let mut old = Vec::from(std::mem::take(&mut self.bufs[i]));
+        std::mem::swap(&mut old, buf);
+        self.bufs[i] = old.into_boxed_slice();
+        true
+    }
+
     /// The packets in order, with their metadata.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &PacketMeta)> + '_ {
         (0..self.len).map(|i| (self.packet(i), &self.meta[i]))
@@ -376,6 +426,43 @@ mod tests {
             0
         );
         assert_eq!(b.len(), 3);
+    }
+
+    #[test]
+    fn swap_buffer_moves_allocations() {
+        let mut b = PacketBatch::new(2, 6, 2);
+        b.push(b"abcd", meta(1)).unwrap();
+        let mut mine = vec![7u8; 8];
+        let mine_ptr = mine.as_ptr();
+        assert!(b.swap_buffer(0, &mut mine));
+        assert_eq!(&mine[2..6], b"abcd", "the packet left without a copy");
+        assert_eq!(b.packet(0), &[7; 4], "bounds kept over the new bytes");
+        assert_eq!(b.buffer_mut(0).as_ptr(), mine_ptr);
+        let mut short = vec![0u8; 7];
+        assert!(!b.swap_buffer(0, &mut short));
+        assert_eq!(short.len(), 7);
+    }
+
+    #[test]
+    fn push_buffer_appends_without_copy() {
+        let mut b = PacketBatch::new(1, 6, 2);
+        let mut packet = b"..wxyz..".to_vec();
+        let ptr = packet.as_ptr();
+        assert_eq!(b.push_buffer(&mut packet, 2..6, meta(9)), Some(0));
+        assert_eq!(b.packet(0), b"wxyz");
+        assert_eq!(b.meta(0).remote.port(), 9);
+        assert_eq!(b.buffer_mut(0).as_ptr(), ptr);
+        assert_eq!(packet.len(), 8, "got the slot's buffer back");
+        let mut more = vec![0u8; 8];
+        assert_eq!(b.push_buffer(&mut more, 0..1, meta(1)), None, "full");
+        b.clear();
+        assert_eq!(b.push_buffer(&mut more, 4..9, meta(1)), None, "bounds");
+        assert_eq!(
+            b.push_buffer(&mut vec![0; 3], 0..1, meta(1)),
+            None,
+            "length"
+        );
+        assert!(b.is_empty());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Instant;
 
-use phalanx_crypto::Frame;
+use phalanx_crypto::{Frame, PacketBuf};
 use phalanx_esp::{
     finish_inbound_with_events, prepare_inbound, DropReason, InboundPending, Verdict,
 };
@@ -25,12 +25,13 @@ use phalanx_wire::natt::{classify, UdpEncapPayload};
 
 use super::counters::{DaemonCounter, WorkerStats};
 use super::engine::CryptoEngine;
-use super::packet::{rebuild_outer, BufPool};
+use super::packet::{prepend_outer, rebuild_outer, BufPool, Input, MAX_REBUILT_HEADER};
 use crate::install::Runtime;
 
-/// Headroom of inbound buffers: nothing is prepended inbound, but a
-/// little room keeps the rebuilt header off the allocation's first line.
-const INBOUND_HEADROOM: usize = 64;
+/// Headroom of inbound buffers and of the socket receive batch: room to
+/// rebuild the outer IPv6 + UDP header (48 bytes) in front of a received
+/// payload in place, rounded up to a cache line.
+pub(crate) const INBOUND_HEADROOM: usize = 64;
 
 /// Where decapsulated packets go.
 pub trait Delivery {
@@ -52,6 +53,16 @@ pub enum Ingress {
 pub struct Received<'a> {
     /// The packets: UDP payloads or ESP packets, with their addresses.
     pub batch: &'a PacketBatch,
+    /// Which socket.
+    pub ingress: Ingress,
+}
+
+/// A received batch whose buffers the inbound path may take, and the
+/// socket it came from.
+#[derive(Debug)]
+pub struct ReceivedMut<'a> {
+    /// The packets: UDP payloads or ESP packets, with their addresses.
+    pub batch: &'a mut PacketBatch,
     /// Which socket.
     pub ingress: Ingress,
 }
@@ -110,9 +121,42 @@ impl InboundPath {
             batch: input,
             ingress,
         } = received;
+        self.run(rt, (Input::Shared(input), ingress), engine, tun, stats, now);
+    }
+
+    /// As [`process`](Self::process), but each ESP packet's buffer is
+    /// swapped out of the batch into the ESP layer instead of copied (the
+    /// batch gets one of the path's buffers of the same length back), and
+    /// the outer header is rebuilt in the headroom in front of it. Packets
+    /// with less than 48 bytes (IPv6 + UDP header) in front of them are
+    /// copied as before. Afterwards the batch's packet bytes are
+    /// unspecified: clear it before reuse.
+    pub fn process_batch<D: Delivery>(
+        &mut self,
+        rt: &Runtime,
+        received: ReceivedMut<'_>,
+        engine: &mut CryptoEngine,
+        tun: &mut D,
+        stats: &mut WorkerStats,
+        now: Instant,
+    ) {
+        let input = (Input::Owned(received.batch), received.ingress);
+        self.run(rt, input, engine, tun, stats, now);
+    }
+
+    /// The body of both entry points.
+    fn run<D: Delivery>(
+        &mut self,
+        rt: &Runtime,
+        (mut input, ingress): (Input<'_>, Ingress),
+        engine: &mut CryptoEngine,
+        tun: &mut D,
+        stats: &mut WorkerStats,
+        now: Instant,
+    ) {
         let mut frame = self.spare.pop().unwrap_or_default();
-        for i in 0..input.len() {
-            let Some(op) = self.prepare(rt, input, i, ingress, stats, now) else {
+        for i in 0..input.batch().len() {
+            let Some(op) = self.prepare(rt, &mut input, i, ingress, stats, now) else {
                 continue;
             };
             if let Err(op) = frame.push(op) {
@@ -148,13 +192,13 @@ impl InboundPath {
     fn prepare(
         &mut self,
         rt: &Runtime,
-        input: &PacketBatch,
+        input: &mut Input<'_>,
         i: usize,
         ingress: Ingress,
         stats: &mut WorkerStats,
         now: Instant,
     ) -> Option<phalanx_crypto::Op> {
-        let (payload, meta) = (input.packet(i), input.meta(i));
+        let (payload, meta) = (input.batch().packet(i), *input.batch().meta(i));
         if ingress == Ingress::Udp {
             match classify(payload) {
                 Ok(UdpEncapPayload::Esp(_)) => {}
@@ -176,15 +220,14 @@ impl InboundPath {
         }
         let udp = (ingress == Ingress::Udp).then(|| (meta.remote.port(), self.udp_port));
         let addresses = (meta.remote.ip(), meta.local.unwrap_or(self.local));
-        let mut buf = self.bufs.take(INBOUND_HEADROOM);
-        if !rebuild_outer(&mut buf, addresses, udp, payload) {
+        let payload_len = payload.len();
+        let Some(buf) = self.outer_packet(input, i, addresses, udp) else {
             stats.daemon.bump(DaemonCounter::OuterHeader);
             stats
                 .inbound
-                .record(Verdict::Drop(DropReason::NoRoom), payload.len());
-            self.bufs.put(buf);
+                .record(Verdict::Drop(DropReason::NoRoom), payload_len);
             return None;
-        }
+        };
         match prepare_inbound(&rt.inbound, buf, now) {
             Ok((pending, op)) => {
                 self.pending.push_back(pending);
@@ -196,6 +239,40 @@ impl InboundPath {
                 None
             }
         }
+    }
+
+    /// Packet `i` of `input` behind its rebuilt outer header, in a buffer
+    /// for the ESP layer: swapped out of an owned batch when there is
+    /// room in front of it, else copied. `None` when the header cannot be
+    /// built or the packet does not fit.
+    fn outer_packet(
+        &mut self,
+        input: &mut Input<'_>,
+        i: usize,
+        addresses: (IpAddr, IpAddr),
+        udp: Option<(u16, u16)>,
+    ) -> Option<PacketBuf> {
+        let swapped = match input {
+            Input::Owned(batch) => self.bufs.swap_out(batch, i, (MAX_REBUILT_HEADER, 0)),
+            Input::Shared(_) => None,
+        };
+        let (mut buf, built) = match swapped {
+            Some(mut buf) => {
+                let built = prepend_outer(&mut buf, addresses, udp);
+                (buf, built)
+            }
+            None => {
+                let mut buf = self.bufs.take(INBOUND_HEADROOM);
+                let built = rebuild_outer(&mut buf, addresses, udp, input.batch().packet(i));
+                (buf, built)
+            }
+        };
+        if built {
+            return Some(buf);
+        }
+        buf.reset(0);
+        self.bufs.put(buf);
+        None
     }
 
     fn completion<'a, D: Delivery>(

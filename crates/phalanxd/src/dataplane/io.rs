@@ -9,6 +9,7 @@
 //! the senders; what still does not fit is dropped and counted.
 
 use std::io;
+use std::ops::Range;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,12 +92,22 @@ pub struct SocketEgress<'a> {
 impl SocketEgress<'_> {
     /// Sends whatever is queued.
     pub fn flush(&mut self) {
+        self.flush_udp();
+        self.flush_raw();
+    }
+
+    /// Sends the queued UDP datagrams.
+    fn flush_udp(&mut self) {
         if !self.udp_tx.is_empty() {
             let total = self.udp_tx.len() as u64;
             let sent = flush_batch(self.udp, self.udp_tx) as u64;
             self.counters.add(DaemonCounter::UdpTxPackets, sent);
             self.counters.add(DaemonCounter::SendErrors, total - sent);
         }
+    }
+
+    /// Sends the queued raw ESP packets.
+    fn flush_raw(&mut self) {
         if !self.raw_tx.is_empty() {
             let total = self.raw_tx.len() as u64;
             let sent = match self.raw {
@@ -139,6 +150,34 @@ impl Egress for SocketEgress<'_> {
         });
         if !queued {
             self.counters.bump(DaemonCounter::IoDropped);
+        }
+    }
+
+    fn udp_owned(&mut self, buf: &mut Vec<u8>, bounds: Range<usize>, meta: PacketMeta) {
+        if self.udp_tx.free() == 0 {
+            self.flush_udp();
+        }
+        // Swapped in when the lengths match; copied otherwise.
+        if self.udp_tx.push_buffer(buf, bounds.clone(), meta).is_none() {
+            match buf.get(bounds) {
+                Some(payload) => self.udp(payload, meta),
+                None => self.counters.bump(DaemonCounter::IoDropped),
+            }
+        }
+    }
+
+    fn raw_owned(&mut self, buf: &mut Vec<u8>, bounds: Range<usize>, meta: PacketMeta) {
+        if self.raw.is_some() {
+            if self.raw_tx.free() == 0 {
+                self.flush_raw();
+            }
+            if self.raw_tx.push_buffer(buf, bounds.clone(), meta).is_some() {
+                return;
+            }
+        }
+        match buf.get(bounds) {
+            Some(esp) => self.raw(esp, meta),
+            None => self.counters.bump(DaemonCounter::IoDropped),
         }
     }
 

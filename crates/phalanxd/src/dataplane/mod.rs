@@ -17,7 +17,10 @@ pub mod outbound;
 mod packet;
 pub mod worker;
 
+#[cfg(test)]
+mod zero_copy_tests;
+
 pub use counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
 pub use engine::CryptoEngine;
-pub use inbound::{Delivery, InboundPath, Ingress, Received};
+pub use inbound::{Delivery, InboundPath, Ingress, Received, ReceivedMut};
 pub use outbound::{Egress, OutboundPath};

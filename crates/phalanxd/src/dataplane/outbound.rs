@@ -16,12 +16,14 @@
 
 use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
 use phalanx_crypto::{Frame, PacketBuf};
 use phalanx_esp::{
     finish_outbound, prepare_outbound, DropReason, IvSource, OutboundContext, Verdict,
+    OUTBOUND_HEADROOM, OUTBOUND_TAILROOM,
 };
 use phalanx_io::{PacketBatch, PacketMeta};
 use phalanx_sa::{FlowCache, FlowKey, OutboundSa, PolicyAction};
@@ -29,7 +31,7 @@ use phalanx_wire::EncrId;
 
 use super::counters::{DaemonCounter, WorkerStats};
 use super::engine::CryptoEngine;
-use super::packet::{outer_route, BufPool};
+use super::packet::{outer_route, BufPool, Input};
 use crate::install::Runtime;
 use crate::limits::{FLOW_CACHE_ENTRIES, HEADROOM};
 
@@ -42,6 +44,26 @@ pub trait Egress {
     /// A plain ESP packet for the raw socket: `esp` starts at the SPI;
     /// `meta.remote` is the peer (port 0).
     fn raw(&mut self, esp: &[u8], meta: PacketMeta);
+
+    /// As [`udp`](Self::udp), with the payload at `bounds` of `buf`, an
+    /// allocation the egress may keep: one that queues packets in a
+    /// [`PacketBatch`] swaps it for a buffer of the same length
+    /// ([`PacketBatch::push_buffer`]) instead of copying. `buf` must keep
+    /// its length. The default copies through [`udp`](Self::udp).
+    fn udp_owned(&mut self, buf: &mut Vec<u8>, bounds: Range<usize>, meta: PacketMeta) {
+        if let Some(payload) = buf.get(bounds) {
+            self.udp(payload, meta);
+        }
+    }
+
+    /// As [`raw`](Self::raw), with the ESP packet at `bounds` of `buf`, as
+    /// for [`udp_owned`](Self::udp_owned). The default copies through
+    /// [`raw`](Self::raw).
+    fn raw_owned(&mut self, buf: &mut Vec<u8>, bounds: Range<usize>, meta: PacketMeta) {
+        if let Some(esp) = buf.get(bounds) {
+            self.raw(esp, meta);
+        }
+    }
 }
 
 /// A worker's outbound state, reused across batches.
@@ -67,11 +89,44 @@ impl OutboundPath {
 
     /// Protects every packet of `input` with the SAs and policies of `rt`
     /// and hands the results to `egress`; counts everything in `stats`.
-    /// Returns when every packet is done (the engine is drained).
+    /// Returns when every packet is done (the engine is drained). Each
+    /// packet is copied into one of the path's buffers; see
+    /// [`process_batch`](Self::process_batch) for the path without copies.
     pub fn process<E: Egress>(
         &mut self,
         rt: &Runtime,
         input: &PacketBatch,
+        engine: &mut CryptoEngine,
+        egress: &mut E,
+        stats: &mut WorkerStats,
+        now: Instant,
+    ) {
+        self.run(rt, Input::Shared(input), engine, egress, stats, now);
+    }
+
+    /// As [`process`](Self::process), but each packet's buffer is swapped
+    /// out of `input` into the ESP layer instead of copied (the batch gets
+    /// one of the path's buffers of the same length back). Packets with
+    /// less than [`OUTBOUND_HEADROOM`] in front or [`OUTBOUND_TAILROOM`]
+    /// behind them in their buffer are copied as before. Afterwards the
+    /// batch's packet bytes are unspecified: clear it before reuse.
+    pub fn process_batch<E: Egress>(
+        &mut self,
+        rt: &Runtime,
+        input: &mut PacketBatch,
+        engine: &mut CryptoEngine,
+        egress: &mut E,
+        stats: &mut WorkerStats,
+        now: Instant,
+    ) {
+        self.run(rt, Input::Owned(input), engine, egress, stats, now);
+    }
+
+    /// The body of both entry points.
+    fn run<E: Egress>(
+        &mut self,
+        rt: &Runtime,
+        mut input: Input<'_>,
         engine: &mut CryptoEngine,
         egress: &mut E,
         stats: &mut WorkerStats,
@@ -88,9 +143,8 @@ impl OutboundPath {
         let mut frame = self.spare.pop().unwrap_or_default();
         let mut last: Option<(u32, Arc<OutboundSa>)> = None;
         let local = self.local;
-        for i in 0..input.len() {
-            let packet = input.packet(i);
-            let Some(id) = self.policy(rt, packet, stats) else {
+        for i in 0..input.batch().len() {
+            let Some(id) = self.policy(rt, input.batch().packet(i), stats) else {
                 continue;
             };
             if last.as_ref().map(|(l, _)| *l) != Some(id) {
@@ -100,14 +154,9 @@ impl OutboundPath {
                 stats.daemon.bump(DaemonCounter::NoOutboundSa);
                 continue;
             };
-            let mut buf = self.bufs.take(HEADROOM);
-            if !buf.extend_from_slice(packet) {
-                stats
-                    .outbound
-                    .record(Verdict::Drop(DropReason::NoRoom), packet.len());
-                self.bufs.put(buf);
+            let Some(buf) = self.packet_buf(&mut input, i, stats) else {
                 continue;
-            }
+            };
             let ctx = if sa.transform.suite().encr == EncrId::AES_CBC {
                 &mut rand_ctx
             } else {
@@ -154,6 +203,33 @@ impl OutboundPath {
         soft_events(&mut rand_ctx.soft_expired, stats);
     }
 
+    /// Packet `i` of `input` in a buffer for the ESP layer: swapped out
+    /// of an owned batch when it has the room, else copied; `None`
+    /// (counted) when it does not fit a buffer.
+    fn packet_buf(
+        &mut self,
+        input: &mut Input<'_>,
+        i: usize,
+        stats: &mut WorkerStats,
+    ) -> Option<PacketBuf> {
+        if let Input::Owned(batch) = input {
+            let room = (OUTBOUND_HEADROOM, OUTBOUND_TAILROOM);
+            if let Some(buf) = self.bufs.swap_out(batch, i, room) {
+                return Some(buf);
+            }
+        }
+        let packet = input.batch().packet(i);
+        let mut buf = self.bufs.take(HEADROOM);
+        if buf.extend_from_slice(packet) {
+            return Some(buf);
+        }
+        stats
+            .outbound
+            .record(Verdict::Drop(DropReason::NoRoom), packet.len());
+        self.bufs.put(buf);
+        None
+    }
+
     /// The SA id of the policy that protects `packet`, or `None` (counted)
     /// when it is not protected.
     fn policy(&mut self, rt: &Runtime, packet: &[u8], stats: &mut WorkerStats) -> Option<u32> {
@@ -185,49 +261,45 @@ fn complete<E: Egress>(
 ) {
     for op in frame.drain() {
         let (buf, verdict) = finish_outbound(op);
-        match verdict {
-            Verdict::Forward if emit(&buf, egress, local) => {}
-            Verdict::Forward => stats.daemon.bump(DaemonCounter::OuterHeader),
-            Verdict::Drop(_) => {}
-        }
         stats.outbound.record(verdict, buf.len());
-        bufs.put(buf);
+        match verdict {
+            Verdict::Forward => match emit(buf, egress, local) {
+                Ok(buf) => bufs.put(buf),
+                Err(buf) => {
+                    stats.daemon.bump(DaemonCounter::OuterHeader);
+                    bufs.put(buf);
+                }
+            },
+            Verdict::Drop(_) => bufs.put(buf),
+        }
     }
     spare.push(frame);
 }
 
-/// Strips the outer header of a finished packet and hands the rest to
-/// the socket that sends it; false when the header cannot be read.
-fn emit<E: Egress>(buf: &PacketBuf, egress: &mut E, local: IpAddr) -> bool {
-    let packet = buf.as_slice();
-    let Some(route) = outer_route(packet) else {
-        return false;
+/// Strips the outer header of a finished packet and hands the rest, with
+/// its allocation, to the socket that sends it. Returns an allocation of
+/// the same size for the pool; `Err` (with the packet) when the header
+/// cannot be read.
+fn emit<E: Egress>(buf: PacketBuf, egress: &mut E, local: IpAddr) -> Result<PacketBuf, PacketBuf> {
+    let Some(route) = outer_route(buf.as_slice()).filter(|r| r.payload_offset <= buf.len()) else {
+        return Err(buf);
     };
-    let Some(payload) = packet.get(route.payload_offset..) else {
-        return false;
-    };
+    let (mut storage, start, end) = buf.into_parts();
+    let payload = start + route.payload_offset..end;
     // Our tunnel address is the source; in transport mode the inner
     // source stays, and the kernel picks ours.
     let from = (route.src == local).then_some(route.src);
+    let port = route.udp_dst_port.unwrap_or(0);
+    let meta = PacketMeta {
+        remote: SocketAddr::new(route.dst, port),
+        local: from,
+        stride: 0,
+    };
     match route.udp_dst_port {
-        Some(port) => egress.udp(
-            payload,
-            PacketMeta {
-                remote: SocketAddr::new(route.dst, port),
-                local: from,
-                stride: 0,
-            },
-        ),
-        None => egress.raw(
-            payload,
-            PacketMeta {
-                remote: SocketAddr::new(route.dst, 0),
-                local: from,
-                stride: 0,
-            },
-        ),
+        Some(_) => egress.udp_owned(&mut storage, payload, meta),
+        None => egress.raw_owned(&mut storage, payload, meta),
     }
-    true
+    Ok(PacketBuf::from_parts(storage, 0, 0))
 }
 
 /// Counts (and logs: once per SA in its life) the SAs that crossed a soft

@@ -16,6 +16,7 @@
 use std::net::IpAddr;
 
 use phalanx_crypto::PacketBuf;
+use phalanx_io::PacketBatch;
 use phalanx_wire::udp::HEADER_LEN as UDP_HEADER_LEN;
 use phalanx_wire::{IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr};
 
@@ -28,6 +29,10 @@ const IPV4_HEADER_LEN: usize = 20;
 
 /// IPv6 fixed header (RFC 8200 §3).
 const IPV6_HEADER_LEN: usize = 40;
+
+/// Most bytes [`prepend_outer`] puts in front of a payload: an IPv6
+/// header and a UDP header (RFC 3948 §2.1).
+pub(crate) const MAX_REBUILT_HEADER: usize = IPV6_HEADER_LEN + UDP_HEADER_LEN;
 
 /// Reusable [`PacketBuf`]s of one size. Buffers travel through the
 /// crypto engine by value and come back; the pool only allocates when more
@@ -61,6 +66,54 @@ impl BufPool {
     pub(crate) fn put(&mut self, buf: PacketBuf) {
         self.free.push(buf);
     }
+
+    /// Packet `i` of `batch` as a buffer, moved out of the batch without a
+    /// copy: the batch gets one of the pool's buffers in exchange. `None`
+    /// (nothing changed) when the packet has less than `headroom` bytes in
+    /// front or `tailroom` behind it; the caller copies it then.
+    pub(crate) fn swap_out(
+        &mut self,
+        batch: &mut PacketBatch,
+        i: usize,
+        (headroom, tailroom): (usize, usize),
+    ) -> Option<PacketBuf> {
+        let bounds = batch.bounds(i);
+        let buffer_len = batch.buffer_len();
+        if bounds.start < headroom || buffer_len - bounds.end < tailroom {
+            return None;
+        }
+        let mut spare = match self.free.pop() {
+            Some(buf) if buf.headroom() + buf.len() + buf.tailroom() == buffer_len => {
+                buf.into_parts().0
+            }
+            // A buffer of another size leaves the pool; the batch's own
+            // buffer takes its place when it comes back.
+            _ => vec![0; buffer_len],
+        };
+        // `spare` has the batch's buffer length, so the swap succeeds.
+        batch
+            .swap_buffer(i, &mut spare)
+            .then(|| PacketBuf::from_parts(spare, bounds.start, bounds.end))
+    }
+}
+
+/// The batch a path reads: borrowed (packets are copied out) or owned
+/// (packet buffers are swapped out).
+pub(crate) enum Input<'a> {
+    /// Read only.
+    Shared(&'a PacketBatch),
+    /// Buffers may be exchanged.
+    Owned(&'a mut PacketBatch),
+}
+
+impl Input<'_> {
+    /// The batch, for reading.
+    pub(crate) fn batch(&self) -> &PacketBatch {
+        match self {
+            Input::Shared(batch) => batch,
+            Input::Owned(batch) => batch,
+        }
+    }
 }
 
 /// Writes `payload` into the empty `buf` behind a rebuilt outer IP header
@@ -70,12 +123,26 @@ impl BufPool {
 /// in `buf` then).
 pub(crate) fn rebuild_outer(
     buf: &mut PacketBuf,
-    (src, dst): (IpAddr, IpAddr),
+    addresses: (IpAddr, IpAddr),
     udp: Option<(u16, u16)>,
     payload: &[u8],
 ) -> bool {
+    buf.extend_from_slice(payload) && prepend_outer(buf, addresses, udp)
+}
+
+/// Rebuilds the outer IP header from `src` to `dst` (and a UDP header
+/// with `udp` = (source port, destination port) when given) in front of
+/// the payload already in `buf`, in its headroom. False (the payload left
+/// as it was) when the addresses are of different families or the
+/// headroom or length limits do not allow it.
+pub(crate) fn prepend_outer(
+    buf: &mut PacketBuf,
+    (src, dst): (IpAddr, IpAddr),
+    udp: Option<(u16, u16)>,
+) -> bool {
+    let payload_len = buf.len();
     let udp_len = if udp.is_some() { UDP_HEADER_LEN } else { 0 };
-    let ip_payload = udp_len + payload.len();
+    let ip_payload = udp_len + payload_len;
     let protocol = if udp.is_some() {
         IpProtocol::UDP
     } else {
@@ -90,10 +157,10 @@ pub(crate) fn rebuild_outer(
         }
         _ => return false,
     };
-    let Some(bytes) = buf.append(ip_len + ip_payload) else {
+    let Some(bytes) = buf.prepend(ip_len + udp_len) else {
         return false;
     };
-    let (ip, rest) = bytes.split_at_mut(ip_len);
+    let (ip, header) = bytes.split_at_mut(ip_len);
     match (src, dst) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => Ipv4Repr {
             src,
@@ -118,16 +185,14 @@ pub(crate) fn rebuild_outer(
         .emit(&mut Ipv6Packet::new_unchecked(ip)),
         _ => return false,
     }
-    let (header, data) = rest.split_at_mut(udp_len);
     if let Some((src_port, dst_port)) = udp {
         UdpRepr {
             src_port,
             dst_port,
-            payload_len: payload.len(),
+            payload_len,
         }
         .emit(&mut UdpPacket::new_unchecked(header));
     }
-    data.copy_from_slice(payload);
     true
 }
 
@@ -237,6 +302,38 @@ mod tests {
         assert!(!rebuild_outer(&mut buf, (v4, v4), None, &[0; 60]));
         assert!(outer_route(&[0x45]).is_none());
         assert!(outer_route(&[]).is_none());
+    }
+
+    #[test]
+    fn swap_out_needs_room_and_keeps_the_batch_whole() {
+        use phalanx_io::PacketMeta;
+        let mut batch = PacketBatch::new(2, 32, 24);
+        batch.push(b"abc", PacketMeta::default()).unwrap();
+        let mut pool = BufPool::new(1, 100);
+        assert!(pool.swap_out(&mut batch, 0, (25, 0)).is_none(), "headroom");
+        assert!(pool.swap_out(&mut batch, 0, (0, 30)).is_none(), "tailroom");
+        assert_eq!(batch.packet(0), b"abc", "refusals change nothing");
+        let mut buf = pool.swap_out(&mut batch, 0, (24, 29)).unwrap();
+        assert_eq!((buf.as_slice(), buf.headroom()), (&b"abc"[..], 24));
+        assert_eq!(
+            batch.buffer_len(),
+            56,
+            "the batch got a buffer of its length"
+        );
+        assert!(prepend_outer(
+            &mut buf,
+            ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap()),
+            None
+        ));
+        assert!(
+            !prepend_outer(
+                &mut buf,
+                ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap()),
+                None
+            ),
+            "no headroom left"
+        );
+        assert_eq!(outer_route(buf.as_slice()).unwrap().payload_offset, 20);
     }
 
     #[test]

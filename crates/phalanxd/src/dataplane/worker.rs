@@ -34,7 +34,7 @@ use phalanx_io::PacketBatch;
 
 use super::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
 use super::engine::CryptoEngine;
-use super::inbound::{InboundPath, Ingress, Received};
+use super::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADROOM};
 use super::io::{SharedRaw, SocketEgress, TunDelivery};
 use super::outbound::OutboundPath;
 use crate::install::SaStore;
@@ -193,16 +193,23 @@ impl Worker {
         slot: Arc<StatsSlot>,
     ) -> Worker {
         let room = packet_room(settings.mtu);
-        let buf_len = HEADROOM + room + TAILROOM;
+        // The paths swap buffers with the receive batches instead of
+        // copying packets, so their pools hold buffers of the batches'
+        // length. `room` already covers the ESP tailroom (`packet_room`).
+        let tun_rx = PacketBatch::new(TUN_BATCH, room, HEADROOM);
+        let sock_rx = PacketBatch::new(SOCKET_BATCH, room, INBOUND_HEADROOM);
+        let (local, port) = (settings.local, settings.udp_port);
         Worker {
             engine: CryptoEngine::new(settings.crypto_threads),
-            outbound: OutboundPath::new(settings.local, buf_len, TUN_BATCH),
-            inbound: InboundPath::new(settings.local, settings.udp_port, buf_len, SOCKET_BATCH),
-            tun_rx: PacketBatch::new(TUN_BATCH, room, HEADROOM),
+            outbound: OutboundPath::new(local, tun_rx.buffer_len(), TUN_BATCH),
+            inbound: InboundPath::new(local, port, sock_rx.buffer_len(), SOCKET_BATCH),
+            tun_rx,
             tun_tx: PacketBatch::new(TUN_SEND_BATCH, TUN_SEND_ROOM, HEADROOM),
-            sock_rx: PacketBatch::new(SOCKET_BATCH, room, 0),
-            udp_tx: PacketBatch::new(SEND_BATCH, room, 0),
-            raw_tx: PacketBatch::new(SEND_BATCH, room, 0),
+            sock_rx,
+            // Of the TUN batch's length: finished ESP packets are swapped
+            // into the send batches, not copied.
+            udp_tx: PacketBatch::new(SEND_BATCH, room, HEADROOM),
+            raw_tx: PacketBatch::new(SEND_BATCH, room, HEADROOM),
             stats: WorkerStats::default(),
             warned: false,
             settings,
@@ -341,9 +348,9 @@ impl Worker {
             counters: DaemonCounters::default(),
         };
         let now = Instant::now();
-        self.outbound.process(
+        self.outbound.process_batch(
             &rt,
-            &self.tun_rx,
+            &mut self.tun_rx,
             &mut self.engine,
             &mut egress,
             &mut self.stats,
@@ -363,11 +370,11 @@ impl Worker {
             counters: DaemonCounters::default(),
         };
         let now = Instant::now();
-        let received = Received {
-            batch: &self.sock_rx,
+        let received = ReceivedMut {
+            batch: &mut self.sock_rx,
             ingress,
         };
-        self.inbound.process(
+        self.inbound.process_batch(
             &rt,
             received,
             &mut self.engine,
