@@ -86,16 +86,13 @@ impl AeadKey for AwsLcAead {
         in_out: &mut [u8],
         tag: &mut [u8],
     ) -> Result<(), CryptoError> {
-        if tag.len() != self.0.algorithm().tag_len() {
-            return Err(CryptoError::BadLength);
-        }
+        // The scatter form writes the tag straight into `tag` (no `Tag`
+        // value to copy out) and refuses a `tag` that is not the
+        // algorithm's tag length, before anything is encrypted.
         let nonce = aead::Nonce::assume_unique_for_key(*nonce);
-        let computed = self
-            .0
-            .seal_in_place_separate_tag(nonce, aead::Aad::from(aad), in_out)
-            .map_err(|_| CryptoError::BadLength)?;
-        tag.copy_from_slice(computed.as_ref());
-        Ok(())
+        self.0
+            .seal_in_place_scatter(nonce, aead::Aad::from(aad), in_out, &[], tag)
+            .map_err(|_| CryptoError::BadLength)
     }
 
     fn open_in_place(

@@ -47,6 +47,8 @@ enum Keyed {
 /// on that SA, from any engine thread.
 pub struct SaTransform {
     suite: Suite,
+    /// The suite's sizes, computed once: every packet needs them.
+    sizes: layout::Sizes,
     provider: &'static str,
     keyed: Keyed,
 }
@@ -95,6 +97,7 @@ impl SaTransform {
         };
         Ok(SaTransform {
             suite,
+            sizes: layout::Sizes::of(&suite),
             provider: provider.name(),
             keyed,
         })
@@ -114,6 +117,25 @@ impl SaTransform {
         self.suite
     }
 
+    /// Bytes of explicit IV per ESP packet: [`Suite::iv_len`], computed
+    /// once when the SA was keyed (the data path asks for every packet).
+    #[inline]
+    pub fn iv_len(&self) -> usize {
+        self.sizes.iv
+    }
+
+    /// Bytes of ICV: [`Suite::icv_len`], computed once.
+    #[inline]
+    pub fn icv_len(&self) -> usize {
+        self.sizes.icv
+    }
+
+    /// The ESP padding alignment: [`Suite::block_size`], computed once.
+    #[inline]
+    pub fn block_size(&self) -> usize {
+        self.sizes.block
+    }
+
     /// The name of the provider that keyed the algorithms.
     pub fn provider_name(&self) -> &'static str {
         self.provider
@@ -123,6 +145,7 @@ impl SaTransform {
     /// layout that does not fit the buffer, the suite or the kind (an AH
     /// kind on an ESP transform and vice versa) is
     /// [`OpStatus::InvalidLayout`] and leaves `buf` untouched.
+    #[inline]
     pub(crate) fn execute(
         &self,
         kind: OpKind,
@@ -135,7 +158,7 @@ impl SaTransform {
                 self.esp(kind == OpKind::EspSeal, layout, buf)
             }
             OpKind::AhSign | OpKind::AhVerify if self.suite.ah => {
-                let Some(span) = layout::ah(layout, &self.suite, buf.len()) else {
+                let Some(span) = layout::ah(layout, &self.sizes, buf.len()) else {
                     return OpStatus::InvalidLayout;
                 };
                 let Keyed::Integrity { mac, .. } = &self.keyed else {
@@ -156,32 +179,30 @@ impl SaTransform {
         }
     }
 
+    #[inline]
     fn esp(&self, seal: bool, layout: &OpLayout, buf: &mut PacketBuf) -> OpStatus {
-        let Some(span) = layout::esp(layout, &self.suite, buf.len()) else {
-            return OpStatus::InvalidLayout;
-        };
         let esn = layout.esn_high;
+        let span = || layout::esp(layout, &self.sizes, buf.len());
         match &self.keyed {
+            // Validates the layout itself, fused with the slicing.
             Keyed::Aead { key, salt } => {
-                combined::seal_or_open(key.as_ref(), salt, seal, &span, esn, buf.as_mut_slice())
+                combined::seal_or_open(key.as_ref(), salt, seal, layout, buf.as_mut_slice())
             }
-            Keyed::Gmac { key, salt } => {
-                combined::gmac_esp(key.as_ref(), salt, seal, &span, esn, buf)
+            Keyed::Gmac { key, salt } => match span() {
+                Some(span) => combined::gmac_esp(key.as_ref(), salt, seal, &span, esn, buf),
+                None => OpStatus::InvalidLayout,
+            },
+            Keyed::Integrity { cipher, mac } => {
+                let Some(span) = span() else {
+                    return OpStatus::InvalidLayout;
+                };
+                let (cipher, mac, data) = (cipher.as_deref(), mac.as_ref(), buf.as_mut_slice());
+                if seal {
+                    integrity::esp_seal(cipher, mac, &span, esn, data)
+                } else {
+                    integrity::esp_open(cipher, mac, &span, esn, data)
+                }
             }
-            Keyed::Integrity { cipher, mac } if seal => integrity::esp_seal(
-                cipher.as_deref(),
-                mac.as_ref(),
-                &span,
-                esn,
-                buf.as_mut_slice(),
-            ),
-            Keyed::Integrity { cipher, mac } => integrity::esp_open(
-                cipher.as_deref(),
-                mac.as_ref(),
-                &span,
-                esn,
-                buf.as_mut_slice(),
-            ),
         }
     }
 }

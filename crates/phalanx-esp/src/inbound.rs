@@ -18,7 +18,7 @@ use phalanx_wire::udp::{UdpPacket, HEADER_LEN as UDP_HEADER_LEN};
 use phalanx_wire::{Error as WireError, IpProtocol, Ipv4Packet, Ipv6Packet};
 
 use crate::drop::{DropReason, Verdict};
-use crate::ip::{self, Family, FamilyExt};
+use crate::ip::{self, fixed_v4, Family, FamilyExt};
 use crate::{ah, esp};
 use phalanx_wire::ipv6::HEADER_LEN as IPV6_HEADER_LEN;
 
@@ -42,6 +42,44 @@ pub(crate) struct Outer {
     pub(crate) len: usize,
 }
 
+/// What `finish` needs of the outer header. Kept small: a pending moves
+/// with every packet, into the caller's array and back out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// Outer IP version.
+    pub(crate) family: Family,
+    /// Outer TOS / Traffic Class, for ECN decapsulation (RFC 6040).
+    pub(crate) tos: u8,
+    /// [`Outer::front`]; packets are shorter than 2^32 bytes.
+    front: u32,
+    /// [`Outer::next_header_offset`].
+    next_header_offset: u32,
+}
+
+impl Kept {
+    /// What `finish` needs of `outer`.
+    pub(crate) fn of(outer: &Outer) -> Kept {
+        Kept {
+            family: outer.family,
+            tos: outer.tos,
+            // Both lie inside a packet whose length came from a 16-bit
+            // IP length field.
+            front: outer.front as u32,
+            next_header_offset: outer.next_header_offset as u32,
+        }
+    }
+
+    /// Bytes of IP header (with IPv6 extension headers) in front.
+    pub(crate) fn front(&self) -> usize {
+        self.front as usize
+    }
+
+    /// Offset of the octet that named the IPsec protocol.
+    pub(crate) fn next_header_offset(&self) -> usize {
+        self.next_header_offset as usize
+    }
+}
+
 /// State of one inbound packet between `prepare_inbound` and
 /// `finish_inbound`. Frames keep their ops in order, so callers keep the
 /// pendings in a parallel array.
@@ -53,8 +91,8 @@ pub struct InboundPending {
     pub(crate) seq: u64,
     /// ESP or AH.
     pub(crate) protocol: PendingProtocol,
-    /// The outer header.
-    pub(crate) outer: Outer,
+    /// What is left to know of the outer header.
+    pub(crate) outer: Kept,
 }
 
 /// Which protocol a pending packet is in, with its protocol-specific state.
@@ -65,12 +103,18 @@ pub(crate) enum PendingProtocol {
     /// AH (RFC 4302), with the bytes of saved mutable fields behind the
     /// packet and the AH header length.
     Ah {
-        /// Bytes of mutable fields saved behind the packet.
-        saved: usize,
-        /// Length of the AH header (ICV and padding included).
-        header_len: usize,
+        /// Bytes of mutable fields saved behind the packet (the IP
+        /// header: below 2^32).
+        saved: u32,
+        /// Length of the AH header, ICV and padding included (at most
+        /// 1024 bytes, RFC 4302 §2.2).
+        header_len: u32,
     },
 }
+
+// A pending travels with every packet (into the caller's array and back):
+// keep it small, 40 bytes on 64-bit targets.
+const _: () = assert!(core::mem::size_of::<InboundPending>() <= 48);
 
 impl InboundPending {
     /// The SA the packet belongs to.
@@ -136,6 +180,7 @@ pub fn finish_inbound_with_events(
     match pending.protocol {
         PendingProtocol::Esp => esp::inbound::finish(&pending, op, soft_expired),
         PendingProtocol::Ah { saved, header_len } => {
+            let (saved, header_len) = (saved as usize, header_len as usize);
             ah::inbound::finish(&pending, saved, header_len, op, soft_expired)
         }
     }
@@ -162,10 +207,16 @@ pub(crate) fn parse_outer(packet: &[u8]) -> Result<Outer, DropReason> {
 }
 
 fn parse_outer_v4(packet: &[u8]) -> Result<Outer, DropReason> {
-    let ip = Ipv4Packet::new_checked(packet).map_err(outer_reason)?;
-    if !ip.verify_checksum() {
+    let front = Ipv4Packet::new_checked(packet)
+        .map_err(outer_reason)?
+        .header_len();
+    if !fixed_v4::checksum_ok(packet, front) {
         return Err(DropReason::MalformedHeader);
     }
+    // new_checked saw at least the fixed header; through a view over it
+    // the field offsets are checked at compile time.
+    let fixed = fixed_v4::header(packet).ok_or(DropReason::Truncated)?;
+    let ip = Ipv4Packet::new_unchecked(&fixed[..]);
     if ip.is_fragment() {
         return Err(DropReason::Fragment);
     }
@@ -173,7 +224,7 @@ fn parse_outer_v4(packet: &[u8]) -> Result<Outer, DropReason> {
         family: Family::V4,
         dst: IpAddr::V4(ip.dst_addr()),
         tos: ip.dscp_ecn(),
-        front: ip.header_len(),
+        front,
         next_header_offset: 9,
         protocol: ip.protocol(),
         len: usize::from(ip.total_len()),
@@ -245,11 +296,8 @@ pub(crate) fn take_inner(
     family: Family,
     outer_tos: u8,
 ) -> Result<(), DropReason> {
-    let inner = ip::received_inner(buf.as_slice()).ok_or(DropReason::InnerMalformed)?;
-    if inner.family != family {
-        return Err(DropReason::InnerMalformed);
-    }
-    buf.truncate(inner.len);
+    let len = ip::received_len(buf.as_slice(), family).ok_or(DropReason::InnerMalformed)?;
+    buf.truncate(len);
     if !ip::propagate_ecn(buf.as_mut_slice(), outer_tos) {
         return Err(DropReason::EcnNotEct);
     }

@@ -6,13 +6,15 @@
 use core::net::IpAddr;
 
 use phalanx_wire::ipv6::{ipsec_insertion_point, upper_layer};
-use phalanx_wire::{ip_version, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr};
+use phalanx_wire::{ip_version, IpProtocol, Ipv4Packet, Ipv6Packet, Ipv6Repr};
 
 use crate::drop::DropReason;
 use phalanx_wire::ipv4::HEADER_LEN as IPV4_HEADER_LEN;
 use phalanx_wire::ipv6::HEADER_LEN as IPV6_HEADER_LEN;
 
 use crate::limits::{MAX_IP_LEN, OUTER_TTL};
+
+pub(crate) mod fixed_v4;
 
 /// IP version: `phalanx_wire`'s, with what ESP and AH need to know about it.
 pub(crate) use phalanx_wire::IpVersion as Family;
@@ -71,20 +73,27 @@ pub(crate) struct InnerHeader {
     pub(crate) len: usize,
 }
 
+/// What tunnel mode reads from an IPv4 packet, and its header length.
+/// The packet is checked by `Ipv4Packet::new_checked`; the fields are then
+/// read through a view over the fixed header, whose offsets the compiler
+/// checks once.
+fn inner_v4(packet: &[u8]) -> Option<(InnerHeader, usize)> {
+    let header_len = Ipv4Packet::new_checked(packet).ok()?.header_len();
+    let ip = Ipv4Packet::new_unchecked(&fixed_v4::header(packet)?[..]);
+    let inner = InnerHeader {
+        family: Family::V4,
+        tos: ip.dscp_ecn(),
+        dont_frag: ip.dont_frag(),
+        len: usize::from(ip.total_len()),
+    };
+    Some((inner, header_len))
+}
+
 /// Reads the inner packet of tunnel mode. `None` when it is not a whole,
 /// consistent IPv4 or IPv6 packet.
 pub(crate) fn inner_header(packet: &[u8]) -> Option<InnerHeader> {
     match Family::of(packet)? {
-        Family::V4 => {
-            let ip = Ipv4Packet::new_checked(packet).ok()?;
-            let len = usize::from(ip.total_len());
-            Some(InnerHeader {
-                family: Family::V4,
-                tos: ip.dscp_ecn(),
-                dont_frag: ip.dont_frag(),
-                len,
-            })
-        }
+        Family::V4 => inner_v4(packet).map(|(inner, _)| inner),
         Family::V6 => {
             let ip = Ipv6Packet::new_checked(packet).ok()?;
             let len = IPV6_HEADER_LEN + usize::from(ip.payload_len());
@@ -98,25 +107,22 @@ pub(crate) fn inner_header(packet: &[u8]) -> Option<InnerHeader> {
     }
 }
 
-/// Reads a decapsulated tunnel-mode packet: [`inner_header`], and for
-/// IPv4 a header checksum that verifies (the peer authenticated the
-/// packet, but a corrupt header would still be forwarded).
-pub(crate) fn received_inner(packet: &[u8]) -> Option<InnerHeader> {
-    match Family::of(packet)? {
+/// The length, by its own length field, of a decapsulated tunnel-mode
+/// packet that must be of `family`; `None` unless it is a whole,
+/// consistent packet of that family ([`inner_header`]) and, for IPv4, its
+/// header checksum verifies (the peer authenticated the packet, but a
+/// corrupt header would still be forwarded).
+#[inline]
+pub(crate) fn received_len(packet: &[u8], family: Family) -> Option<usize> {
+    if Family::of(packet)? != family {
+        return None;
+    }
+    match family {
         Family::V4 => {
-            let ip = Ipv4Packet::new_checked(packet).ok()?;
-            if !ip.verify_checksum() {
-                return None;
-            }
-            let len = usize::from(ip.total_len());
-            Some(InnerHeader {
-                family: Family::V4,
-                tos: ip.dscp_ecn(),
-                dont_frag: ip.dont_frag(),
-                len,
-            })
+            let (inner, header_len) = inner_v4(packet)?;
+            fixed_v4::checksum_ok(packet, header_len).then_some(inner.len)
         }
-        Family::V6 => inner_header(packet),
+        Family::V6 => inner_header(packet).map(|inner| inner.len),
     }
 }
 
@@ -154,17 +160,20 @@ impl OuterHeader {
     pub(crate) fn emit(&self, out: &mut [u8], payload_len: usize) {
         match (self.src, self.dst) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => {
-                let repr = Ipv4Repr {
+                let Some(out) = out.first_chunk_mut::<IPV4_HEADER_LEN>() else {
+                    return;
+                };
+                let fields = fixed_v4::Fields {
                     src,
                     dst,
                     protocol: self.protocol,
-                    payload_len,
-                    ttl: OUTER_TTL,
-                    dscp_ecn: self.tos,
-                    ident: self.ident,
+                    tos: self.tos,
                     dont_frag: self.dont_frag,
+                    ident: self.ident,
+                    ttl: OUTER_TTL,
+                    total_len: u16::try_from(IPV4_HEADER_LEN + payload_len).unwrap_or(u16::MAX),
                 };
-                repr.emit(&mut Ipv4Packet::new_unchecked(out));
+                fixed_v4::emit(out, &fields);
             }
             (IpAddr::V6(src), IpAddr::V6(dst)) => {
                 let repr = Ipv6Repr {
@@ -283,6 +292,7 @@ pub(crate) fn finish_splice(
 /// RFC 6040 §4.2 decapsulation (normal mode): an outer CE mark is carried
 /// to an ECN-capable inner header. Returns false when the outer is CE and
 /// the inner is Not-ECT, which RFC 6040 says to drop. Fixes the IPv4 checksum when it changes.
+#[inline]
 pub(crate) fn propagate_ecn(inner: &mut [u8], outer_tos: u8) -> bool {
     const ECN_MASK: u8 = 0b11;
     const CE: u8 = 0b11;
@@ -319,6 +329,7 @@ pub(crate) fn propagate_ecn(inner: &mut [u8], outer_tos: u8) -> bool {
 mod tests {
     use super::*;
     use core::net::{Ipv4Addr, Ipv6Addr};
+    use phalanx_wire::Ipv4Repr;
 
     fn v4(tos: u8, df: bool, payload: usize) -> Vec<u8> {
         let repr = Ipv4Repr {

@@ -205,8 +205,21 @@ impl OutboundSa {
 pub struct InboundSa {
     /// Operator counters.
     pub stats: SaStats,
-    /// Anti-replay window: locked briefly for the pre-check and the commit.
+    /// Anti-replay window: locked briefly for the commit, and for the
+    /// pre-check of a number at or below the highest one committed.
+    ///
+    /// [`replay_commit`](Self::replay_commit) keeps a lock-free copy of
+    /// the window's highest number for [`replay_check`](Self::replay_check);
+    /// code that changes the window through this lock directly (a restore
+    /// at takeover) leaves that copy behind until the next commit or
+    /// locked check. That is safe: the copy only decides which numbers
+    /// skip the lock in the pre-check, and every number is checked again
+    /// under the lock when it is committed.
     pub replay: parking_lot::Mutex<ReplayWindow>,
+    /// The window's highest committed number as of the last commit (or
+    /// locked check): numbers above it pass the pre-check without the
+    /// lock. Shares the window's cache line, which every commit writes.
+    replay_highest: AtomicU64,
     /// Lifetime usage (hot part on its own line).
     pub usage: UsageCounter,
     /// Negotiated parameters (read-only).
@@ -218,7 +231,8 @@ pub struct InboundSa {
 const _: () = {
     assert!(offset_of!(InboundSa, stats) == 0);
     assert!(offset_of!(InboundSa, replay) == 64);
-    assert!(size_of::<parking_lot::Mutex<ReplayWindow>>() <= 64);
+    assert!(size_of::<parking_lot::Mutex<ReplayWindow>>() <= 56);
+    assert!(offset_of!(InboundSa, replay_highest) < 128);
     assert!(offset_of!(InboundSa, usage) == 128);
 };
 
@@ -234,6 +248,7 @@ impl InboundSa {
             ReplayWindow::new(params.replay_window, params.esn).map_err(SaError::ReplayWindow)?;
         Ok(InboundSa {
             stats: SaStats::default(),
+            replay_highest: AtomicU64::new(window.highest()),
             replay: parking_lot::Mutex::new(window),
             usage: UsageCounter::new(params.lifetime, now),
             params,
@@ -248,16 +263,42 @@ impl InboundSa {
 
     /// Anti-replay pre-check before the ICV (RFC 4303 §3.4.3); returns the
     /// full sequence number (ESN high bits inferred, App. A2.2).
+    ///
+    /// Without ESN the lock is skipped where the answer does not depend on
+    /// the bitmap: 0 never passes; with anti-replay disabled every other
+    /// number does; and a number above the highest committed one is new
+    /// (the in-order case, most packets). The answer is then the one the
+    /// window gave at the last commit; a commit racing with this check is
+    /// no different from one that follows it, since
+    /// [`replay_commit`](Self::replay_commit) checks again under the lock.
     #[inline]
     pub fn replay_check(&self, seq_low: u32) -> Result<u64, ReplayError> {
-        self.replay.lock().check(seq_low)
+        if !self.params.esn {
+            if seq_low == 0 {
+                // RFC 4303 §3.3.3: 0 is never sent.
+                return Err(ReplayError::Invalid);
+            }
+            let seq = u64::from(seq_low);
+            let disabled = self.params.replay_window == 0;
+            if disabled || seq > self.replay_highest.load(Ordering::Acquire) {
+                return Ok(seq);
+            }
+        }
+        let window = self.replay.lock();
+        self.replay_highest
+            .store(window.highest(), Ordering::Release);
+        window.check(seq_low)
     }
 
     /// Mark `seq` received after its packet authenticated (RFC 4303
     /// §3.4.3); fails if a packet with that number was committed first.
     #[inline]
     pub fn replay_commit(&self, seq: u64) -> Result<(), ReplayError> {
-        self.replay.lock().commit(seq)
+        let mut window = self.replay.lock();
+        let result = window.commit(seq);
+        self.replay_highest
+            .store(window.highest(), Ordering::Release);
+        result
     }
 
     /// The replay window's state, to hand to another node.
@@ -352,6 +393,91 @@ pub(crate) mod tests {
         assert_eq!(sa.replay_commit(1), Ok(()));
         assert_eq!(sa.replay_check(1), Err(ReplayError::Duplicate));
         assert_eq!(sa.replay_snapshot().highest, 1);
+    }
+
+    /// The lock-free pre-check answers what the window itself answers, in
+    /// every state a run of commits leaves it in (windows 0 and 64, no ESN).
+    #[test]
+    fn lock_free_pre_check_agrees_with_the_window() {
+        for window in [0, 64] {
+            let mut p = params(4, SaMode::Transport);
+            p.esn = false;
+            p.replay_window = window;
+            let sa = InboundSa::new(p, transform(), Instant::now()).expect("valid");
+            let mut x = 12345u32;
+            for _ in 0..4000 {
+                // A small LCG: numbers around the right edge, some far back.
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let highest = sa.replay_snapshot().highest as u32;
+                let seq = if (x >> 8) % 4 == 0 {
+                    highest.saturating_sub((x >> 10) % 96)
+                } else {
+                    highest + (x >> 16) % 8
+                };
+                let expected = sa.replay.lock().check(seq);
+                assert_eq!(sa.replay_check(seq), expected, "window {window} seq {seq}");
+                if x % 3 != 0 {
+                    if let Ok(full) = expected {
+                        assert_eq!(sa.replay_commit(full), Ok(()));
+                    }
+                }
+            }
+            assert!(
+                sa.replay_snapshot().highest > 1000,
+                "the run moved the window"
+            );
+        }
+    }
+
+    /// Numbers above the highest committed one (and any number but 0 with
+    /// anti-replay off) are pre-checked without taking the window's lock.
+    #[test]
+    fn in_order_pre_check_does_not_wait_for_the_lock() {
+        for window in [0, 64] {
+            let mut p = params(5, SaMode::Transport);
+            p.esn = false;
+            p.replay_window = window;
+            let sa = Arc::new(InboundSa::new(p, transform(), Instant::now()).expect("valid"));
+            sa.replay_commit(10).expect("new");
+            let held = sa.replay.lock();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let checker = Arc::clone(&sa);
+            std::thread::spawn(move || {
+                let _ = tx.send((checker.replay_check(11), checker.replay_check(0)));
+            });
+            let got = rx.recv_timeout(core::time::Duration::from_secs(10));
+            assert_eq!(
+                got,
+                Ok((Ok(11), Err(ReplayError::Invalid))),
+                "window {window}"
+            );
+            drop(held);
+            // At or below the right edge the bitmap decides, under the lock.
+            let expected = if window == 0 {
+                Ok(10)
+            } else {
+                Err(ReplayError::Duplicate)
+            };
+            assert_eq!(sa.replay_check(10), expected);
+        }
+    }
+
+    /// A window replaced through the lock (a restore) is honoured: the
+    /// pre-check may let a stale number through, the commit refuses it.
+    #[test]
+    fn window_replaced_behind_the_hint_is_still_enforced() {
+        let mut p = params(6, SaMode::Transport);
+        p.esn = false;
+        p.replay_window = 64;
+        let sa = InboundSa::new(p, transform(), Instant::now()).expect("valid");
+        sa.replay_commit(5).expect("new");
+        let mut restored = ReplayWindow::new(64, false).expect("valid");
+        restored.commit(100).expect("new");
+        *sa.replay.lock() = restored;
+        assert_eq!(sa.replay_check(100), Ok(100), "hint still at 5");
+        assert_eq!(sa.replay_commit(100), Err(ReplayError::Duplicate));
+        assert_eq!(sa.replay_check(100), Err(ReplayError::Duplicate));
+        assert_eq!(sa.replay_check(20), Err(ReplayError::TooOld));
     }
 
     #[test]

@@ -101,7 +101,18 @@ impl<K: Eq + Hash + Clone, V> RcuMap<K, V> {
 /// with the protocol, is enough to find the SA; the destination is checked
 /// for tunnel-mode SAs).
 pub struct Sad {
-    map: RcuMap<(u32, IpsecProtocol), InboundSa>,
+    map: RcuMap<u64, InboundSa>,
+}
+
+/// The map key of (SPI, protocol): one word, hashed with one
+/// multiplication and compared with one instruction on every lookup.
+#[inline]
+fn sad_key(spi: u32, protocol: IpsecProtocol) -> u64 {
+    let protocol = match protocol {
+        IpsecProtocol::Esp => 0,
+        IpsecProtocol::Ah => 1,
+    };
+    u64::from(spi) | protocol << 32
 }
 
 impl Sad {
@@ -115,23 +126,25 @@ impl Sad {
     #[inline]
     pub fn lookup(&self, spi: u32, protocol: IpsecProtocol, dst: IpAddr) -> Option<Arc<InboundSa>> {
         self.map
-            .get(&(spi, protocol))
+            .get(&sad_key(spi, protocol))
             .filter(|sa| sa.accepts_destination(dst))
     }
 
     /// The SA installed under (SPI, protocol), whatever its destination.
+    #[inline]
     pub fn get(&self, spi: u32, protocol: IpsecProtocol) -> Option<Arc<InboundSa>> {
-        self.map.get(&(spi, protocol))
+        self.map.get(&sad_key(spi, protocol))
     }
 
     /// Install an SA; fails if its (SPI, protocol) is taken.
     pub fn insert(&self, sa: Arc<InboundSa>) -> Result<(), SadError> {
-        self.map.insert((sa.params.spi, sa.params.protocol), sa)
+        self.map
+            .insert(sad_key(sa.params.spi, sa.params.protocol), sa)
     }
 
     /// Remove and return the SA under (SPI, protocol).
     pub fn remove(&self, spi: u32, protocol: IpsecProtocol) -> Option<Arc<InboundSa>> {
-        self.map.remove(&(spi, protocol))
+        self.map.remove(&sad_key(spi, protocol))
     }
 
     /// Number of SAs.

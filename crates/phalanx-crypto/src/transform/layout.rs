@@ -6,6 +6,33 @@ use super::suite::{Suite, AES_BLOCK_LEN};
 use crate::engine::OpLayout;
 use phalanx_wire::EncrId;
 
+/// The sizes of a suite that layout validation needs, computed once per
+/// SA: [`Suite`]'s accessors match on the transform ids, which the data
+/// path would otherwise repeat for every packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Sizes {
+    /// Bytes of explicit IV ([`Suite::iv_len`]).
+    pub(super) iv: usize,
+    /// Bytes of ICV ([`Suite::icv_len`]).
+    pub(super) icv: usize,
+    /// Padding alignment ([`Suite::block_size`]).
+    pub(super) block: usize,
+    /// AES-CBC: the ciphertext must be whole blocks (RFC 3602 §2.4).
+    pub(super) cbc: bool,
+}
+
+impl Sizes {
+    /// The sizes of `suite`.
+    pub(super) fn of(suite: &Suite) -> Sizes {
+        Sizes {
+            iv: suite.iv_len(),
+            icv: suite.icv_len(),
+            block: suite.block_size(),
+            cbc: suite.encr == EncrId::AES_CBC,
+        }
+    }
+}
+
 /// Length of the ESP header in front of the IV: SPI and Sequence Number
 /// (RFC 4303 §2).
 pub(super) const ESP_HEADER_LEN: usize = 8;
@@ -35,7 +62,7 @@ fn offset(v: u32) -> Option<usize> {
     usize::try_from(v).ok()
 }
 
-fn span(layout: &OpLayout, suite: &Suite) -> Option<Span> {
+fn span(layout: &OpLayout, sizes: &Sizes) -> Option<Span> {
     let icv_start = offset(layout.icv_start)?;
     Some(Span {
         auth_start: offset(layout.auth_start)?,
@@ -43,21 +70,23 @@ fn span(layout: &OpLayout, suite: &Suite) -> Option<Span> {
         payload_start: offset(layout.payload_start)?,
         auth_end: offset(layout.auth_end)?,
         icv_start,
-        icv_end: icv_start.checked_add(suite.icv_len())?,
+        icv_end: icv_start.checked_add(sizes.icv)?,
     })
 }
 
 /// Validates an ESP layout (RFC 4303 §2) for a buffer of `len` data bytes.
-pub(super) fn esp(layout: &OpLayout, suite: &Suite, len: usize) -> Option<Span> {
-    let s = span(layout, suite)?;
+/// (AES-GCM and ChaCha20-Poly1305 check the same inline, see
+/// `combined::seal_or_open`.)
+pub(super) fn esp(layout: &OpLayout, sizes: &Sizes, len: usize) -> Option<Span> {
+    let s = span(layout, sizes)?;
     let header_ok = s.iv_start.checked_sub(s.auth_start) == Some(ESP_HEADER_LEN);
-    let iv_ok = s.payload_start.checked_sub(s.iv_start) == Some(suite.iv_len());
+    let iv_ok = s.payload_start.checked_sub(s.iv_start) == Some(sizes.iv);
     let ordered = s.payload_start <= s.auth_end && s.auth_end == s.icv_start && s.icv_end <= len;
     if !(header_ok && iv_ok && ordered) {
         return None;
     }
     // RFC 3602 §2.4: the ciphertext is a whole number of AES blocks.
-    if suite.encr == EncrId::AES_CBC && (s.auth_end - s.payload_start) % AES_BLOCK_LEN != 0 {
+    if sizes.cbc && (s.auth_end - s.payload_start) % AES_BLOCK_LEN != 0 {
         return None;
     }
     Some(s)
@@ -65,8 +94,8 @@ pub(super) fn esp(layout: &OpLayout, suite: &Suite, len: usize) -> Option<Span> 
 
 /// Validates an AH layout (RFC 4302 §3.3.3): the ICV field lies inside the
 /// authenticated bytes, which lie inside the buffer.
-pub(super) fn ah(layout: &OpLayout, suite: &Suite, len: usize) -> Option<Span> {
-    let s = span(layout, suite)?;
+pub(super) fn ah(layout: &OpLayout, sizes: &Sizes, len: usize) -> Option<Span> {
+    let s = span(layout, sizes)?;
     let ok = s.auth_start <= s.icv_start && s.icv_end <= s.auth_end && s.auth_end <= len;
     ok.then_some(s)
 }
@@ -89,7 +118,7 @@ mod tests {
 
     #[test]
     fn esp_layouts() {
-        let gcm = Suite::esp(EncrId::AES_GCM_16, 128, IntegId::NONE);
+        let gcm = Sizes::of(&Suite::esp(EncrId::AES_GCM_16, 128, IntegId::NONE));
         assert!(esp(&layout(20, 28, 36, 100), &gcm, 116).is_some());
         assert!(
             esp(&layout(20, 28, 36, 100), &gcm, 115).is_none(),
@@ -121,7 +150,11 @@ mod tests {
 
     #[test]
     fn cbc_needs_whole_blocks() {
-        let cbc = Suite::esp(EncrId::AES_CBC, 128, IntegId::HMAC_SHA2_256_128);
+        let cbc = Sizes::of(&Suite::esp(
+            EncrId::AES_CBC,
+            128,
+            IntegId::HMAC_SHA2_256_128,
+        ));
         assert!(esp(&layout(0, 8, 24, 56), &cbc, 72).is_some());
         assert!(esp(&layout(0, 8, 24, 60), &cbc, 76).is_none());
         assert!(
@@ -132,7 +165,7 @@ mod tests {
 
     #[test]
     fn ah_layouts() {
-        let ah = Suite::ah(IntegId::HMAC_SHA2_256_128);
+        let ah = Sizes::of(&Suite::ah(IntegId::HMAC_SHA2_256_128));
         let mut l = OpLayout {
             auth_start: 0,
             auth_end: 80,

@@ -17,7 +17,7 @@ use phalanx_wire::{Error as WireError, IpProtocol};
 
 use super::{mutable, outbound};
 use crate::drop::{DropReason, Verdict};
-use crate::inbound::{self, InboundPending, Outer, PendingProtocol};
+use crate::inbound::{self, InboundPending, Kept, Outer, PendingProtocol};
 use crate::ip::{self, Family};
 use crate::{sa_state, selectors};
 
@@ -56,16 +56,18 @@ pub(crate) fn prepare(
     };
     let mut op = Op::new(OpKind::AhVerify, sa.transform.clone(), layout, packet);
     op.received_icv = received_icv;
+    // Both fit: the IP header and the AH header (at most 1024 bytes)
+    // lie inside a packet of at most 2^16 + 40 bytes.
     let protocol = PendingProtocol::Ah {
-        saved: outer.front,
-        header_len: header.len,
+        saved: outer.front as u32,
+        header_len: header.len as u32,
     };
     Ok((
         InboundPending {
             sa,
             seq,
             protocol,
-            outer,
+            outer: Kept::of(&outer),
         },
         op,
     ))
@@ -169,7 +171,7 @@ fn verify(
     // RFC 4302 §3.4.3: the window moves only after the ICV verified.
     sa.replay_commit(pending.seq)
         .map_err(sa_state::replay_reason)?;
-    let front = pending.outer.front;
+    let front = pending.outer.front();
     let next_header = IpProtocol(*buf.as_slice().get(front).ok_or(DropReason::InvalidLayout)?);
     let payload_start = front + header_len;
     if payload_start > buf.len() {
@@ -195,13 +197,13 @@ fn verify(
 
 /// Transport mode: the IP header moves up over the AH header and names
 /// AH's Next Header; lengths and IPv4 checksum are fixed.
-fn remove_header(buf: &mut PacketBuf, outer: &Outer, header_len: usize, next_header: IpProtocol) {
-    buf.as_mut_slice().copy_within(..outer.front, header_len);
+fn remove_header(buf: &mut PacketBuf, outer: &Kept, header_len: usize, next_header: IpProtocol) {
+    buf.as_mut_slice().copy_within(..outer.front(), header_len);
     buf.trim_front(header_len);
     ip::finish_splice(
         buf.as_mut_slice(),
         outer.family,
-        outer.next_header_offset,
+        outer.next_header_offset(),
         next_header,
     );
 }

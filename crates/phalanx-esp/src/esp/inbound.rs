@@ -4,14 +4,14 @@
 
 use std::time::Instant;
 
-use phalanx_crypto::{Op, OpKind, OpLayout, OpStatus, PacketBuf, Suite};
+use phalanx_crypto::{Op, OpKind, OpLayout, OpStatus, PacketBuf, SaTransform};
 use phalanx_sa::{InboundSa, IpsecProtocol, SaMode, Sad};
 use phalanx_wire::esp::{EspPacket, HEADER_LEN as ESP_HEADER_LEN};
 use phalanx_wire::IpProtocol;
 
 use super::trailer::{self, Trailer};
 use crate::drop::{DropReason, Verdict};
-use crate::inbound::{InboundPending, Outer, PendingProtocol};
+use crate::inbound::{InboundPending, Kept, Outer, PendingProtocol};
 use crate::ip::{self, Family};
 use crate::{sa_state, selectors};
 use phalanx_wire::esp::TRAILER_LEN as ESP_TRAILER_LEN;
@@ -35,7 +35,7 @@ pub(crate) fn prepare(
         sa,
         seq,
         protocol: PendingProtocol::Esp,
-        outer,
+        outer: Kept::of(&outer),
     };
     Ok((pending, op))
 }
@@ -49,14 +49,17 @@ fn lookup_and_check(
     now: Instant,
 ) -> Result<(std::sync::Arc<InboundSa>, u64, OpLayout), DropReason> {
     let esp_bytes = packet.get(esp_at..).unwrap_or_default();
-    let esp = EspPacket::new_checked(esp_bytes).map_err(|_| DropReason::Truncated)?;
+    let header = esp_bytes
+        .first_chunk::<ESP_HEADER_LEN>()
+        .ok_or(DropReason::Truncated)?;
+    // A view over the fixed-size header: field offsets checked at compile time.
+    let esp = EspPacket::new_unchecked(&header[..]);
     let sa = crate::inbound::lookup(sad, esp.spi(), IpsecProtocol::Esp, outer.dst)?;
     if sa.params.encap.is_some() != (esp_at != outer.front) {
         return Err(DropReason::EncapMismatch);
     }
     sa_state::usable_inbound(&sa.usage, now)?;
-    let suite = sa.transform.suite();
-    let layout = layout(&suite, esp_at, packet.len())?;
+    let layout = layout(&sa.transform, esp_at, packet.len())?;
     // RFC 4303 §3.4.3: the replay check comes before the ICV, so replayed
     // packets cost no cryptography.
     let seq = sa
@@ -71,25 +74,27 @@ fn lookup_and_check(
 
 /// Where IV, ciphertext and ICV are, for an ESP packet from `esp_at` to
 /// `end`.
-fn layout(suite: &Suite, esp_at: usize, end: usize) -> Result<OpLayout, DropReason> {
+fn layout(transform: &SaTransform, esp_at: usize, end: usize) -> Result<OpLayout, DropReason> {
     let iv_start = esp_at + ESP_HEADER_LEN;
-    let payload_start = iv_start + suite.iv_len();
+    let payload_start = iv_start + transform.iv_len();
     let icv_start = end
-        .checked_sub(suite.icv_len())
+        .checked_sub(transform.icv_len())
         .filter(|&icv| icv >= payload_start + ESP_TRAILER_LEN)
         .ok_or(DropReason::Truncated)?;
     // RFC 4303 §2.4: the ciphertext is a whole number of cipher blocks
     // (AES-CBC: 16 bytes, RFC 3602 §2.4).
-    if suite.block_size() > 4 && (icv_start - payload_start) % suite.block_size() != 0 {
+    let block = transform.block_size();
+    if block > 4 && (icv_start - payload_start) % block != 0 {
         return Err(DropReason::InvalidLayout);
     }
-    let offset = |at: usize| u32::try_from(at).map_err(|_| DropReason::TooBig);
+    // Every offset is at most `end`: one conversion bounds them all.
+    u32::try_from(end).map_err(|_| DropReason::TooBig)?;
     Ok(OpLayout {
-        auth_start: offset(esp_at)?,
-        iv_start: offset(iv_start)?,
-        payload_start: offset(payload_start)?,
-        auth_end: offset(icv_start)?,
-        icv_start: offset(icv_start)?,
+        auth_start: esp_at as u32,
+        iv_start: iv_start as u32,
+        payload_start: payload_start as u32,
+        auth_end: icv_start as u32,
+        icv_start: icv_start as u32,
         esn_high: None,
     })
 }
@@ -174,20 +179,21 @@ fn rejoin(
     trailer: &Trailer,
 ) -> Result<(), DropReason> {
     let outer = &pending.outer;
+    let front = outer.front();
     let gap = payload_start
-        .checked_sub(outer.front)
+        .checked_sub(front)
         .ok_or(DropReason::InvalidLayout)?;
     if payload_start > buf.len() {
         return Err(DropReason::InvalidLayout);
     }
-    buf.as_mut_slice().copy_within(..outer.front, gap);
+    buf.as_mut_slice().copy_within(..front, gap);
     buf.trim_front(gap);
-    buf.truncate(outer.front + trailer.payload_len);
+    buf.truncate(front + trailer.payload_len);
     let protocol = trailer.next_header;
     ip::finish_splice(
         buf.as_mut_slice(),
         outer.family,
-        outer.next_header_offset,
+        outer.next_header_offset(),
         protocol,
     );
     Ok(())

@@ -201,16 +201,16 @@ fn seal(
     plan: Plan,
     ctx: &mut OutboundContext<'_>,
 ) -> Result<Op, (PacketBuf, DropReason)> {
-    let suite = sa.transform.suite();
+    let transform = &sa.transform;
     let sizes = Sizes {
         udp: if sa.params.encap.is_some() {
             UDP_HEADER_LEN
         } else {
             0
         },
-        iv: suite.iv_len(),
-        pad: trailer::pad_len(plan.payload_len + plan.tfc, suite.block_size()),
-        icv: suite.icv_len(),
+        iv: transform.iv_len(),
+        pad: trailer::pad_len(plan.payload_len + plan.tfc, transform.block_size()),
+        icv: transform.icv_len(),
     };
     if let Err(reason) = check(&packet, &plan, &sizes, ctx) {
         return Err((packet, reason));
@@ -224,9 +224,11 @@ fn seal(
         (true, Family::V6) => Note::esp_udp6(plan.front),
         _ => Note::esp(),
     };
-    let mut op = Op::new(OpKind::EspSeal, sa.transform.clone(), layout, packet);
-    op.user = note.pack();
-    Ok(op)
+    // Built straight into the return value (an op is 120 bytes).
+    Ok(Op {
+        user: note.pack(),
+        ..Op::new(OpKind::EspSeal, sa.transform.clone(), layout, packet)
+    })
 }
 
 /// Everything that can refuse the packet before it is changed.
@@ -326,7 +328,9 @@ fn write_tail(packet: &mut PacketBuf, plan: &Plan, sizes: &Sizes) {
         return;
     };
     let (tfc, rest) = tail.split_at_mut(plan.tfc);
-    tfc.fill(0);
+    if !tfc.is_empty() {
+        tfc.fill(0);
+    }
     trailer::write(&mut rest[..sizes.pad + ESP_TRAILER_LEN], plan.next_header);
 }
 
