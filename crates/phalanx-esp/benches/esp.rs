@@ -20,94 +20,30 @@
 //! skipped.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod fixture;
+
+use fixture::{
+    aad, bare_key, buffers, esp_template, inner_packet, nonce, run_inline, sender, BATCH, HEADROOM,
+};
+
 use std::time::Instant;
 
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM};
+use aws_lc_rs::aead::Aad;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use phalanx_crypto::{Engine, Frame, InlineEngine, PacketBuf, SaTransform, Suite};
+use phalanx_crypto::{Frame, InlineEngine};
 use phalanx_esp::{
     finish_inbound, finish_outbound, prepare_inbound, prepare_outbound, IvSource, OutboundContext,
     Verdict,
 };
-use phalanx_sa::{InboundSa, IpsecProtocol, OutboundSa, SaMode, SaParams, Sad};
-use phalanx_wire::{EncrId, IntegId, IpProtocol, Ipv4Packet, Ipv4Repr};
 
 const SIZES: [usize; 4] = [64, 512, 1420, 8192];
-const HEADROOM: usize = 128;
-const KEY: [u8; 20] = [0x42; 20];
-
-fn suite() -> Suite {
-    Suite::esp(EncrId::AES_GCM_16, 128, IntegId::NONE)
-}
-
-fn transform() -> Arc<SaTransform> {
-    let t = SaTransform::new(phalanx_crypto::default_provider(), suite(), &KEY, &[]);
-    Arc::new(t.expect("AES-128-GCM key"))
-}
-
-fn params(local: [u8; 4], remote: [u8; 4], replay_window: u32) -> SaParams {
-    SaParams {
-        spi: 0x1000,
-        protocol: IpsecProtocol::Esp,
-        mode: SaMode::Tunnel {
-            local: local.into(),
-            remote: remote.into(),
-        },
-        encap: None,
-        esn: false,
-        replay_window,
-        lifetime: Default::default(),
-        selectors: Vec::new(),
-        tfc_pad_to: None,
-    }
-}
-
-/// An IPv4 packet of exactly `size` bytes.
-fn inner_packet(size: usize) -> Vec<u8> {
-    let repr = Ipv4Repr {
-        src: [10, 0, 0, 1].into(),
-        dst: [10, 1, 0, 1].into(),
-        protocol: IpProtocol::UDP,
-        payload_len: size - 20,
-        ttl: 64,
-        dscp_ecn: 0,
-        ident: 7,
-        dont_frag: true,
-    };
-    let mut buf = vec![0xa5; size];
-    repr.emit(&mut Ipv4Packet::new_unchecked(&mut buf[..]));
-    buf
-}
-
-/// Packets per iteration: one crypto frame, as the data path submits them
-/// (frames hold up to 64 ops; 32 keeps 32 × 8192 bytes of buffers in L2).
-const BATCH: usize = 32;
-
-/// Runs a frame through the inline engine and hands the frame back.
-fn run_inline(engine: &mut InlineEngine, frame: Frame) -> Frame {
-    engine.submit(frame).expect("inline engine never refuses");
-    engine
-        .poll_completed()
-        .expect("inline engine completes at once")
-}
-
-fn buffers(capacity: usize) -> Vec<Option<PacketBuf>> {
-    (0..BATCH)
-        .map(|_| Some(PacketBuf::with_capacity(capacity, HEADROOM)))
-        .collect()
-}
 
 fn encrypt(c: &mut Criterion) {
     let mut group = c.benchmark_group("encrypt");
     for size in SIZES {
         let template = inner_packet(size);
         group.throughput(Throughput::Bytes((BATCH * size) as u64));
-        let sa = OutboundSa::new(
-            params([192, 0, 2, 1], [192, 0, 2, 2], 0),
-            transform(),
-            Instant::now(),
-        );
+        let sa = sender();
         group.bench_function(BenchmarkId::new("esp", size), |b| {
             let mut engine = InlineEngine::new();
             let mut frame = Some(Frame::new());
@@ -131,7 +67,7 @@ fn encrypt(c: &mut Criterion) {
                 frame = Some(f);
             });
         });
-        let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &KEY[..16]).expect("key"));
+        let key = bare_key();
         group.bench_function(BenchmarkId::new("bare", size), |b| {
             let mut bufs = vec![vec![0u8; size]; BATCH];
             let mut seq = 0u64;
@@ -146,37 +82,6 @@ fn encrypt(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-fn nonce(seq: u64) -> Nonce {
-    let mut n = [0u8; 12];
-    n[..4].copy_from_slice(&KEY[16..]);
-    n[4..].copy_from_slice(&seq.to_be_bytes());
-    Nonce::assume_unique_for_key(n)
-}
-
-fn aad(seq: u64) -> [u8; 8] {
-    let mut a = [0u8; 8];
-    a[..4].copy_from_slice(&0x1000u32.to_be_bytes());
-    a[4..].copy_from_slice(&(seq as u32).to_be_bytes());
-    a
-}
-
-/// The ESP packet of `inner` from a fresh sender, and a SAD that takes it.
-fn esp_template(inner: &[u8]) -> (Vec<u8>, Sad) {
-    let now = Instant::now();
-    let sender = OutboundSa::new(params([192, 0, 2, 1], [192, 0, 2, 2], 0), transform(), now);
-    let mut ctx = OutboundContext::new(now, IvSource::Sequence);
-    let buf = PacketBuf::from_slice(inner, HEADROOM, 128);
-    let mut op = prepare_outbound(&sender, buf, &mut ctx).expect("prepare_outbound");
-    op.execute();
-    let (outer, verdict) = finish_outbound(op);
-    assert_eq!(verdict, Verdict::Forward);
-    let receiver = InboundSa::new(params([192, 0, 2, 2], [192, 0, 2, 1], 0), transform(), now);
-    let sad = Sad::new();
-    sad.insert(Arc::new(receiver.expect("valid")))
-        .expect("fresh SAD");
-    (outer.to_vec(), sad)
 }
 
 fn decrypt(c: &mut Criterion) {
@@ -212,7 +117,7 @@ fn decrypt(c: &mut Criterion) {
                 frame = Some(f);
             });
         });
-        let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &KEY[..16]).expect("key"));
+        let key = bare_key();
         let mut sealed = inner.clone();
         let tag = key
             .seal_in_place_separate_tag(nonce(1), Aad::from(aad(1)), &mut sealed)

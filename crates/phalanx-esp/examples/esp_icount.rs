@@ -24,101 +24,30 @@
 //! and the ratio bare / ESP.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../benches/fixture/mod.rs"]
+mod fixture;
+
+use fixture::{
+    aad, bare_key, buffers, esp_template, inner_packet, nonce, run_inline, sender, BATCH, HEADROOM,
+};
+
 use std::hint::black_box;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM};
-use phalanx_crypto::{Engine, Frame, InlineEngine, PacketBuf, SaTransform, Suite};
+use aws_lc_rs::aead::{Aad, LessSafeKey};
+use phalanx_crypto::{Frame, InlineEngine, PacketBuf};
 use phalanx_esp::{
     finish_inbound, finish_outbound, prepare_inbound, prepare_outbound, InboundPending, IvSource,
     OutboundContext, Verdict,
 };
-use phalanx_sa::{InboundSa, IpsecProtocol, OutboundSa, SaMode, SaParams, Sad};
-use phalanx_wire::{EncrId, IntegId, IpProtocol, Ipv4Packet, Ipv4Repr};
-
-/// Packets per frame, as in the benchmark.
-const BATCH: usize = 32;
-const HEADROOM: usize = 128;
-const KEY: [u8; 20] = [0x42; 20];
-
-fn transform() -> Arc<SaTransform> {
-    let suite = Suite::esp(EncrId::AES_GCM_16, 128, IntegId::NONE);
-    let t = SaTransform::new(phalanx_crypto::default_provider(), suite, &KEY, &[]);
-    Arc::new(t.expect("AES-128-GCM key"))
-}
-
-fn params(local: [u8; 4], remote: [u8; 4]) -> SaParams {
-    SaParams {
-        spi: 0x1000,
-        protocol: IpsecProtocol::Esp,
-        mode: SaMode::Tunnel {
-            local: local.into(),
-            remote: remote.into(),
-        },
-        encap: None,
-        esn: false,
-        replay_window: 0,
-        lifetime: Default::default(),
-        selectors: Vec::new(),
-        tfc_pad_to: None,
-    }
-}
-
-/// An IPv4 packet of exactly `size` bytes (the benchmark's template).
-fn inner_packet(size: usize) -> Vec<u8> {
-    let repr = Ipv4Repr {
-        src: [10, 0, 0, 1].into(),
-        dst: [10, 1, 0, 1].into(),
-        protocol: IpProtocol::UDP,
-        payload_len: size - 20,
-        ttl: 64,
-        dscp_ecn: 0,
-        ident: 7,
-        dont_frag: true,
-    };
-    let mut buf = vec![0xa5; size];
-    repr.emit(&mut Ipv4Packet::new_unchecked(&mut buf[..]));
-    buf
-}
-
-fn buffers(capacity: usize) -> Vec<Option<PacketBuf>> {
-    (0..BATCH)
-        .map(|_| Some(PacketBuf::with_capacity(capacity, HEADROOM)))
-        .collect()
-}
-
-fn run_inline(engine: &mut InlineEngine, frame: Frame) -> Frame {
-    engine.submit(frame).expect("inline engine never refuses");
-    engine
-        .poll_completed()
-        .expect("inline engine completes at once")
-}
+use phalanx_sa::{OutboundSa, Sad};
 
 /// Frame sizes for `n` packets: full frames of [`BATCH`], then the rest.
 fn frames(n: usize) -> impl Iterator<Item = usize> {
     let full = n / BATCH;
     let rest = n % BATCH;
     std::iter::repeat_n(BATCH, full).chain((rest > 0).then_some(rest))
-}
-
-fn nonce(seq: u64) -> Nonce {
-    let mut n = [0u8; 12];
-    n[..4].copy_from_slice(&KEY[16..]);
-    n[4..].copy_from_slice(&seq.to_be_bytes());
-    Nonce::assume_unique_for_key(n)
-}
-
-fn aad(seq: u64) -> [u8; 8] {
-    let mut a = [0u8; 8];
-    a[..4].copy_from_slice(&0x1000u32.to_be_bytes());
-    a[4..].copy_from_slice(&(seq as u32).to_be_bytes());
-    a
-}
-
-fn bare_key() -> LessSafeKey {
-    LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &KEY[..16]).expect("key"))
 }
 
 /// One of the four per-packet workloads, run a frame at a time.
@@ -140,11 +69,7 @@ struct EspEncrypt {
 
 impl EspEncrypt {
     fn new(size: usize) -> Self {
-        let sa = OutboundSa::new(
-            params([192, 0, 2, 1], [192, 0, 2, 2]),
-            transform(),
-            Instant::now(),
-        );
+        let sa = sender();
         EspEncrypt {
             template: inner_packet(size),
             sa,
@@ -208,23 +133,6 @@ impl Workload for BareEncrypt {
             let _ = black_box(tag.expect("seal"));
         }
     }
-}
-
-/// The ESP packet of `inner` from a fresh sender, and a SAD that takes it.
-fn esp_template(inner: &[u8]) -> (Vec<u8>, Sad) {
-    let now = Instant::now();
-    let sender = OutboundSa::new(params([192, 0, 2, 1], [192, 0, 2, 2]), transform(), now);
-    let mut ctx = OutboundContext::new(now, IvSource::Sequence);
-    let buf = PacketBuf::from_slice(inner, HEADROOM, 128);
-    let mut op = prepare_outbound(&sender, buf, &mut ctx).expect("prepare_outbound");
-    op.execute();
-    let (outer, verdict) = finish_outbound(op);
-    assert_eq!(verdict, Verdict::Forward);
-    let receiver = InboundSa::new(params([192, 0, 2, 2], [192, 0, 2, 1]), transform(), now);
-    let sad = Sad::new();
-    sad.insert(Arc::new(receiver.expect("valid")))
-        .expect("fresh SAD");
-    (outer.to_vec(), sad)
 }
 
 /// `esp-decrypt`: reset a buffer from the ESP packet, `prepare_inbound` →
