@@ -1,0 +1,13 @@
+//! IKEv2 (RFC 7296), sans-IO.
+//!
+//! Contract: nothing here reads the clock, touches a socket, spawns a thread
+//! or draws randomness that was not handed in. Time comes in as an argument to
+//! every `handle_*` call; datagrams, timers and SA events come out through
+//! `poll_transmit`, `poll_timeout` and `poll_event`. Nothing a peer sends can
+//! panic this crate: every malformed or unexpected message maps to a counted
+//! error and, where RFC 7296 says so, a Notify.
+#![forbid(unsafe_code)]
+// STYLE.md: `unwrap()` is fine in tests.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod auth;
