@@ -16,6 +16,12 @@ use std::vec;
 
 use crate::ah::{self, AhPacket, AhRepr};
 use crate::esp::{self, EspPacket, EspRepr};
+use crate::ike::iana::PayloadType;
+use crate::ike::limits::HEADER_LEN as IKE_HEADER_LEN;
+use crate::ike::{
+    self, emit_payloads, parse_payloads, IkeHeader, IkeHeaderRepr, MessageRepr, Payload,
+    PayloadIter,
+};
 use crate::ip::{flow_of, ip_version, IpVersion};
 use crate::ipv4::{Ipv4Packet, Ipv4Repr};
 use crate::ipv6::{self, Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Options, Ipv6Packet, Ipv6Repr};
@@ -218,4 +224,61 @@ pub fn flow(data: &[u8]) {
     }
     ipv4(data);
     ipv6(data);
+}
+
+/// IKEv2: the non-ESP marker, the header view and representation, the
+/// payload walk, and a `MessageRepr` round trip; then the same octets as a
+/// decrypted SK plaintext (first octet: the first payload's type) through
+/// `parse_payloads` → `emit_payloads` → `parse_payloads`.
+pub fn ike_message(data: &[u8]) {
+    if let Some(inner) = ike::strip_non_esp_marker(data) {
+        assert_eq!(inner.len() + 4, data.len());
+    }
+    if let Ok(h) = IkeHeader::new_checked(data) {
+        ike_header(&h);
+    }
+    if let Ok(message) = MessageRepr::parse(data) {
+        // A parsed message always fits its fields again.
+        let out = message.emit_to_vec().unwrap();
+        assert_eq!(out.len(), message.buffer_len());
+        assert_eq!(MessageRepr::parse(&out).unwrap(), message);
+    }
+    if let Some((&first, chain)) = data.split_first() {
+        if let Ok(payloads) = parse_payloads(PayloadType(first), chain) {
+            let (first_out, out) = emit_payloads(&payloads).unwrap();
+            assert_eq!(parse_payloads(first_out, &out).unwrap(), payloads);
+        }
+    }
+}
+
+/// Every header accessor, the header representation, and the payload walk.
+fn ike_header(h: &IkeHeader<&[u8]>) {
+    let _ = (h.initiator_spi(), h.responder_spi(), h.next_payload());
+    let _ = (h.major_version(), h.minor_version(), h.exchange_type());
+    let _ = (h.flags(), h.initiator(), h.version_flag(), h.response());
+    let _ = (h.message_id(), h.check_version());
+    let chain_len = h.payload_chain().len();
+    assert_eq!(chain_len + IKE_HEADER_LEN, h.length() as usize);
+    ike_walk(h.payloads(), chain_len);
+    if let Ok(repr) = IkeHeaderRepr::parse(h) {
+        let mut out = [0u8; IKE_HEADER_LEN];
+        repr.emit(&mut IkeHeader::new_unchecked(&mut out[..]));
+        let again = IkeHeader::new_unchecked(&out[..]);
+        assert_eq!((again.length(), again.major_version()), (repr.length, 2));
+        assert_eq!(again.initiator_spi(), repr.initiator_spi);
+    }
+}
+
+/// Walks a chain: offsets grow, bodies stay inside it, each body is parsed.
+fn ike_walk(walk: PayloadIter<'_>, chain_len: usize) {
+    let mut end = 0;
+    for raw in walk {
+        let Ok(raw) = raw else { break };
+        assert_eq!(raw.offset, end);
+        end = raw.offset + 4 + raw.body.len();
+        assert!(end <= chain_len);
+        if let Ok(payload) = Payload::parse(&raw) {
+            assert_eq!(payload.body_len(), raw.body.len());
+        }
+    }
 }

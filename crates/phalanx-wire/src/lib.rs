@@ -3,10 +3,12 @@
 //! Contract: every view is constructed through `new_checked`, which verifies
 //! that all fixed fields and all length fields lie inside the buffer; after
 //! that, accessors never panic. No function in this crate panics on any
-//! received input, allocates, or performs I/O. The only documented panics are
-//! programming errors on the building side: fixed-field accessors of a view
-//! made with `new_unchecked` over a buffer shorter than the fixed header, and
-//! `emit` into such a buffer. Accessors are named after the RFC fields.
+//! received input or performs I/O, and none allocates except the IKEv2
+//! message codec in [`ike`] (control plane, `alloc::vec::Vec`). The only
+//! documented panics are programming errors on the building side:
+//! fixed-field accessors of a view made with `new_unchecked` over a buffer
+//! shorter than the fixed header, and `emit` into such a buffer. Accessors
+//! are named after the RFC fields.
 //! Unknown IANA values are data ([`iana`]). The crate is `no_std`; the
 //! `fuzzing` feature adds `phalanx_wire::fuzzing`, the (allocating)
 //! harnesses behind the targets in `fuzz/`.
@@ -22,6 +24,10 @@
 // STYLE.md: `unwrap()` is fine in tests, where a panic is the failure report.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+// The IKEv2 codec (`ike`) is control plane and builds `Vec`s; nothing on the
+// packet path allocates.
+extern crate alloc;
+
 mod field;
 
 pub mod ah;
@@ -30,7 +36,9 @@ pub mod error;
 pub mod esp;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+#[macro_use]
 pub mod iana;
+pub mod ike;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
