@@ -6,6 +6,7 @@
 //! the CBC keys live in aws-lc-rs's `SymmetricCipherKey`, which zeroizes
 //! them in its `Drop`. No raw key bytes are kept on the Rust side here.
 
+use crate::ike::{IkeRng, KeGroup, KexResponse, KeyExchangeState, PrfAlgorithm, PrfKey};
 use crate::provider::{AeadKey, CbcKey, CryptoProvider, IntegrityKey, AEAD_NONCE_LEN};
 use crate::CryptoError;
 use aws_lc_rs::cipher::{
@@ -71,6 +72,58 @@ impl CryptoProvider for AwsLcProvider {
             key: hmac::Key::new(algorithm, key),
             icv_len,
         }))
+    }
+
+    fn prf(&self, alg: PrfAlgorithm, key: &[u8]) -> Result<Box<dyn PrfKey>, CryptoError> {
+        let algorithm = match alg {
+            // RFC 7296 §3.3.2 PRF_HMAC_SHA1: kept for interop only.
+            PrfAlgorithm::HmacSha1 => hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
+            PrfAlgorithm::HmacSha2_256 => hmac::HMAC_SHA256,
+            PrfAlgorithm::HmacSha2_384 => hmac::HMAC_SHA384,
+            PrfAlgorithm::HmacSha2_512 => hmac::HMAC_SHA512,
+        };
+        // Any key length (RFC 2104 §2), untruncated output (RFC 4868 §2.1.2).
+        Ok(Box::new(AwsLcPrf {
+            hmac: AwsLcHmac {
+                key: hmac::Key::new(algorithm, key),
+                icv_len: alg.output_len(),
+            },
+            alg,
+        }))
+    }
+
+    fn key_exchange(
+        &self,
+        group: KeGroup,
+        rng: &mut dyn IkeRng,
+    ) -> Result<Box<dyn KeyExchangeState>, CryptoError> {
+        crate::ike::aws_lc_kex::key_exchange(group, rng)
+    }
+
+    fn kem_encapsulate(
+        &self,
+        group: KeGroup,
+        peer_public: &[u8],
+        rng: &mut dyn IkeRng,
+    ) -> Result<KexResponse, CryptoError> {
+        crate::ike::aws_lc_kex::kem_encapsulate(group, peer_public, rng)
+    }
+}
+
+/// An HMAC PRF for IKEv2: the same keyed HMAC as the integrity keys,
+/// never truncated.
+struct AwsLcPrf {
+    hmac: AwsLcHmac,
+    alg: PrfAlgorithm,
+}
+
+impl PrfKey for AwsLcPrf {
+    fn algorithm(&self) -> PrfAlgorithm {
+        self.alg
+    }
+
+    fn compute(&self, parts: &[&[u8]], out: &mut [u8]) {
+        IntegrityKey::sign(&self.hmac, parts, out);
     }
 }
 

@@ -1,9 +1,10 @@
 //! Cryptographic algorithms for ESP and AH behind provider traits, and the
 //! engine interface that decouples protocol processing from cryptography.
 //!
-//! Contract: nothing here reads the clock, draws randomness or spawns a
-//! thread; keys are zeroized when dropped; every algorithm is reached
-//! through a [`CryptoProvider`] so the whole suite can run against two
+//! Contract: nothing here reads the clock, draws randomness (except aws-lc's
+//! own CSPRNG when [`sign`] makes an IKE signature) or spawns a thread; keys
+//! are zeroized when dropped; every algorithm is reached through a
+//! [`CryptoProvider`] so the whole suite can run against two
 //! independent implementations.
 //!
 //! Providers: [`AwsLcProvider`] (feature `aws-lc`, the data plane) and
@@ -19,9 +20,11 @@ mod aws_lc;
 pub mod buf;
 pub mod engine;
 pub mod error;
+pub mod ike;
 pub mod provider;
 #[cfg(feature = "rustcrypto")]
 mod rustcrypto;
+pub mod sign;
 pub mod transform;
 
 #[cfg(feature = "aws-lc")]
@@ -31,9 +34,13 @@ pub use engine::{
     Engine, Frame, InlineEngine, Op, OpKind, OpLayout, OpStatus, MAX_FRAME_OPS, MAX_ICV_LEN,
 };
 pub use error::CryptoError;
+pub use ike::{IkeRng, KeGroup, PrfAlgorithm, PrfKey};
 pub use provider::{AeadKey, CbcKey, CryptoProvider, IntegrityKey, AEAD_NONCE_LEN};
 #[cfg(feature = "rustcrypto")]
 pub use rustcrypto::RustCryptoProvider;
+#[cfg(feature = "aws-lc")]
+pub use sign::SigningKey;
+pub use sign::{KeyKind, SignError, SignatureScheme};
 pub use transform::{SaTransform, Suite};
 
 /// The data-plane provider, aws-lc-rs.

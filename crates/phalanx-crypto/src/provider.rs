@@ -6,6 +6,7 @@
 //! against an implementation written by other people. Keyed objects are
 //! `Send + Sync`: one SA's transform is used from several engine workers.
 
+use crate::ike::{IkeRng, KeGroup, KexResponse, KeyExchangeState, PrfAlgorithm, PrfKey};
 use crate::CryptoError;
 use phalanx_wire::{EncrId, IntegId};
 
@@ -72,4 +73,44 @@ pub trait CryptoProvider: Send + Sync {
 
     /// An integrity key.
     fn integrity(&self, integ: IntegId, key: &[u8]) -> Result<Box<dyn IntegrityKey>, CryptoError>;
+
+    /// An IKEv2 PRF keyed with `key`, which may have any length
+    /// (HMAC, RFC 2104 §2; RFC 7296 §2.13).
+    ///
+    /// The default refuses every PRF, so providers that only serve ESP
+    /// (test doubles) need not implement it.
+    fn prf(&self, alg: PrfAlgorithm, key: &[u8]) -> Result<Box<dyn PrfKey>, CryptoError> {
+        let _ = (alg, key);
+        Err(CryptoError::UnsupportedAlgorithm)
+    }
+
+    /// A fresh ephemeral key for `group`, its private part drawn from
+    /// `rng` (RFC 7296 §1.2, §3.4). For a KEM this is the decapsulation
+    /// key, and [`KeyExchangeState::complete`] decapsulates.
+    ///
+    /// The default refuses every group.
+    fn key_exchange(
+        &self,
+        group: KeGroup,
+        rng: &mut dyn IkeRng,
+    ) -> Result<Box<dyn KeyExchangeState>, CryptoError> {
+        let _ = (group, rng);
+        Err(CryptoError::UnsupportedAlgorithm)
+    }
+
+    /// The responder side of a KEM ([`KeGroup::is_kem`]): encapsulates to
+    /// the initiator's encapsulation key and returns the ciphertext to
+    /// send and the shared secret. Diffie-Hellman groups are answered by
+    /// [`crate::ike::respond`] through [`key_exchange`](Self::key_exchange).
+    ///
+    /// The default refuses every group.
+    fn kem_encapsulate(
+        &self,
+        group: KeGroup,
+        peer_public: &[u8],
+        rng: &mut dyn IkeRng,
+    ) -> Result<KexResponse, CryptoError> {
+        let _ = (group, peer_public, rng);
+        Err(CryptoError::UnsupportedAlgorithm)
+    }
 }

@@ -9,6 +9,7 @@
 //! state keyed by zeros when dropped (best effort: `black_box` keeps the
 //! store from being optimised away).
 
+use crate::ike::{IkeRng, KeGroup, KeyExchangeState, PrfAlgorithm, PrfKey};
 use crate::provider::{AeadKey, CbcKey, CryptoProvider, IntegrityKey, AEAD_NONCE_LEN};
 use crate::CryptoError;
 use aes::{Aes128, Aes256};
@@ -71,6 +72,58 @@ impl CryptoProvider for RustCryptoProvider {
             IntegId::HMAC_SHA2_512_256 => hmac::<Hmac<Sha512>>(key, 32),
             _ => Err(CryptoError::UnsupportedAlgorithm),
         }
+    }
+
+    fn prf(&self, alg: PrfAlgorithm, key: &[u8]) -> Result<Box<dyn PrfKey>, CryptoError> {
+        // Untruncated HMAC (RFC 4868 §2.1.2); no SHA-1 in this provider.
+        match alg {
+            PrfAlgorithm::HmacSha2_256 => prf::<Hmac<Sha256>>(alg, key),
+            PrfAlgorithm::HmacSha2_384 => prf::<Hmac<Sha384>>(alg, key),
+            PrfAlgorithm::HmacSha2_512 => prf::<Hmac<Sha512>>(alg, key),
+            PrfAlgorithm::HmacSha1 => Err(CryptoError::UnsupportedAlgorithm),
+        }
+    }
+
+    /// Only MODP-2048, the `crypto-bigint` code every provider shares:
+    /// this provider carries no elliptic curves and no ML-KEM.
+    fn key_exchange(
+        &self,
+        group: KeGroup,
+        rng: &mut dyn IkeRng,
+    ) -> Result<Box<dyn KeyExchangeState>, CryptoError> {
+        match group {
+            KeGroup::Modp2048 => Ok(crate::ike::kex::modp_2048(rng)),
+            _ => Err(CryptoError::UnsupportedAlgorithm),
+        }
+    }
+}
+
+fn prf<M>(alg: PrfAlgorithm, key: &[u8]) -> Result<Box<dyn PrfKey>, CryptoError>
+where
+    M: Mac + KeyInit + Clone + Send + Sync + 'static,
+{
+    let mac = <M as KeyInit>::new_from_slice(key).map_err(|_| CryptoError::BadKeyLength)?;
+    let hmac = RustCryptoHmac {
+        mac,
+        icv_len: alg.output_len(),
+    };
+    Ok(Box::new(RustCryptoPrf { hmac, alg }))
+}
+
+/// An HMAC PRF for IKEv2: the integrity key's keyed state, never truncated
+/// (and wiped on drop the same way).
+struct RustCryptoPrf<M: Mac + KeyInit> {
+    hmac: RustCryptoHmac<M>,
+    alg: PrfAlgorithm,
+}
+
+impl<M: Mac + KeyInit + Clone + Send + Sync> PrfKey for RustCryptoPrf<M> {
+    fn algorithm(&self) -> PrfAlgorithm {
+        self.alg
+    }
+
+    fn compute(&self, parts: &[&[u8]], out: &mut [u8]) {
+        IntegrityKey::sign(&self.hmac, parts, out);
     }
 }
 
