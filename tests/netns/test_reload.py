@@ -1,7 +1,8 @@
 """Reload under continuous traffic (ping every 10 ms, bounded count): an
 unrelated change applied with SIGHUP on gwA and `phalanxctl reload` on gwB
-loses no packet and keeps the unchanged SAs' counters; a broken file is
-refused with FILE:LINE, and changes nothing (SAs, counters, traffic)."""
+loses no packet and keeps the unchanged SAs' counters and the unchanged
+policies' hit counts; a broken file is refused with FILE:LINE, and changes
+nothing (SAs, counters, traffic)."""
 
 import os
 import re
@@ -9,7 +10,7 @@ import signal
 import time
 
 import phxnet
-from test_traffic import start_pair
+from test_traffic import policy_hits, start_pair
 
 PINGS = 700
 INTERVAL = 0.01
@@ -64,6 +65,7 @@ def test_reload_under_traffic(topo):
     sas, (gwa, gwb) = start_pair(topo, "aes128gcm16", "udp", seed="reload")
     assert topo.wait_ping("hostA", phxnet.HOSTB_V4, 10)
     before = {g.side: g.sas() for g in (gwa, gwb)}
+    hits_before = {g.side: policy_hits(g) for g in (gwa, gwb)}
     ping = topo.popen("ping-stream", "hostA", ["ping", "-n", "-q", "-i", str(INTERVAL), "-c", str(PINGS),
                                                 "-w", "30", phxnet.HOSTB_V4])
     time.sleep(1.0)
@@ -118,6 +120,13 @@ def test_reload_under_traffic(topo):
             assert now[name]["packets"] >= sa["packets"] + PINGS, (
                 "SA {} on gw{}: {} packets before, {} after {} pings: counters were reset".format(
                     name, g.side, sa["packets"], now[name]["packets"], PINGS))
+    # Unchanged policies kept their hit counts: every echo request (gwA)
+    # and reply (gwB) of the stream is in them, before and after the reloads.
+    time.sleep(0.3)  # workers publish every 100 ms
+    for g in (gwa, gwb):
+        grown = policy_hits(g)["to-remote-v4"] - hits_before[g.side]["to-remote-v4"]
+        assert grown >= PINGS, "to-remote-v4 on gw{}: hits grew by {} over {} pings: reset by a reload".format(
+            g.side, grown, PINGS)
     # And traffic still passes after everything.
     assert topo.ping("hostA", phxnet.HOSTB_V4, count=3)
     with open(gwa.config, "w") as f:

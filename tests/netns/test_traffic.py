@@ -20,8 +20,16 @@ def start_pair(topo, alg, encap, seed="traffic"):
     return sas, gws
 
 
+def policy_hits(gw):
+    """{policy name: hits} from `phalanxctl --json policies`."""
+    policies = gw.ctl("policies")
+    assert all(p.get("hits") is not None for p in policies), "gw{} counts no hits: {}".format(gw.side, policies)
+    return {p["name"]: p["hits"] for p in policies}
+
+
 def check_both_ways(topo, gws):
     assert topo.wait_ping("hostA", phxnet.HOSTB_V4, 10), "first IPv4 ping hostA -> hostB not answered"
+    hits_before = {g.side: policy_hits(g) for g in gws}
     for src, dst in (("hostA", phxnet.HOSTB_V4), ("hostA", phxnet.HOSTB_V6),
                      ("hostB", phxnet.HOSTA_V4), ("hostB", phxnet.HOSTA_V6)):
         assert topo.ping(src, dst, count=5), "ping {} -> {} lost packets".format(src, dst)
@@ -36,6 +44,24 @@ def check_both_ways(topo, gws):
         sas = g.sas()
         for name, sa in sas.items():
             assert sa["packets"] >= 10, "SA {} on gw{} counted {} packets".format(name, g.side, sa["packets"])
+    # Each gateway's policies decided its 5 echo requests and 5 replies per
+    # family: the hit counters grew by at least that (workers publish
+    # every 100 ms, so allow them a moment).
+    time.sleep(0.3)
+    for g in gws:
+        after = policy_hits(g)
+        for name in ("to-remote-v4", "to-remote-v6"):
+            grown = after[name] - hits_before[g.side][name]
+            assert grown >= 10, "policy {} on gw{}: hits grew by {} ({} -> {})".format(
+                name, g.side, grown, hits_before[g.side][name], after[name])
+        # Worker load: both views present, in range, and the average is
+        # not zero after this traffic.
+        workers = g.ctl("counters")["workers"]
+        assert workers, "no worker loads on gw{}".format(g.side)
+        for w in workers:
+            assert 0.0 <= w["busy_1s"] <= 1.0 and 0.0 <= w["busy_avg"] <= 1.0, w
+            assert w["busy_seconds"] >= 0.0, w
+        assert any(w["busy_avg"] > 0.0 for w in workers), workers
 
 
 RECV = r"""

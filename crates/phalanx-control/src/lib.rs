@@ -7,6 +7,10 @@
 //! [`PROTOCOL_VERSION`] is answered with [`ErrorCode::UNSUPPORTED_VERSION`].
 //! Unknown fields are ignored on decode, so either side may add optional
 //! fields without a version bump; removing or retyping a field needs one.
+//! Optional fields added within version 1 (absent from older daemons, so
+//! `None` on decode): `PolicyInfo::hits` filled in; `WorkerLoad::busy_1s`,
+//! `busy_avg`, `busy_seconds` (and `busy_ratio` now means the last second,
+//! not the last 100 ms).
 //!
 //! This crate knows nothing of Phalanx's data plane: it holds plain data
 //! types (serde), the line codec used by both sides, a bounded line reader

@@ -214,7 +214,10 @@ pub struct PolicyInfo {
     /// The outbound SA a `protect` policy uses.
     #[serde(default)]
     pub sa: Option<String>,
-    /// Packets that matched, where the daemon counts them.
+    /// Outbound packets this policy decided (flow-cache hits included),
+    /// since it was installed with this definition: a reload keeps the
+    /// count of an unchanged policy and restarts a changed one. `None`
+    /// from a daemon that does not count them.
     #[serde(default)]
     pub hits: Option<u64>,
 }
@@ -255,10 +258,26 @@ pub struct NamedCounter {
 pub struct WorkerLoad {
     /// Worker index, from 0.
     pub worker: u32,
-    /// Fraction of recent wall time spent processing, in `0.0..=1.0`.
+    /// Fraction of recent wall time spent processing, in `0.0..=1.0`: the
+    /// same value as [`busy_1s`](Self::busy_1s) (the first daemons sent
+    /// the share of the last 100 ms, which read 0 a moment after traffic
+    /// stopped). Kept for clients that know no other field.
     pub busy_ratio: f64,
     /// Packets the worker handled since the daemon started.
     pub packets: u64,
+    /// Fraction of the last second's wall time spent processing, in
+    /// `0.0..=1.0` (`"busy_1s"`). `None` from a daemon that does not
+    /// report it.
+    #[serde(default)]
+    pub busy_1s: Option<f64>,
+    /// Fraction of the wall time since the worker started spent
+    /// processing, in `0.0..=1.0` (`"busy_avg"`).
+    #[serde(default)]
+    pub busy_avg: Option<f64>,
+    /// Seconds spent processing since the worker started
+    /// (`"busy_seconds"`): a counter, whose rate is the load.
+    #[serde(default)]
+    pub busy_seconds: Option<f64>,
 }
 
 /// What a reload changed, by SA and policy name.

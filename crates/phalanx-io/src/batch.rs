@@ -12,6 +12,13 @@ use std::ops::Range;
 /// header). For one to send, `remote` is the destination and `local`, when
 /// set, the source address to use. Packets of a TUN device carry
 /// [`PacketMeta::default`]: their addresses are in the IP header.
+///
+/// `tos` is the outer IP header's DSCP/ECN octet, which the socket API
+/// otherwise hides: on receive what the datagram arrived with
+/// (`IP_RECVTOS` / `IPV6_RECVTCLASS`, or the raw IPv4 header), on send
+/// what the kernel writes into the header it builds (`IP_TOS` /
+/// `IPV6_TCLASS` control message). It is how ECN crosses a tunnel
+/// (RFC 6040) and DSCP is kept (RFC 4301 §5.1.2.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketMeta {
     /// Peer address: source on receive, destination on send. Raw ESP
@@ -24,6 +31,12 @@ pub struct PacketMeta {
     /// from; equal to the packet length when the kernel did not coalesce
     /// (quinn's `RecvMeta::stride`). 0 for packets not received from a socket.
     pub stride: usize,
+    /// IPv4 Type of Service / IPv6 Traffic Class octet of the outer header:
+    /// DSCP in the upper six bits, ECN in the lower two (RFC 2474 §3,
+    /// RFC 3168 §5). Received: as it arrived (the segments of a GRO
+    /// super-datagram share it: the kernel coalesces only datagrams whose
+    /// TOS is equal). To send: 0 leaves the socket's default (0).
+    pub tos: u8,
 }
 
 impl Default for PacketMeta {
@@ -32,6 +45,7 @@ impl Default for PacketMeta {
             remote: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
             local: None,
             stride: 0,
+            tos: 0,
         }
     }
 }
@@ -372,6 +386,7 @@ mod tests {
             remote: SocketAddr::from(([192, 0, 2, 1], port)),
             local: None,
             stride: 0,
+            tos: 0,
         }
     }
 

@@ -177,6 +177,7 @@ impl DatagramIo {
                 first: i,
                 count,
                 segment_size,
+                tos: meta.tos,
             });
             i += count;
             iovs += count;
@@ -236,6 +237,7 @@ fn out_packet(batch: &PacketBatch, k: usize) -> OutPacket {
         remote: meta.remote,
         local: meta.local,
         len: batch.packet(k).len(),
+        tos: meta.tos,
     }
 }
 

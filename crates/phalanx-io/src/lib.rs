@@ -14,6 +14,12 @@
 //!   headers and append its trailer in place. Sending coalesces again where
 //!   the kernel allows it (TUN GRO through the virtio header, UDP GSO with
 //!   `UDP_SEGMENT`).
+//! - **The outer header's TOS octet travels with each packet**
+//!   ([`PacketMeta::tos`]): read on receive (`IP_RECVTOS` /
+//!   `IPV6_RECVTCLASS`, or the raw IPv4 header), written on send (`IP_TOS`
+//!   / `IPV6_TCLASS`), so ECN marks (RFC 6040) and DSCP (RFC 4301
+//!   §5.1.2.1) survive the socket API; GSO never merges packets of
+//!   different TOS.
 //! - **Knows no protocol.** Nothing here parses ESP or IKE. The only header
 //!   this crate reads is the IPv4 header that raw IPv4 sockets deliver, and
 //!   only to strip it (see [`raw`]).

@@ -24,6 +24,8 @@ pub(crate) struct OutPacket {
     pub(crate) local: Option<IpAddr>,
     /// Payload length.
     pub(crate) len: usize,
+    /// Outer TOS / Traffic Class.
+    pub(crate) tos: u8,
 }
 
 /// How many packets, starting at `packets[0]`, one GSO send can carry
@@ -34,6 +36,9 @@ pub(crate) struct OutPacket {
 /// shorter, all go to one destination from one source, at most
 /// [`MAX_GSO_SEGMENTS`] of them, and the whole payload fits one IP datagram
 /// ([`MAX_UDP_PAYLOAD`]). A shorter packet therefore closes its group.
+/// The segments of one send share its one control message, so its TOS
+/// too: a packet with another TOS starts a new group (RFC 6040 ECN marks
+/// and RFC 2474 DSCP are per packet and must not be merged away).
 pub(crate) fn gso_group_len(
     packets: impl IntoIterator<Item = OutPacket>,
     max_segments: usize,
@@ -48,7 +53,7 @@ pub(crate) fn gso_group_len(
     }
     let (mut count, mut total) = (1, head.len);
     for p in iter {
-        let same_path = p.remote == head.remote && p.local == head.local;
+        let same_path = p.remote == head.remote && p.local == head.local && p.tos == head.tos;
         let fits = p.len > 0 && p.len <= head.len && total + p.len <= MAX_UDP_PAYLOAD;
         if count == max_segments || !same_path || !fits {
             break;
@@ -71,6 +76,7 @@ mod tests {
             remote: SocketAddr::from(([192, 0, 2, 1], port)),
             local: None,
             len,
+            tos: 0,
         }
     }
 
@@ -121,6 +127,16 @@ mod tests {
         let mut other_src = pkt(1, 100);
         other_src.local = Some("192.0.2.9".parse().unwrap());
         assert_eq!(gso_group_len(vec![pkt(1, 100), other_src], 64), 1);
+    }
+
+    #[test]
+    fn tos_change_splits() {
+        let with_tos = |tos| OutPacket { tos, ..pkt(1, 100) };
+        let p = vec![with_tos(2), with_tos(2), with_tos(3), with_tos(2)];
+        assert_eq!(gso_group_len(p.clone(), 64), 2, "ECT(0) run, then CE");
+        assert_eq!(gso_group_len(p[2..].to_vec(), 64), 1);
+        let dscp = vec![with_tos(0xb8), with_tos(0xb8 | 2)];
+        assert_eq!(gso_group_len(dscp, 64), 1, "same DSCP, other ECN");
     }
 
     #[test]

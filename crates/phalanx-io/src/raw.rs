@@ -7,13 +7,18 @@
 //! IPv4 header in front of the payload (raw(7)); it is checked and skipped
 //! in place (the packet's bounds move, nothing is copied), and the
 //! destination is read from it. An IPv6 raw socket delivers the payload
-//! alone (ipv6(7)); the destination comes from `IPV6_PKTINFO`. Every raw
+//! alone (ipv6(7)); the destination comes from `IPV6_PKTINFO`. The outer
+//! TOS / Traffic Class (`meta.tos`, for RFC 6040 ECN decapsulation) is
+//! read from the IPv4 header, or from `IPV6_TCLASS` (`IPV6_RECVTCLASS`).
+//! Every raw
 //! socket for protocol 50 gets a copy of every ESP packet the host
 //! receives, whatever else handles it.
 //!
 //! Send: the kernel builds the outer IP header (no `IP_HDRINCL`): the packet
-//! is the ESP payload, `meta.remote` its destination (port ignored) and
-//! `meta.local`, when set, its source (`IP_PKTINFO`/`IPV6_PKTINFO`).
+//! is the ESP payload, `meta.remote` its destination (port ignored),
+//! `meta.local`, when set, its source (`IP_PKTINFO`/`IPV6_PKTINFO`), and
+//! `meta.tos`, when not 0, the header's TOS / Traffic Class
+//! (`IP_TOS`/`IPV6_TCLASS`).
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -26,7 +31,7 @@ use crate::datagram::DatagramIo;
 use crate::limits::{DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN};
 use crate::stats::SocketStats;
 use crate::sys::RecvInfo;
-use crate::udp::{enable_pktinfo, set_buffers};
+use crate::udp::{enable_pktinfo, enable_recv_tos, set_buffers};
 
 /// How to open a [`RawEspSocket`]. Start from [`RawEspConfig::new`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,8 +86,10 @@ impl RawEspSocket {
         let socket = Socket::new(domain, Type::RAW, Some(Protocol::from(IPPROTO_ESP)))?;
         set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
         if v6 {
-            // The IPv4 destination is read from the delivered header instead.
+            // The IPv4 destination and TOS are read from the delivered
+            // header instead.
             enable_pktinfo(&socket, true)?;
+            enable_recv_tos(&socket, true)?;
         }
         socket.set_nonblocking(config.nonblocking)?;
         socket.bind(&SockAddr::from(SocketAddr::new(config.bind, 0)))?;
@@ -146,6 +153,7 @@ fn describe_v6(info: &RecvInfo) -> Option<(usize, usize, PacketMeta)> {
             remote,
             local: info.local,
             stride: info.len,
+            tos: info.tos,
         },
     ))
 }
@@ -178,6 +186,7 @@ fn describe_v4(info: &RecvInfo, area: &[u8]) -> Option<(usize, usize, PacketMeta
         remote: SocketAddr::new(src.into(), 0),
         local: Some(dst.into()),
         stride: payload,
+        tos: packet[1],
     };
     Some((header, payload, meta))
 }
@@ -206,6 +215,7 @@ mod tests {
     fn ipv4(ihl: u8, payload: &[u8]) -> Vec<u8> {
         let mut p = vec![0u8; usize::from(ihl) * 4];
         p[0] = 0x40 | ihl;
+        p[1] = 0xb8 | 3;
         p[9] = 50;
         p[12..16].copy_from_slice(&[192, 0, 2, 1]);
         p[16..20].copy_from_slice(&[198, 51, 100, 2]);
@@ -220,6 +230,7 @@ mod tests {
         assert_eq!(&p[offset..offset + len], b"\x00\x00\x10\x01esp");
         assert_eq!(meta.remote, "192.0.2.1:0".parse().unwrap());
         assert_eq!(meta.local, Some("198.51.100.2".parse().unwrap()));
+        assert_eq!(meta.tos, 0xb8 | 3, "TOS from the header");
     }
 
     #[test]
@@ -261,10 +272,11 @@ mod tests {
     fn ipv6_payload_is_taken_whole() {
         let i = RecvInfo {
             local: Some("2001:db8::2".parse().unwrap()),
+            tos: 2,
             ..info(40)
         };
         let (offset, len, meta) = describe_v6(&i).unwrap();
-        assert_eq!((offset, len, meta.remote.port()), (0, 40, 0));
+        assert_eq!((offset, len, meta.remote.port(), meta.tos), (0, 40, 0, 2));
         assert_eq!(meta.local, i.local);
     }
 }

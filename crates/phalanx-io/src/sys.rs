@@ -1,6 +1,6 @@
 //! The system calls that need `unsafe`: `recvmmsg(2)` and `sendmmsg(2)`
 //! with their control messages (`UDP_GRO`, `UDP_SEGMENT`, `IP_PKTINFO`,
-//! `IPV6_PKTINFO`) and socket-address conversion. Everything above this
+//! `IPV6_PKTINFO`, `IP_TOS`, `IPV6_TCLASS`) and socket-address conversion. Everything above this
 //! module is safe code.
 //!
 //! The message headers live in a [`MsgScratch`] allocated once per socket;
@@ -14,8 +14,10 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr;
 
 /// Control-message space per message. The most a message carries is one
-/// `UDP_GRO`/`UDP_SEGMENT` (`CMSG_SPACE(4)` = 24 on LP64) plus one
-/// `IPV6_PKTINFO` (`CMSG_SPACE(20)` = 40) or `IP_PKTINFO` (32).
+/// `UDP_GRO`/`UDP_SEGMENT` (`CMSG_SPACE(4)` = 24 on LP64), one
+/// `IPV6_PKTINFO` (`CMSG_SPACE(20)` = 40) or `IP_PKTINFO` (32), and one
+/// `IP_TOS` (`CMSG_SPACE(1)` = 24) or `IPV6_TCLASS` (`CMSG_SPACE(4)` = 24):
+/// 88 bytes.
 const CMSG_BUF_LEN: usize = 128;
 
 /// A control-message buffer, aligned for `struct cmsghdr`.
@@ -34,6 +36,9 @@ pub(crate) struct RecvInfo {
     pub(crate) local: Option<IpAddr>,
     /// Segment size of a GRO super-datagram (`UDP_GRO`), 0 if none.
     pub(crate) gro_size: usize,
+    /// The outer TOS / Traffic Class octet (`IP_TOS` / `IPV6_TCLASS`,
+    /// asked for with `IP_RECVTOS` / `IPV6_RECVTCLASS`), 0 if not reported.
+    pub(crate) tos: u8,
     /// The datagram did not fit the buffer (`MSG_TRUNC`).
     pub(crate) truncated: bool,
 }
@@ -52,6 +57,10 @@ pub(crate) struct OutMsg {
     pub(crate) count: usize,
     /// `UDP_SEGMENT` size when `count > 1`; 0 sends no GSO control message.
     pub(crate) segment_size: u16,
+    /// Outer TOS / Traffic Class of every packet of the message, sent as
+    /// `IP_TOS` or `IPV6_TCLASS`; 0 sends no control message (the
+    /// socket's default, 0, applies).
+    pub(crate) tos: u8,
 }
 
 /// Preallocated `mmsghdr`s, iovecs, addresses and control buffers.
@@ -233,6 +242,17 @@ unsafe fn read_cmsg(head: &libc::cmsghdr, data: *const u8, data_len: usize, info
             let pi = unsafe { ptr::read_unaligned(data.cast::<libc::in6_pktinfo>()) };
             info.local = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
         }
+        // ip(7): IP_TOS comes as one byte, the header's TOS field.
+        (libc::IPPROTO_IP, libc::IP_TOS) if data_len >= 1 => {
+            // SAFETY: as above.
+            info.tos = unsafe { ptr::read(data) };
+        }
+        // ipv6(7) / RFC 3542 §6.5: IPV6_TCLASS comes as an int.
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if data_len >= size_of::<libc::c_int>() => {
+            // SAFETY: as above.
+            let tclass = unsafe { ptr::read_unaligned(data.cast::<libc::c_int>()) };
+            info.tos = u8::try_from(tclass).unwrap_or(0);
+        }
         _ => {}
     }
 }
@@ -317,7 +337,27 @@ fn write_send_cmsgs(buf: &mut CmsgBuf, m: &OutMsg) -> usize {
         }
         None => {}
     }
+    if m.tos != 0 {
+        at = put_tos_cmsg(buf, at, m);
+    }
     at
+}
+
+/// Appends the TOS control message of `m`, chosen by the destination's
+/// family: `IP_TOS` (ip(7), an int) for IPv4 and IPv4-mapped destinations
+/// (a dual-stack socket sends those through the IPv4 path, which reads
+/// only `SOL_IP` options), `IPV6_TCLASS` (RFC 3542 §6.5, an int) otherwise.
+fn put_tos_cmsg(buf: &mut CmsgBuf, at: usize, m: &OutMsg) -> usize {
+    let value = libc::c_int::from(m.tos);
+    let v4 = match m.remote {
+        SocketAddr::V4(_) => true,
+        SocketAddr::V6(v6) => v6.ip().to_ipv4_mapped().is_some(),
+    };
+    if v4 {
+        put_cmsg(buf, at, libc::IPPROTO_IP, libc::IP_TOS, value)
+    } else {
+        put_cmsg(buf, at, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, value)
+    }
 }
 
 /// Appends one control message at `at`; returns the new end, or `at`
@@ -465,6 +505,7 @@ mod tests {
             first: 0,
             count: 3,
             segment_size: 1400,
+            tos: 0,
         };
         let used = write_send_cmsgs(&mut buf, &m);
         // CMSG_SPACE(2) + CMSG_SPACE(20) on LP64.
@@ -484,5 +525,39 @@ mod tests {
             0,
             "no GSO for one packet"
         );
+    }
+
+    /// (level, type, value) of the one control message in `buf`.
+    fn only_cmsg(buf: &CmsgBuf, used: usize) -> (i32, i32, i32) {
+        assert_eq!(used, 24, "CMSG_SPACE(4) on LP64");
+        // LP64 `cmsghdr`: cmsg_len (8 bytes), cmsg_level, cmsg_type, data.
+        let int_at = |at: usize| {
+            i32::from_ne_bytes([buf.0[at], buf.0[at + 1], buf.0[at + 2], buf.0[at + 3]])
+        };
+        (int_at(8), int_at(12), int_at(16))
+    }
+
+    #[test]
+    fn tos_cmsg_follows_the_destination_family() {
+        let mut buf = CmsgBuf([0; CMSG_BUF_LEN]);
+        let m = |remote: &str, tos| OutMsg {
+            remote: remote.parse().unwrap(),
+            local: None,
+            first: 0,
+            count: 1,
+            segment_size: 0,
+            tos,
+        };
+        let v4 = write_send_cmsgs(&mut buf, &m("192.0.2.7:4500", 0xb8 | 2));
+        assert_eq!(only_cmsg(&buf, v4), (libc::IPPROTO_IP, libc::IP_TOS, 0xba));
+        // A dual-stack socket's IPv4-mapped destination takes the IPv4 path.
+        let mapped = write_send_cmsgs(&mut buf, &m("[::ffff:192.0.2.7]:4500", 3));
+        assert_eq!(only_cmsg(&buf, mapped), (libc::IPPROTO_IP, libc::IP_TOS, 3));
+        let v6 = write_send_cmsgs(&mut buf, &m("[2001:db8::7]:4500", 1));
+        assert_eq!(
+            only_cmsg(&buf, v6),
+            (libc::IPPROTO_IPV6, libc::IPV6_TCLASS, 1)
+        );
+        assert_eq!(write_send_cmsgs(&mut buf, &m("192.0.2.7:1", 0)), 0);
     }
 }

@@ -1,5 +1,7 @@
 //! Batched UDP: `recvmmsg` with `UDP_GRO`, `sendmmsg` with `UDP_SEGMENT`
-//! (GSO), `IP_PKTINFO`/`IPV6_PKTINFO` both ways.
+//! (GSO), `IP_PKTINFO`/`IPV6_PKTINFO` and the outer TOS / Traffic Class
+//! (`IP_RECVTOS`/`IPV6_RECVTCLASS` in, `IP_TOS`/`IPV6_TCLASS` out) both
+//! ways.
 //!
 //! Receive. With GRO on, the kernel hands over runs of datagrams of one
 //! flow as one super-datagram plus its segment size (`UDP_GRO` control
@@ -12,7 +14,7 @@
 //! batch.
 //!
 //! Send. Runs of consecutive packets to one destination (and from one
-//! source), all of one size but the last, which may be shorter, go out as
+//! source, with one TOS), all of one size but the last, which may be shorter, go out as
 //! one message with `UDP_SEGMENT` and one iovec per packet: the kernel
 //! segments, nothing is copied here. If the kernel refuses GSO on this
 //! socket's path (`EIO`: the device cannot checksum or an xfrm policy
@@ -114,6 +116,7 @@ impl UdpSocket {
         }
         set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
         enable_pktinfo(&socket, v6)?;
+        enable_recv_tos(&socket, v6)?;
         socket.set_nonblocking(config.nonblocking)?;
         socket.bind(&SockAddr::from(config.bind))?;
         // udp(7): UDP_GRO since Linux 5.0, UDP_SEGMENT since 4.18.
@@ -152,7 +155,8 @@ impl UdpSocket {
 
     /// Appends received datagrams to the free slots of `batch`, one per
     /// slot behind the headroom, with `remote` = source, `local` =
-    /// destination address, `stride` = GRO segment size. Returns how many
+    /// destination address, `stride` = GRO segment size, `tos` = the outer
+    /// TOS / Traffic Class. Returns how many
     /// were added (0 if `batch` is full, or every message received was
     /// dropped). A blocking socket waits for the first datagram; a
     /// nonblocking one returns `WouldBlock` when there is none.
@@ -167,7 +171,8 @@ impl UdpSocket {
     }
 
     /// Sends every packet of `batch` to its `meta.remote` (from
-    /// `meta.local` if set). Returns the number of packets consumed, from
+    /// `meta.local` if set, with `meta.tos` as the outer TOS / Traffic
+    /// Class if not 0). Returns the number of packets consumed, from
     /// the front: sent, or dropped because the kernel refused them (counted
     /// in [`SocketStats::send_dropped`]). Fewer than `batch.len()` only on a
     /// nonblocking socket whose buffer is full: continue with
@@ -197,6 +202,7 @@ fn describe(info: &RecvInfo) -> Option<(usize, usize, PacketMeta)> {
         remote: canonical(info.remote?),
         local: info.local.map(canonical_ip),
         stride: info.len,
+        tos: info.tos,
     };
     Some((0, info.len, meta))
 }
@@ -227,6 +233,21 @@ pub(crate) fn enable_pktinfo(socket: &Socket, v6: bool) -> io::Result<()> {
         let _ = setsockopt(socket, sockopt::Ipv4PacketInfo, &true);
     } else {
         setsockopt(socket, sockopt::Ipv4PacketInfo, &true)?;
+    }
+    Ok(())
+}
+
+/// Asks for the TOS / Traffic Class octet of each datagram (ip(7)
+/// `IP_RECVTOS`, RFC 3542 §6.5 `IPV6_RECVTCLASS`): the ECN field a router
+/// set on the outer header must reach the decapsulator (RFC 6040 §4.2). A
+/// dual-stack IPv6 socket gets both, for its IPv4-mapped peers.
+pub(crate) fn enable_recv_tos(socket: &Socket, v6: bool) -> io::Result<()> {
+    if v6 {
+        setsockopt(socket, sockopt::Ipv6RecvTClass, &true)?;
+        // Refused on an IPv6-only socket; then no IPv4 peers arrive anyway.
+        let _ = setsockopt(socket, sockopt::IpRecvTos, &true);
+    } else {
+        setsockopt(socket, sockopt::IpRecvTos, &true)?;
     }
     Ok(())
 }
@@ -338,6 +359,7 @@ fn gro_meta(info: &RecvInfo) -> Option<PacketMeta> {
         remote: canonical(info.remote?),
         local: info.local.map(canonical_ip),
         stride,
+        tos: info.tos,
     })
 }
 

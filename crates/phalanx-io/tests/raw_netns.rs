@@ -24,8 +24,12 @@ fn open(ns: &NetNs, bind: &str) -> RawEspSocket {
     ns.run(|| RawEspSocket::open(&config)).unwrap()
 }
 
+/// Outer TOS octets the packets cycle through: Not-ECT, ECT(1), ECT(0), CE
+/// (RFC 3168 §5) and DSCP EF with ECT(0) (RFC 3246).
+const TOS_CYCLE: [u8; 5] = [0, 1, 2, 3, 0xb8 | 2];
+
 /// ESP-shaped payloads (SPI, sequence number, data; RFC 4303 §2) to `to`,
-/// from `from` if given.
+/// from `from` if given, packet `i` with outer TOS `TOS_CYCLE[i % 5]`.
 fn esp_batch(to: IpAddr, from: Option<IpAddr>, count: u32) -> PacketBatch {
     let mut batch = PacketBatch::new(count as usize, 2048, DEFAULT_HEADROOM);
     for i in 0..count {
@@ -37,6 +41,7 @@ fn esp_batch(to: IpAddr, from: Option<IpAddr>, count: u32) -> PacketBatch {
             remote: SocketAddr::new(to, 0),
             local: from,
             stride: 0,
+            tos: TOS_CYCLE[i as usize % TOS_CYCLE.len()],
         };
         batch.push(&payload, meta).unwrap();
     }
@@ -61,7 +66,8 @@ fn receive(rx: &mut RawEspSocket, want: usize) -> Vec<(Vec<u8>, PacketMeta)> {
 }
 
 /// Sends five payloads from `tx` to `to` and checks what `rx` hands out:
-/// the ESP payload alone, whatever the family, with both addresses.
+/// the ESP payload alone, whatever the family, with both addresses and
+/// the outer TOS / Traffic Class each was sent with.
 fn round_trip(tx: &mut RawEspSocket, rx: &mut RawEspSocket, to: IpAddr, from: Option<IpAddr>) {
     let sent = esp_batch(to, from, 5);
     assert_eq!(tx.send_batch(&sent).unwrap(), 5);
@@ -76,6 +82,7 @@ fn round_trip(tx: &mut RawEspSocket, rx: &mut RawEspSocket, to: IpAddr, from: Op
         );
         assert_eq!(meta.remote, SocketAddr::new(from.unwrap_or(to), 0));
         assert_eq!(meta.local, Some(to));
+        assert_eq!(meta.tos, sent.meta(i).tos, "packet {i}: outer TOS");
     }
 }
 

@@ -147,14 +147,21 @@ fn counters(c: &CounterReport) -> String {
     for n in &c.daemon {
         daemon.row(vec![n.name.clone(), n.count.to_string()]);
     }
+    // Busy share of the last second and since the worker started; "-"
+    // from a daemon that reports neither.
     let mut workers = Table::new(&[
         ("WORKER", Align::Right),
-        ("BUSY", Align::Right),
+        ("BUSY 1s", Align::Right),
+        ("BUSY avg", Align::Right),
         ("PACKETS", Align::Right),
     ]);
     for w in &c.workers {
-        let busy = format!("{:.1}%", w.busy_ratio * 100.0);
-        workers.row(vec![w.worker.to_string(), busy, w.packets.to_string()]);
+        workers.row(vec![
+            w.worker.to_string(),
+            percent(w.busy_1s),
+            percent(w.busy_avg),
+            w.packets.to_string(),
+        ]);
     }
     format!(
         "drops ({total} in total):\n{}\ndaemon counters:\n{}\nworkers:\n{}",
@@ -162,6 +169,11 @@ fn counters(c: &CounterReport) -> String {
         daemon.render(2),
         workers.render(2)
     )
+}
+
+/// A share as a percentage with one decimal, `-` when unknown.
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "-".to_owned(), |s| format!("{:.1}%", s * 100.0))
 }
 
 fn reload(r: &ReloadSummary) -> String {
@@ -320,11 +332,25 @@ mod tests {
                 name: "tun_rx".into(),
                 count: 7,
             }],
-            workers: vec![WorkerLoad {
-                worker: 0,
-                busy_ratio: 0.125,
-                packets: 9,
-            }],
+            workers: vec![
+                WorkerLoad {
+                    worker: 0,
+                    busy_ratio: 0.125,
+                    packets: 9,
+                    busy_1s: Some(0.125),
+                    busy_avg: Some(0.05),
+                    busy_seconds: Some(3.0),
+                },
+                // A daemon that reports only the old ratio.
+                WorkerLoad {
+                    worker: 1,
+                    busy_ratio: 0.5,
+                    packets: 4,
+                    busy_1s: None,
+                    busy_avg: None,
+                    busy_seconds: None,
+                },
+            ],
         };
         let out = human(&Response::Counters(report));
         assert!(out.starts_with("drops (2 in total):"));
@@ -334,9 +360,15 @@ mod tests {
         assert!(out
             .lines()
             .any(|l| l.split_whitespace().eq(["tun_rx", "7"])));
+        assert!(out.lines().any(|l| l
+            .split_whitespace()
+            .eq(["WORKER", "BUSY", "1s", "BUSY", "avg", "PACKETS"])));
         assert!(out
             .lines()
-            .any(|l| l.split_whitespace().eq(["0", "12.5%", "9"])));
+            .any(|l| l.split_whitespace().eq(["0", "12.5%", "5.0%", "9"])));
+        assert!(out
+            .lines()
+            .any(|l| l.split_whitespace().eq(["1", "-", "-", "4"])));
     }
 
     #[test]
@@ -352,6 +384,31 @@ mod tests {
         assert!(out.contains("changed    0\n"));
         assert!(out.contains("removed    1 (z)"));
         assert!(out.contains("unchanged  4"));
+    }
+
+    #[test]
+    fn policy_hits_fill_their_column() {
+        let policy = |name: &str, hits| PolicyInfo {
+            name: name.into(),
+            priority: 10,
+            source: "10.1.0.0/24".into(),
+            destination: "10.2.0.0/24".into(),
+            protocol: "any".into(),
+            source_ports: "any".into(),
+            destination_ports: "any".into(),
+            action: "discard".into(),
+            sa: None,
+            hits,
+        };
+        let out = human(&Response::Policies(vec![
+            policy("counted", Some(1234)),
+            policy("uncounted", None),
+        ]));
+        let last = |line: &str| line.split_whitespace().last().map(str::to_owned);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(last(lines[0]).as_deref(), Some("HITS"));
+        assert_eq!(last(lines[1]).as_deref(), Some("1234"));
+        assert_eq!(last(lines[2]).as_deref(), Some("-"));
     }
 
     #[test]

@@ -63,7 +63,7 @@ fn answer(request: Request, reload_ok: bool) -> Result<Response, ErrorBody> {
             destination_ports: "any".into(),
             action: "protect".into(),
             sa: Some("to-b".into()),
-            hits: None,
+            hits: Some(31_337),
         }]),
         Request::Counters => Response::Counters(CounterReport {
             drops: ["auth_failed", "replayed", "unknown_spi"]
@@ -82,6 +82,9 @@ fn answer(request: Request, reload_ok: bool) -> Result<Response, ErrorBody> {
                 worker: 1,
                 busy_ratio: 0.5,
                 packets: 100,
+                busy_1s: Some(0.5),
+                busy_avg: Some(0.25),
+                busy_seconds: Some(9.0),
             }],
         }),
         Request::Reload if reload_ok => Response::Reload(ReloadSummary {
@@ -159,12 +162,15 @@ fn human_output_for_each_command() {
     }
     let policies = stdout(&phalanxctl(&socket, &["policies"]));
     assert!(policies.contains("10.1.0.0/24") && policies.contains("protect"));
+    assert!(policies.contains("HITS") && policies.contains("31337"));
     let counters = stdout(&phalanxctl(&socket, &["counters"]));
     for reason in ["auth_failed", "replayed", "unknown_spi"] {
         assert!(counters.contains(reason), "{reason} missing");
     }
     assert!(counters.contains("why unknown_spi"));
     assert!(counters.contains("udp_rx") && counters.contains("50.0%"));
+    assert!(counters.contains("BUSY 1s") && counters.contains("BUSY avg"));
+    assert!(counters.contains("25.0%"), "{counters}");
     let reload = stdout(&phalanxctl(&socket, &["reload"]));
     assert!(reload.contains("added      1 (new-sa)"));
     drop(std::fs::remove_file(socket));

@@ -46,6 +46,7 @@ impl Egress for Wire<'_> {
             remote: SocketAddr::new(meta.local.unwrap(), 4500),
             local: Some(meta.remote.ip()),
             stride: payload.len(),
+            tos: meta.tos,
         };
         self.0.push(payload, received).unwrap();
     }

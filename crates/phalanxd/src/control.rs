@@ -330,9 +330,15 @@ fn reload(state: &dyn ControlHandler) -> Result<Response, ErrorBody> {
 
 /// JSON has no NaN or infinity: a load that is not finite is sent as 0.
 fn finite_loads(mut report: CounterReport) -> CounterReport {
+    let finite = |v: f64| if v.is_finite() { v } else { 0.0 };
     for load in &mut report.workers {
-        if !load.busy_ratio.is_finite() {
-            load.busy_ratio = 0.0;
+        load.busy_ratio = finite(load.busy_ratio);
+        for v in [
+            &mut load.busy_1s,
+            &mut load.busy_avg,
+            &mut load.busy_seconds,
+        ] {
+            *v = v.map(finite);
         }
     }
     report
@@ -419,6 +425,9 @@ mod tests {
                     worker: 0,
                     busy_ratio: f64::NAN,
                     packets: 1,
+                    busy_1s: Some(f64::INFINITY),
+                    busy_avg: Some(0.5),
+                    busy_seconds: None,
                 }],
             }
         }
@@ -473,7 +482,10 @@ mod tests {
             panic!("wrong answer kind")
         };
         assert_eq!(counters.drops[0].count, 3);
-        assert_eq!(counters.workers[0].busy_ratio, 0.0, "NaN is sent as 0");
+        let load = &counters.workers[0];
+        assert_eq!(load.busy_ratio, 0.0, "NaN is sent as 0");
+        assert_eq!(load.busy_1s, Some(0.0), "so is infinity");
+        assert_eq!((load.busy_avg, load.busy_seconds), (Some(0.5), None));
         for expected in 1..=2 {
             let Response::Reload(r) = client.call(Request::Reload).expect("reload") else {
                 panic!("wrong answer kind")

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use phalanx_control::{
     CounterReport, DropCounter, NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status, WorkerLoad,
@@ -167,7 +167,14 @@ impl ControlHandler for Daemon {
 
     fn policies(&self) -> Vec<PolicyInfo> {
         let rt = self.store.snapshot();
-        rt.policies.iter().map(report::policy_info).collect()
+        let workers = self.workers.get().map(|_| self.worker_stats());
+        rt.policies
+            .iter()
+            .map(|p| {
+                let hits = workers.as_deref().map(|w| report::policy_hits(p, w));
+                report::policy_info(p, hits)
+            })
+            .collect()
     }
 
     fn counters(&self) -> CounterReport {
@@ -199,8 +206,11 @@ impl ControlHandler for Daemon {
             .enumerate()
             .map(|(i, w)| WorkerLoad {
                 worker: u32::try_from(i).unwrap_or(u32::MAX),
-                busy_ratio: f64::from(w.recent_busy_ppm) / 1e6,
+                busy_ratio: w.busy_1s(),
                 packets: w.packets(),
+                busy_1s: Some(w.busy_1s()),
+                busy_avg: Some(w.busy_avg()),
+                busy_seconds: Some(Duration::from_nanos(w.busy_ns).as_secs_f64()),
             })
             .collect();
         CounterReport {
@@ -290,6 +300,35 @@ sa = "out1"
         assert!(err.contains("[clear] changed"), "{err}");
         assert!(Arc::ptr_eq(&before, &d.store().snapshot()));
         assert_eq!(d.config().clear.tun, "phx0");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    /// `policies` sums each policy's hits over the workers' published
+    /// counters; `counters` reports each worker's load both ways.
+    #[test]
+    fn hits_and_loads_come_from_the_published_worker_stats() {
+        let path = temp_config("hits", FILE);
+        let d = daemon(&path);
+        assert_eq!(d.policies()[0].hits, None, "no workers: not counted");
+        let rt = d.store().snapshot();
+        let slots: Vec<Arc<StatsSlot>> = (0..2).map(|_| Arc::default()).collect();
+        for (n, slot) in (1..).zip(&slots) {
+            let mut stats = WorkerStats::default();
+            stats.policy_hits.sync(&rt);
+            for _ in 0..n * 3 {
+                stats.policy_hits.record(rt.policies[0].id);
+            }
+            (stats.busy_ns, stats.wall_ns, stats.busy_1s_ppm) =
+                (n * 500_000_000, 4_000_000_000, 250_000);
+            slot.publish(&stats);
+        }
+        d.attach_workers(slots);
+        assert_eq!(d.policies()[0].hits, Some(3 + 6));
+        let loads = d.counters().workers;
+        assert_eq!(loads.len(), 2);
+        assert_eq!((loads[1].busy_1s, loads[1].busy_ratio), (Some(0.25), 0.25));
+        assert_eq!(loads[1].busy_avg, Some(0.25), "1 s busy of 4 s");
+        assert_eq!(loads[0].busy_seconds, Some(0.5));
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 

@@ -17,8 +17,15 @@
 //!   (the IKE path): the live SADs are updated in place (read-copy-update
 //!   inside phalanx-sa), so the cost is that of one SAD update, not a
 //!   rebuild.
+//!
+//! Policy ids double as the index of each worker's policy hit counters
+//! ([`PolicyHits`](crate::dataplane::PolicyHits)). A policy whose
+//! definition did not change keeps its id (and so its count) across a
+//! reload; a new or changed one gets the lowest id no kept policy holds,
+//! and with it a new `generation`, which tells the counters that the slot
+//! now counts another policy and starts again from 0.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,8 +68,13 @@ pub struct InstalledSa {
 pub struct InstalledPolicy {
     /// What was asked for.
     pub config: PolicyConfig,
-    /// Its id in the SPD.
+    /// Its id in the SPD, from 1; kept across reloads while the
+    /// definition does not change. `id - 1` indexes the hit counters.
     pub id: PolicyId,
+    /// The [`Runtime::generation`] that installed this definition: hit
+    /// counts recorded under another generation belong to a policy that
+    /// held this id before.
+    pub generation: u64,
 }
 
 /// One consistent view of everything the data plane looks up.
@@ -233,10 +245,12 @@ impl SaStore {
             }
         }
         let (inbound, outbound) = sads(&sas)?;
-        let (spd, policies) = spd(&config.policies, &sas)?;
+        let generation = current.generation + 1;
+        let policies = place_policies(&config.policies, &current.policies, generation);
+        let spd = spd(&policies, &sas)?;
         diff_policies(&current.policies, &config.policies, &mut summary);
         self.current.store(Arc::new(Runtime {
-            generation: current.generation + 1,
+            generation,
             inbound: Arc::new(inbound),
             outbound: Arc::new(outbound),
             spd: Arc::new(spd),
@@ -367,12 +381,52 @@ fn sads(sas: &[Arc<InstalledSa>]) -> Result<(Sad, OutboundSad), InstallError> {
     Ok((inbound, outbound))
 }
 
-/// A fresh SPD: policy `i` of the file gets id `i + 1`; equal priorities
+/// The policies of `configs` with their ids: an unchanged policy of `old`
+/// keeps its id and generation; the others get, in file order, the lowest
+/// ids not kept, and `generation`.
+fn place_policies(
+    configs: &[PolicyConfig],
+    old: &[InstalledPolicy],
+    generation: u64,
+) -> Vec<InstalledPolicy> {
+    let by_name: HashMap<&str, &InstalledPolicy> =
+        old.iter().map(|o| (o.config.name.as_str(), o)).collect();
+    let kept: Vec<Option<&InstalledPolicy>> = configs
+        .iter()
+        .map(|c| {
+            by_name
+                .get(c.name.as_str())
+                .copied()
+                .filter(|o| o.config.same_definition(c))
+        })
+        .collect();
+    let taken: HashSet<PolicyId> = kept.iter().flatten().map(|o| o.id).collect();
+    let mut free = (1..=u32::MAX)
+        .map(PolicyId)
+        .filter(|id| !taken.contains(id));
+    configs
+        .iter()
+        .zip(kept)
+        .map(|(config, kept)| {
+            let (id, generation) = match kept {
+                Some(o) => (o.id, o.generation),
+                // At most 2^32 - 1 ids are free: a Vec read from a file
+                // cannot hold that many policies, and `Spd::insert`
+                // refuses more anyway.
+                None => (free.next().unwrap_or(PolicyId(u32::MAX)), generation),
+            };
+            InstalledPolicy {
+                config: config.clone(),
+                id,
+                generation,
+            }
+        })
+        .collect()
+}
+
+/// A fresh SPD of `policies`, inserted in file order: equal priorities
 /// keep file order (phalanx-sa breaks ties by insertion order).
-fn spd(
-    policies: &[PolicyConfig],
-    sas: &[Arc<InstalledSa>],
-) -> Result<(Spd, Vec<InstalledPolicy>), InstallError> {
+fn spd(policies: &[InstalledPolicy], sas: &[Arc<InstalledSa>]) -> Result<Spd, InstallError> {
     let ids: HashMap<&str, u32> = sas
         .iter()
         .filter_map(|sa| match sa.handle {
@@ -381,8 +435,8 @@ fn spd(
         })
         .collect();
     let mut spd = Spd::new();
-    let mut installed = Vec::with_capacity(policies.len());
-    for (i, policy) in policies.iter().enumerate() {
+    for installed in policies {
+        let policy = &installed.config;
         let action = match &policy.target {
             PolicyTarget::Protect(name) => match ids.get(name.as_str()) {
                 Some(id) => PolicyAction::Protect(*id),
@@ -396,11 +450,8 @@ fn spd(
             PolicyTarget::Bypass => PolicyAction::Bypass,
             PolicyTarget::Discard => PolicyAction::Discard,
         };
-        // At most 2^32 - 2 policies: the index of a Vec read from a file
-        // cannot get near it, and `Spd::insert` refuses more anyway.
-        let id = PolicyId(u32::try_from(i + 1).unwrap_or(u32::MAX - 1));
         let entry = Policy {
-            id,
+            id: installed.id,
             priority: policy.priority,
             selector: policy.selector,
             action,
@@ -409,12 +460,8 @@ fn spd(
             policy: policy.name.clone(),
             error,
         })?;
-        installed.push(InstalledPolicy {
-            config: policy.clone(),
-            id,
-        });
     }
-    Ok((spd, installed))
+    Ok(spd)
 }
 
 /// Adds the policies' names to the summary.

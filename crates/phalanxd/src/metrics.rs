@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use phalanx_control::{CounterReport, SaInfo, Status};
+use phalanx_control::{CounterReport, PolicyInfo, SaInfo, Status};
 
 use crate::control::ControlHandler;
 
@@ -250,8 +250,25 @@ pub fn render(state: &dyn ControlHandler) -> String {
     let mut out = String::with_capacity(4096);
     render_status(&mut out, &state.status());
     render_sas(&mut out, &state.sas());
+    render_policies(&mut out, &state.policies());
     render_counters(&mut out, &state.counters());
     out
+}
+
+/// Outbound decisions per policy, where the daemon counts them.
+fn render_policies(out: &mut String, policies: &[PolicyInfo]) {
+    let name = "phalanx_policy_hits_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Outbound packets each policy decided (protect, bypass or discard), since it was installed with its current definition.",
+    );
+    for policy in policies {
+        if let Some(hits) = policy.hits {
+            sample(out, name, &[("policy", &policy.name)], hits);
+        }
+    }
 }
 
 /// Daemon-wide gauges.
@@ -377,7 +394,7 @@ fn render_counters(out: &mut String, report: &CounterReport) {
         out,
         "phalanx_worker_busy_ratio",
         "gauge",
-        "Fraction of recent wall time a worker spent processing.",
+        "Fraction of the last second's wall time a worker spent processing.",
     );
     for load in &report.workers {
         let worker = load.worker.to_string();
@@ -387,6 +404,19 @@ fn render_counters(out: &mut String, report: &CounterReport) {
             &[("worker", &worker)],
             Float(load.busy_ratio),
         );
+    }
+    let busy = "phalanx_worker_busy_seconds_total";
+    family(
+        out,
+        busy,
+        "counter",
+        "Seconds a worker spent processing since it started (rate() is its load).",
+    );
+    for load in &report.workers {
+        if let Some(seconds) = load.busy_seconds {
+            let worker = load.worker.to_string();
+            sample(out, busy, &[("worker", &worker)], Float(seconds));
+        }
     }
     family(
         out,
@@ -511,7 +541,19 @@ mod tests {
             ]
         }
         fn policies(&self) -> Vec<PolicyInfo> {
-            Vec::new()
+            let policy = |name: &str, hits| PolicyInfo {
+                name: name.into(),
+                priority: 10,
+                source: "10.1.0.0/24".into(),
+                destination: "10.2.0.0/24".into(),
+                protocol: "any".into(),
+                source_ports: "any".into(),
+                destination_ports: "any".into(),
+                action: "protect".into(),
+                sa: Some("a-to-b".into()),
+                hits,
+            };
+            vec![policy("to-b", Some(42)), policy("uncounted", None)]
         }
         fn counters(&self) -> CounterReport {
             let drop = |reason: &str, count| DropCounter {
@@ -530,11 +572,17 @@ mod tests {
                         worker: 0,
                         busy_ratio: 0.5,
                         packets: 3,
+                        busy_1s: Some(0.5),
+                        busy_avg: Some(0.25),
+                        busy_seconds: Some(12.5),
                     },
                     WorkerLoad {
                         worker: 1,
                         busy_ratio: f64::NAN,
                         packets: 0,
+                        busy_1s: None,
+                        busy_avg: None,
+                        busy_seconds: None,
                     },
                 ],
             }
@@ -678,6 +726,23 @@ mod tests {
         );
         assert!(value(&s, "phalanx_worker_busy_ratio", &[("worker", "1")]).is_nan());
         assert_eq!(value(&s, "phalanx_sas", &[("direction", "in")]), 1.0);
+        assert_eq!(
+            value(&s, "phalanx_policy_hits_total", &[("policy", "to-b")]),
+            42.0
+        );
+        assert_eq!(
+            value(&s, "phalanx_worker_busy_seconds_total", &[("worker", "0")]),
+            12.5
+        );
+        // Values the daemon does not report have no sample, not a zero.
+        assert!(!s
+            .iter()
+            .any(|(n, l, _)| n == "phalanx_policy_hits_total"
+                && l.iter().any(|(_, v)| v == "uncounted")));
+        assert!(!s
+            .iter()
+            .any(|(n, l, _)| n == "phalanx_worker_busy_seconds_total"
+                && l.iter().any(|(_, v)| v == "1")));
         // The outbound SA has no per-SA drop count: no sample, not a zero.
         assert!(!s
             .iter()

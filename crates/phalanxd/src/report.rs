@@ -67,8 +67,8 @@ pub fn sa_info(sa: &InstalledSa, now: Instant) -> SaInfo {
     }
 }
 
-/// One policy.
-pub fn policy_info(policy: &InstalledPolicy) -> PolicyInfo {
+/// One policy, with `hits` decisions counted for it (`None`: not counted).
+pub fn policy_info(policy: &InstalledPolicy, hits: Option<u64>) -> PolicyInfo {
     let c = &policy.config;
     let (action, sa) = match &c.target {
         PolicyTarget::Protect(name) => ("protect", Some(name.clone())),
@@ -88,8 +88,18 @@ pub fn policy_info(policy: &InstalledPolicy) -> PolicyInfo {
         destination_ports: ports(c.selector.dst_ports),
         action: action.to_owned(),
         sa,
-        hits: None,
+        hits,
     }
+}
+
+/// The outbound decisions all workers counted for `policy` since it was
+/// installed with its current definition. A worker that has not yet seen
+/// the reload that installed it contributes 0 (its slot still counts the
+/// policy that held the id before).
+pub fn policy_hits(policy: &InstalledPolicy, workers: &[WorkerStats]) -> u64 {
+    workers.iter().fold(0, |sum: u64, w| {
+        sum.saturating_add(w.policy_hits.hits(policy))
+    })
 }
 
 /// A protocol as the configuration file writes it.

@@ -74,6 +74,12 @@ fn suites() -> Vec<Suite> {
 /// The configuration of gateway `me` (A or B) with `suite`, UDP
 /// encapsulation or plain ESP.
 fn config(me: char, suite: &Suite, encap: &str) -> Config {
+    let text = config_text(me, suite, encap);
+    Config::parse(&format!("gw{me}.toml"), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The text of [`config`].
+fn config_text(me: char, suite: &Suite, encap: &str) -> String {
     let (local, remote, out_spi, in_spi, my_net, my_net6, peer_net, peer_net6) = match me {
         'A' => (
             GW_A,
@@ -101,7 +107,7 @@ fn config(me: char, suite: &Suite, encap: &str) -> Config {
     } else {
         (suite.lines_ba, suite.lines_ab)
     };
-    let text = format!(
+    format!(
         r#"[clear]
 tun = "phx0"
 [protected]
@@ -138,8 +144,7 @@ src = "{my_net}"
 dst = "10.9.0.0/16"
 action = "discard"
 "#
-    );
-    Config::parse(&format!("gw{me}.toml"), &text).unwrap_or_else(|e| panic!("{e}"))
+    )
 }
 
 /// One gateway: its SAs and the two batch paths of one worker.
@@ -198,6 +203,7 @@ impl Gateway {
                 ),
                 local: Some(self.local),
                 stride: d.len(),
+                tos: meta.tos,
             };
             batch.push(d, received).unwrap();
         }
@@ -432,6 +438,70 @@ fn policies_decide_what_is_protected() {
     assert_eq!(d.get(DaemonCounter::TunMalformed), 1);
 }
 
+/// Decisions per policy name, as the worker counted them for the
+/// policies installed now.
+fn hits(gw: &Gateway) -> Vec<(String, u64)> {
+    let rt = gw.store.load();
+    rt.policies
+        .iter()
+        .map(|p| (p.config.name.clone(), gw.stats.policy_hits.hits(p)))
+        .collect()
+}
+
+fn named(list: &[(&str, u64)]) -> Vec<(String, u64)> {
+    list.iter().map(|(n, c)| (n.to_string(), *c)).collect()
+}
+
+/// Every outbound decision counts for its policy, whether the SPD or the
+/// flow cache in front of it answered; a reload keeps the counts of
+/// unchanged policies and starts changed and new ones (even on a reused
+/// id) from 0.
+#[test]
+fn policy_hits_count_each_decision_and_survive_reloads() {
+    let suite = &suites()[0];
+    let text = config_text('A', suite, "udp");
+    let mut a = Gateway::new(&config('A', suite, "udp"), 0);
+    let flow = udp_packet("10.1.0.2", "10.2.0.9", 10, 0);
+    let wire = a.send(&[
+        flow.clone(),
+        flow.clone(), // the flow cache answers from here on
+        flow.clone(),
+        udp_packet("fd01::2", "fd02::2", 10, 0),
+        udp_packet("10.1.0.2", "10.9.1.1", 10, 0), // discard
+        udp_packet("10.1.0.2", "10.9.1.1", 10, 0),
+        udp_packet("10.1.0.2", "10.7.0.1", 10, 0), // no policy: no hit
+        vec![0x45, 0, 0],                          // not an IP packet
+    ]);
+    assert_eq!(wire.udp.len(), 4);
+    assert_eq!(hits(&a), named(&[("v4", 3), ("v6", 1), ("drop-v4", 2)]));
+    a.send(std::slice::from_ref(&flow));
+    assert_eq!(hits(&a)[0], ("v4".to_owned(), 4), "a second batch adds");
+
+    // Reload: "drop-v4" changes; the others keep their counts.
+    let changed = text.replace(r#"dst = "10.9.0.0/16""#, r#"dst = "10.9.0.0/17""#);
+    let reload = |gw: &Gateway, text: &str| {
+        let config = Config::parse("gwA.toml", text).unwrap();
+        gw.store.apply_config(&config, Instant::now()).unwrap()
+    };
+    assert_eq!(reload(&a, &changed).changed, ["drop-v4"]);
+    assert_eq!(
+        hits(&a),
+        named(&[("v4", 4), ("v6", 1), ("drop-v4", 0)]),
+        "before the worker's next batch, the old count is not reported"
+    );
+    a.send(&[flow.clone(), udp_packet("10.1.0.2", "10.9.1.1", 10, 0)]);
+    assert_eq!(hits(&a), named(&[("v4", 5), ("v6", 1), ("drop-v4", 1)]));
+
+    // Reload: "v6" goes, "v6-new" takes its id (the lowest free) and
+    // starts from 0, not from v6's count.
+    let before = a.store.load().policies[1].id;
+    let renamed = changed.replace(r#"name = "v6""#, r#"name = "v6-new""#);
+    reload(&a, &renamed);
+    assert_eq!(a.store.load().policies[1].id, before, "id reused");
+    a.send(&[flow]);
+    assert_eq!(hits(&a), named(&[("v4", 6), ("v6-new", 0), ("drop-v4", 1)]));
+}
+
 #[test]
 fn a_packet_outside_the_inbound_selectors_is_dropped() {
     let suite = &suites()[0];
@@ -479,4 +549,87 @@ fn a_reload_between_batches_loses_and_replays_nothing() {
     }
     assert_eq!(delivered, 500);
     assert_eq!(b.stats.inbound.total_drops(), 0);
+}
+
+/// `p` with its IPv4 TOS / IPv6 Traffic Class set to `tos`.
+fn with_tos(p: &[u8], tos: u8) -> Vec<u8> {
+    let mut p = p.to_vec();
+    if p[0] >> 4 == 4 {
+        let mut ip = Ipv4Packet::new_unchecked(&mut p[..]);
+        ip.set_dscp_ecn(tos);
+        ip.fill_checksum();
+    } else {
+        Ipv6Packet::new_unchecked(&mut p[..]).set_traffic_class(tos);
+    }
+    p
+}
+
+/// The inner packet's TOS / Traffic Class.
+fn tos_of(p: &[u8]) -> u8 {
+    if p[0] >> 4 == 4 {
+        Ipv4Packet::new_checked(p).unwrap().dscp_ecn()
+    } else {
+        Ipv6Packet::new_checked(p).unwrap().traffic_class()
+    }
+}
+
+/// ECN and DSCP across the tunnel, through the daemon's paths and the
+/// socket metadata: A copies each inner TOS into `meta.tos` for its socket
+/// (RFC 6040 §4.1 normal mode, RFC 4301 §5.1.2.1); a router on the way
+/// marks CE, which B's socket reports in `meta.tos`, and B carries it into
+/// ECN-capable inner packets (RFC 6040 §4.2) and drops Not-ECT ones
+/// rather than lose the congestion signal.
+#[test]
+fn ecn_and_dscp_cross_the_tunnel_both_encapsulations() {
+    const EF: u8 = 0xb8; // DSCP 46, RFC 3246
+    let suite = &suites()[0];
+    for (encap, ingress) in [("udp", Ingress::Udp), ("none", Ingress::Raw)] {
+        let (mut a, mut b) = (
+            Gateway::new(&config('A', suite, encap), 0),
+            Gateway::new(&config('B', suite, encap), 0),
+        );
+        // ECT(0), ECT(1), Not-ECT, EF + ECT(0), EF + Not-ECT; v4 and v6.
+        let tos = [2, 1, 0, EF | 2, EF];
+        let packets: Vec<Vec<u8>> = mixed_traffic(10)
+            .iter()
+            .enumerate()
+            .map(|(i, p)| with_tos(p, tos[i / 2]))
+            .collect();
+        let wire = a.send(&packets);
+        let sent = if encap == "udp" { &wire.udp } else { &wire.raw };
+        let outer: Vec<u8> = sent.iter().map(|(_, m)| m.tos).collect();
+        let inner: Vec<u8> = packets.iter().map(|p| tos_of(p)).collect();
+        assert_eq!(outer, inner, "{encap}: outer TOS = inner TOS");
+        // Unmarked on the way: B delivers the packets as they were sent.
+        assert_eq!(b.receive(sent, ingress), packets, "{encap}");
+
+        // Marked CE on the way (the socket reports it).
+        let wire = a.send(&packets);
+        let sent = if encap == "udp" { &wire.udp } else { &wire.raw };
+        let marked: Vec<(Vec<u8>, PacketMeta)> = sent
+            .iter()
+            .map(|(d, m)| {
+                (
+                    d.clone(),
+                    PacketMeta {
+                        tos: m.tos | 3,
+                        ..*m
+                    },
+                )
+            })
+            .collect();
+        let got = b.receive(&marked, ingress);
+        let ect: Vec<&Vec<u8>> = packets.iter().filter(|p| tos_of(p) & 3 != 0).collect();
+        assert_eq!(got.len(), ect.len(), "{encap}: only ECN-capable ones pass");
+        for (delivered, original) in got.iter().zip(ect) {
+            // The same packet but for CE (and the IPv4 checksum).
+            let expected = with_tos(original, tos_of(original) | 3);
+            assert_eq!(delivered, &expected, "{encap}: CE carried in");
+        }
+        assert_eq!(
+            b.drops(DropReason::EcnNotEct),
+            4,
+            "{encap}: Not-ECT inner under a CE outer is dropped (RFC 6040 §4.2)"
+        );
+    }
 }

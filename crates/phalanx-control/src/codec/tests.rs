@@ -73,6 +73,9 @@ fn sample_responses() -> Vec<Response> {
                 worker: 0,
                 busy_ratio: 0.25,
                 packets: 99,
+                busy_1s: Some(0.25),
+                busy_avg: Some(0.125),
+                busy_seconds: Some(1.5),
             }],
         }),
         Response::Reload(ReloadSummary {
@@ -181,6 +184,39 @@ fn optional_sa_fields_may_be_absent_and_unknown_fields_ignored() {
     let sa: SaInfo = serde_json::from_value(value).expect("decodes");
     assert_eq!(sa.encap, None);
     assert_eq!(sa.next_sequence, None);
+}
+
+/// A daemon of the first release sends worker loads and policies without
+/// the fields added since: they decode as `None`, not as an error.
+#[test]
+fn load_and_hit_fields_of_newer_daemons_are_optional() {
+    let line = br#"{"version":1,"id":1,"result":{"type":"counters","data":{"drops":[],"daemon":[],"workers":[{"worker":0,"busy_ratio":0.5,"packets":3}]}}}"#;
+    let response = decode_response(line).expect("decodes").outcome.expect("ok");
+    let Response::Counters(report) = response else {
+        panic!("a counters answer: {response:?}");
+    };
+    let load = &report.workers[0];
+    assert_eq!(
+        (load.busy_1s, load.busy_avg, load.busy_seconds),
+        (None, None, None)
+    );
+    let policy = serde_json::json!({
+        "name": "p", "priority": 1, "source": "any", "destination": "any", "protocol": "any",
+        "source_ports": "any", "destination_ports": "any", "action": "discard"
+    });
+    let policy: PolicyInfo = serde_json::from_value(policy).expect("decodes");
+    assert_eq!(policy.hits, None);
+    // And the new names are what goes on the wire.
+    let sent = serde_json::to_value(WorkerLoad {
+        busy_1s: Some(0.5),
+        busy_avg: Some(0.25),
+        busy_seconds: Some(2.0),
+        ..load.clone()
+    })
+    .expect("json");
+    assert_eq!(sent["busy_1s"], 0.5);
+    assert_eq!(sent["busy_avg"], 0.25);
+    assert_eq!(sent["busy_seconds"], 2.0);
 }
 
 fn refused(line: &str) -> RequestError {

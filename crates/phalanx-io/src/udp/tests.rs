@@ -285,3 +285,91 @@ fn oversize_datagrams_are_dropped_not_truncated() {
     assert_eq!(got[0].0, vec![2; 100]);
     assert_eq!(rx.stats().recv_dropped, 1);
 }
+
+/// Outer TOS octets the TOS tests cycle through: Not-ECT, ECT(0), ECT(1),
+/// CE (RFC 3168 §5), DSCP EF (RFC 3246) with Not-ECT and with ECT(0).
+const TOS_CYCLE: [u8; 6] = [0, 2, 1, 3, 0xb8, 0xb8 | 2];
+
+/// `outgoing` with packet `i` sent with outer TOS `tos[i]`.
+fn with_tos(to: SocketAddr, sizes: &[usize], tos: &[u8]) -> PacketBatch {
+    let mut batch = outgoing(to, sizes);
+    for (i, &t) in tos.iter().enumerate() {
+        batch.meta_mut(i).tos = t;
+    }
+    batch
+}
+
+fn assert_tos(got: &[(Vec<u8>, PacketMeta)], tos: &[u8]) {
+    assert_eq!(got.len(), tos.len(), "all datagrams arrive");
+    for (i, ((data, meta), &want)) in got.iter().zip(tos).enumerate() {
+        let index = u16::from_be_bytes([data[0], data[1]]);
+        assert_eq!(usize::from(index), i, "datagram {i} in order");
+        assert_eq!(meta.tos, want, "datagram {i}: outer TOS");
+    }
+}
+
+#[test]
+fn ecn_and_dscp_travel_with_each_datagram() {
+    let mut rx = socket(false, false);
+    let mut tx = socket(false, false);
+    let sizes = [200; 12];
+    let tos: Vec<u8> = (0..12).map(|i| TOS_CYCLE[i % TOS_CYCLE.len()]).collect();
+    let batch = with_tos(rx.local_addr().unwrap(), &sizes, &tos);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 12);
+    assert_tos(&receive(&mut rx, 12, 64), &tos);
+}
+
+#[test]
+fn gso_runs_split_where_the_tos_changes() {
+    let mut rx = socket(true, false);
+    let mut tx = socket(false, true);
+    // Runs: [ECT(0) x3] [CE x2] [EF x1] [EF+ECT(0) x3] [0 x2].
+    let tos = [2, 2, 2, 3, 3, 0xb8, 0xba, 0xba, 0xba, 0, 0];
+    let sizes = [900; 11];
+    let batch = with_tos(rx.local_addr().unwrap(), &sizes, &tos);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 11);
+    let sent = tx.stats();
+    assert_eq!(
+        (sent.packets_sent, sent.gso_messages, sent.send_calls),
+        (11, 4, 1),
+        "one GSO message per run of two or more"
+    );
+    let got = receive(&mut rx, 11, 64);
+    assert_tos(&got, &tos);
+    assert!(
+        rx.stats().coalesced_received >= 1,
+        "loopback keeps GSO super-datagrams whole, so the split is tested"
+    );
+}
+
+#[test]
+fn ipv6_traffic_class_travels_with_each_datagram() {
+    let bind = |gro, gso| {
+        let mut config = UdpConfig::new("[::1]:0".parse().unwrap());
+        (config.gro, config.gso, config.nonblocking) = (gro, gso, true);
+        UdpSocket::bind(&config).unwrap()
+    };
+    let (mut rx, mut tx) = (bind(true, false), bind(false, true));
+    let tos = [3, 3, 1, 0xb8, 0xb8, 2];
+    let batch = with_tos(rx.local_addr().unwrap(), &[700; 6], &tos);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 6);
+    assert_eq!(tx.stats().gso_messages, 2);
+    assert_tos(&receive(&mut rx, 6, 64), &tos);
+}
+
+#[test]
+fn dual_stack_socket_carries_the_tos_of_ipv4_peers() {
+    let mut config = UdpConfig::new("[::]:0".parse().unwrap());
+    config.nonblocking = true;
+    let mut dual = UdpSocket::bind(&config).unwrap();
+    let port = dual.local_addr().unwrap().port();
+    let mut v4 = socket(false, true);
+    let tos = [2, 3, 0xb8];
+    let batch = with_tos(SocketAddr::from(([127, 0, 0, 1], port)), &[300; 3], &tos);
+    assert_eq!(v4.send_batch(&batch).unwrap(), 3);
+    assert_tos(&receive(&mut dual, 3, 8), &tos);
+    // And back: the IPv4-mapped destination takes IP_TOS.
+    let back = with_tos(v4.local_addr().unwrap(), &[300; 3], &tos);
+    assert_eq!(dual.send_batch(&back).unwrap(), 3);
+    assert_tos(&receive(&mut v4, 3, 8), &tos);
+}

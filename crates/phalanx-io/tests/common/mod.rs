@@ -39,6 +39,11 @@ impl NetNs {
         ns
     }
 
+    /// The namespace's name (`phxio-<pid>-<tag>`).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Runs `ip -n <ns> args…`; panics with its stderr on failure.
     pub(crate) fn ip(&self, args: &[&str]) -> String {
         let mut full = vec!["-n", self.name.as_str()];

@@ -1,10 +1,14 @@
 //! Per-worker counters: the ESP drop counters of each direction
-//! ([`Counters`]), the daemon's own [`DaemonCounter`]s, and busy time.
+//! ([`Counters`]), the daemon's own [`DaemonCounter`]s, outbound policy
+//! hits ([`PolicyHits`]), and busy time.
 //! A worker owns its [`WorkerStats`] and adds to it without atomics;
 //! every [`STATS_INTERVAL_MS`](crate::limits::STATS_INTERVAL_MS) it copies
 //! them into its [`StatsSlot`], which the control plane reads.
 
 use phalanx_esp::Counters;
+use phalanx_sa::PolicyId;
+
+use crate::install::{InstalledPolicy, Runtime};
 
 /// A counter of the daemon that is not an ESP drop reason. The
 /// discriminant indexes [`DaemonCounters`].
@@ -187,9 +191,12 @@ pub struct WorkerStats {
     pub busy_ns: u64,
     /// Nanoseconds since the worker started.
     pub wall_ns: u64,
-    /// Busy share over the last publication interval, `0.0..=1.0`, in
-    /// millionths (kept integral so the struct stays `Eq`).
-    pub recent_busy_ppm: u32,
+    /// Busy share over the last second (a sliding window of the
+    /// publications, see [`load`](super::load)), `0.0..=1.0` in millionths
+    /// (kept integral so the struct stays `Eq`).
+    pub busy_1s_ppm: u32,
+    /// Outbound policy decisions, per policy.
+    pub policy_hits: PolicyHits,
 }
 
 impl WorkerStats {
@@ -200,12 +207,90 @@ impl WorkerStats {
             + self.daemon.get(DaemonCounter::RawRxPackets)
     }
 
-    /// Adds another worker's counters (load fields excepted).
+    /// Busy share since the worker started, `0.0..=1.0`.
+    pub fn busy_avg(&self) -> f64 {
+        f64::from(super::load::share_ppm(self.busy_ns, self.wall_ns)) / 1e6
+    }
+
+    /// Busy share over the last second, `0.0..=1.0`.
+    pub fn busy_1s(&self) -> f64 {
+        f64::from(self.busy_1s_ppm) / 1e6
+    }
+
+    /// Adds another worker's counters (load fields and policy hits
+    /// excepted: hits are summed per policy with [`PolicyHits::hits`]).
     pub fn merge(&mut self, other: &WorkerStats) {
         self.outbound.merge(&other.outbound);
         self.inbound.merge(&other.inbound);
         self.daemon.merge(&other.daemon);
     }
+}
+
+/// How often each outbound policy decided a packet's fate (RFC 4301
+/// §5.1: the SPD lookup, or the flow cache in front of it, which answers
+/// for the same policy), counted by one worker without atomics.
+///
+/// Indexed by policy id - 1 (ids are small and stable across reloads, see
+/// [`install`](crate::install)). Each slot remembers the generation of
+/// the policy it counts for; when a reload gives the id to another policy
+/// (new generation) the slot starts again from 0. The vectors grow only
+/// when a reload installs a higher id, never on the packet path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyHits {
+    /// The runtime generation the slots were last checked against.
+    synced: Option<u64>,
+    counts: Vec<u64>,
+    generations: Vec<u64>,
+}
+
+impl PolicyHits {
+    /// Brings the slots in line with `rt`'s policies: called once per
+    /// batch, it does work only when `rt` is a new publication.
+    pub fn sync(&mut self, rt: &Runtime) {
+        if self.synced == Some(rt.generation) {
+            return;
+        }
+        self.synced = Some(rt.generation);
+        let slots = rt.policies.iter().filter_map(|p| slot(p.id)).max();
+        let len = slots.map_or(0, |s| s + 1);
+        if len > self.counts.len() {
+            self.counts.resize(len, 0);
+            self.generations.resize(len, 0);
+        }
+        for policy in &rt.policies {
+            if let Some(s) = slot(policy.id) {
+                if self.generations[s] != policy.generation {
+                    (self.counts[s], self.generations[s]) = (0, policy.generation);
+                }
+            }
+        }
+    }
+
+    /// Counts one decision of policy `id` (an id the last
+    /// [`sync`](Self::sync)ed runtime does not know is not counted).
+    #[inline]
+    pub fn record(&mut self, id: PolicyId) {
+        if let Some(count) = slot(id).and_then(|s| self.counts.get_mut(s)) {
+            *count += 1;
+        }
+    }
+
+    /// This worker's count for `policy`: 0 when its slot still counts for
+    /// a policy that held the id before (the worker has not seen the
+    /// reload yet).
+    pub fn hits(&self, policy: &InstalledPolicy) -> u64 {
+        match slot(policy.id) {
+            Some(s) if self.generations.get(s) == Some(&policy.generation) => {
+                self.counts.get(s).copied().unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// The counter slot of policy `id` (ids start at 1).
+fn slot(id: PolicyId) -> Option<usize> {
+    usize::try_from(id.0.checked_sub(1)?).ok()
 }
 
 /// Where a worker publishes its [`WorkerStats`].

@@ -6,7 +6,8 @@
 //! 0xFF octet is a NAT-keepalive, a zero marker an IKE message; both are
 //! counted and consumed here, IKE comes with the next issue); the outer
 //! IP (and UDP) header is rebuilt in front of the ESP packet from the
-//! receive metadata (see the `packet` module); `prepare_inbound` (SAD by
+//! receive metadata, its TOS included, so an outer CE mark reaches the
+//! inner packet (RFC 6040 §4.2; see the `packet` module); `prepare_inbound` (SAD by
 //! SPI, replay pre-check, RFC 4303 §3.4) builds the op; the engine runs
 //! it; `finish_inbound_with_events` authenticates, commits the replay
 //! window, strips the trailer and checks the inner packet against the
@@ -25,7 +26,9 @@ use phalanx_wire::natt::{classify, UdpEncapPayload};
 
 use super::counters::{DaemonCounter, WorkerStats};
 use super::engine::CryptoEngine;
-use super::packet::{prepend_outer, rebuild_outer, BufPool, Input, MAX_REBUILT_HEADER};
+use super::packet::{
+    prepend_outer, rebuild_outer, BufPool, Input, OuterHeader, MAX_REBUILT_HEADER,
+};
 use crate::install::Runtime;
 
 /// Headroom of inbound buffers and of the socket receive batch: room to
@@ -218,10 +221,14 @@ impl InboundPath {
                 }
             }
         }
-        let udp = (ingress == Ingress::Udp).then(|| (meta.remote.port(), self.udp_port));
-        let addresses = (meta.remote.ip(), meta.local.unwrap_or(self.local));
+        let header = OuterHeader {
+            src: meta.remote.ip(),
+            dst: meta.local.unwrap_or(self.local),
+            udp: (ingress == Ingress::Udp).then(|| (meta.remote.port(), self.udp_port)),
+            tos: meta.tos,
+        };
         let payload_len = payload.len();
-        let Some(buf) = self.outer_packet(input, i, addresses, udp) else {
+        let Some(buf) = self.outer_packet(input, i, &header) else {
             stats.daemon.bump(DaemonCounter::OuterHeader);
             stats
                 .inbound
@@ -241,16 +248,15 @@ impl InboundPath {
         }
     }
 
-    /// Packet `i` of `input` behind its rebuilt outer header, in a buffer
-    /// for the ESP layer: swapped out of an owned batch when there is
-    /// room in front of it, else copied. `None` when the header cannot be
-    /// built or the packet does not fit.
+    /// Packet `i` of `input` behind its rebuilt outer `header`, in a
+    /// buffer for the ESP layer: swapped out of an owned batch when there
+    /// is room in front of it, else copied. `None` when the header cannot
+    /// be built or the packet does not fit.
     fn outer_packet(
         &mut self,
         input: &mut Input<'_>,
         i: usize,
-        addresses: (IpAddr, IpAddr),
-        udp: Option<(u16, u16)>,
+        header: &OuterHeader,
     ) -> Option<PacketBuf> {
         let swapped = match input {
             Input::Owned(batch) => self.bufs.swap_out(batch, i, (MAX_REBUILT_HEADER, 0)),
@@ -258,12 +264,12 @@ impl InboundPath {
         };
         let (mut buf, built) = match swapped {
             Some(mut buf) => {
-                let built = prepend_outer(&mut buf, addresses, udp);
+                let built = prepend_outer(&mut buf, header);
                 (buf, built)
             }
             None => {
                 let mut buf = self.bufs.take(INBOUND_HEADROOM);
-                let built = rebuild_outer(&mut buf, addresses, udp, input.batch().packet(i));
+                let built = rebuild_outer(&mut buf, header, input.batch().packet(i));
                 (buf, built)
             }
         };

@@ -13,6 +13,7 @@ pub mod counters;
 pub mod engine;
 pub mod inbound;
 pub mod io;
+pub mod load;
 pub mod outbound;
 mod packet;
 pub mod worker;
@@ -20,7 +21,7 @@ pub mod worker;
 #[cfg(test)]
 mod zero_copy_tests;
 
-pub use counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
+pub use counters::{DaemonCounter, DaemonCounters, PolicyHits, StatsSlot, WorkerStats};
 pub use engine::CryptoEngine;
 pub use inbound::{Delivery, InboundPath, Ingress, Received, ReceivedMut};
 pub use outbound::{Egress, OutboundPath};

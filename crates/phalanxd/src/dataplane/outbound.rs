@@ -2,12 +2,15 @@
 //! TUN side in, ESP packets for the sockets out.
 //!
 //! Per packet (DESIGN.md "Packet path"): selectors read from the packet
-//! (`flow_of`) → SPD through the worker's flow cache (RFC 4301 §5.1) →
+//! (`flow_of`) → SPD through the worker's flow cache (RFC 4301 §5.1; the
+//! deciding policy's hit counter is bumped, cache hit or not) →
 //! PROTECT: outbound SA → `prepare_outbound` (sequence number, headers,
 //! IV) into a crypto frame; BYPASS / DISCARD / no policy: counted and
 //! dropped. Frames go to the engine as they fill; each completed op is
 //! finished (`finish_outbound`), its outer header read for the
-//! destination and stripped, and the rest handed to [`Egress`].
+//! destination and TOS and stripped, and the rest handed to [`Egress`]
+//! with that TOS in `meta.tos` (RFC 6040 §4.1: phalanx-esp copied the
+//! inner ECN field and DSCP out; the socket must not send 0 instead).
 //!
 //! IVs (RFC 4303 §3.3.2): the combined modes use the sequence number
 //! (unique per key, RFC 4106 §3.1, RFC 7634 §2); AES-CBC gets bytes from
@@ -39,10 +42,12 @@ use crate::limits::{FLOW_CACHE_ENTRIES, HEADROOM};
 pub trait Egress {
     /// An ESP packet to send in a UDP datagram (RFC 3948): `payload` is
     /// the UDP payload, `meta.remote` the peer address and port,
-    /// `meta.local` our source address when known.
+    /// `meta.local` our source address when known, `meta.tos` the outer
+    /// TOS / Traffic Class to send with.
     fn udp(&mut self, payload: &[u8], meta: PacketMeta);
     /// A plain ESP packet for the raw socket: `esp` starts at the SPI;
-    /// `meta.remote` is the peer (port 0).
+    /// `meta.remote` is the peer (port 0), `meta.tos` the outer TOS /
+    /// Traffic Class.
     fn raw(&mut self, esp: &[u8], meta: PacketMeta);
 
     /// As [`udp`](Self::udp), with the payload at `bounds` of `buf`, an
@@ -142,6 +147,7 @@ impl OutboundPath {
         let mut rand_ctx = OutboundContext::new(now, IvSource::Random(&mut fill));
         let mut frame = self.spare.pop().unwrap_or_default();
         let mut last: Option<(u32, Arc<OutboundSa>)> = None;
+        stats.policy_hits.sync(rt);
         let local = self.local;
         for i in 0..input.batch().len() {
             let Some(id) = self.policy(rt, input.batch().packet(i), stats) else {
@@ -237,13 +243,15 @@ impl OutboundPath {
             stats.daemon.bump(DaemonCounter::TunMalformed);
             return None;
         };
-        let counter = match self.cache.lookup_action(&rt.spd, &FlowKey::from(flow)) {
-            Some(found) => match found.action {
-                PolicyAction::Protect(id) => return Some(id),
-                PolicyAction::Bypass => DaemonCounter::PolicyBypass,
-                PolicyAction::Discard => DaemonCounter::PolicyDiscard,
-            },
-            None => DaemonCounter::NoPolicy,
+        let Some(found) = self.cache.lookup_action(&rt.spd, &FlowKey::from(flow)) else {
+            stats.daemon.bump(DaemonCounter::NoPolicy);
+            return None;
+        };
+        stats.policy_hits.record(found.id);
+        let counter = match found.action {
+            PolicyAction::Protect(id) => return Some(id),
+            PolicyAction::Bypass => DaemonCounter::PolicyBypass,
+            PolicyAction::Discard => DaemonCounter::PolicyDiscard,
         };
         stats.daemon.bump(counter);
         None
@@ -294,6 +302,7 @@ fn emit<E: Egress>(buf: PacketBuf, egress: &mut E, local: IpAddr) -> Result<Pack
         remote: SocketAddr::new(route.dst, port),
         local: from,
         stride: 0,
+        tos: route.tos,
     };
     match route.udp_dst_port {
         Some(_) => egress.udp_owned(&mut storage, payload, meta),

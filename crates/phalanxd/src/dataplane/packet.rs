@@ -5,13 +5,19 @@
 //! kernel builds the outer IP header on send, no `IP_HDRINCL`). phalanx-esp
 //! deals in whole outer packets. So inbound, the outer IPv4/IPv6 (and UDP)
 //! header is rebuilt in front of the payload from the receive metadata
-//! (source, destination, ports); outbound, the header ESP built is read
-//! for the destination and stripped before the socket sends the rest.
+//! (source, destination, ports, TOS); outbound, the header ESP built is
+//! read for the destination and TOS and stripped before the socket sends
+//! the rest, the TOS riding along as a control message.
 //!
-//! What the rebuilt header cannot carry: the outer TOS/Traffic Class
-//! (sockets do not report it without `IP_RECVTOS`), so a CE mark set on the
-//! outer header by a router is not copied to the inner one (RFC 6040
-//! §4.2); and IPv6 extension headers, which the kernel has consumed.
+//! The TOS / Traffic Class octet is what carries ECN and DSCP across the
+//! tunnel: phalanx-esp copies the inner one to the outer header on
+//! encapsulation (RFC 6040 §4.1 normal mode, RFC 4301 §5.1.2.1), and on
+//! decapsulation carries an outer CE mark in (RFC 6040 §4.2), so the
+//! rebuilt header must have the octet the datagram arrived with.
+//!
+//! What the rebuilt header cannot carry: IPv6 extension headers, which the
+//! kernel has consumed; and the TTL and identification, which no check
+//! reads.
 
 use std::net::IpAddr;
 
@@ -116,30 +122,33 @@ impl Input<'_> {
     }
 }
 
-/// Writes `payload` into the empty `buf` behind a rebuilt outer IP header
-/// from `src` to `dst` (and a UDP header with `udp` = (source port,
-/// destination port) when given). False when the addresses are of
-/// different families or the packet does not fit (nothing usable is left
-/// in `buf` then).
-pub(crate) fn rebuild_outer(
-    buf: &mut PacketBuf,
-    addresses: (IpAddr, IpAddr),
-    udp: Option<(u16, u16)>,
-    payload: &[u8],
-) -> bool {
-    buf.extend_from_slice(payload) && prepend_outer(buf, addresses, udp)
+/// The outer header of a received packet, as the socket reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OuterHeader {
+    /// Outer source address (the peer).
+    pub(crate) src: IpAddr,
+    /// Outer destination address (us).
+    pub(crate) dst: IpAddr,
+    /// (source port, destination port) of the UDP header (RFC 3948), or
+    /// `None` for plain ESP.
+    pub(crate) udp: Option<(u16, u16)>,
+    /// IPv4 TOS / IPv6 Traffic Class: DSCP and ECN (RFC 2474, RFC 3168).
+    pub(crate) tos: u8,
 }
 
-/// Rebuilds the outer IP header from `src` to `dst` (and a UDP header
-/// with `udp` = (source port, destination port) when given) in front of
-/// the payload already in `buf`, in its headroom. False (the payload left
-/// as it was) when the addresses are of different families or the
-/// headroom or length limits do not allow it.
-pub(crate) fn prepend_outer(
-    buf: &mut PacketBuf,
-    (src, dst): (IpAddr, IpAddr),
-    udp: Option<(u16, u16)>,
-) -> bool {
+/// Writes `payload` into the empty `buf` behind a rebuilt outer `header`.
+/// False when the addresses are of different families or the packet does
+/// not fit (nothing usable is left in `buf` then).
+pub(crate) fn rebuild_outer(buf: &mut PacketBuf, header: &OuterHeader, payload: &[u8]) -> bool {
+    buf.extend_from_slice(payload) && prepend_outer(buf, header)
+}
+
+/// Rebuilds the outer IP header (and UDP header, when `header.udp` is
+/// set) in front of the payload already in `buf`, in its headroom. False
+/// (the payload left as it was) when the addresses are of different
+/// families or the headroom or length limits do not allow it.
+pub(crate) fn prepend_outer(buf: &mut PacketBuf, header: &OuterHeader) -> bool {
+    let OuterHeader { src, dst, udp, tos } = *header;
     let payload_len = buf.len();
     let udp_len = if udp.is_some() { UDP_HEADER_LEN } else { 0 };
     let ip_payload = udp_len + payload_len;
@@ -168,7 +177,7 @@ pub(crate) fn prepend_outer(
             protocol,
             payload_len: ip_payload,
             ttl: REBUILT_TTL,
-            dscp_ecn: 0,
+            dscp_ecn: tos,
             ident: 0,
             dont_frag: false,
         }
@@ -179,7 +188,7 @@ pub(crate) fn prepend_outer(
             next_header: protocol,
             payload_len: ip_payload,
             hop_limit: REBUILT_TTL,
-            traffic_class: 0,
+            traffic_class: tos,
             flow_label: 0,
         }
         .emit(&mut Ipv6Packet::new_unchecked(ip)),
@@ -207,40 +216,44 @@ pub(crate) struct OuterRoute {
     pub(crate) udp_dst_port: Option<u16>,
     /// Where the socket's part starts: the UDP payload, or the ESP header.
     pub(crate) payload_offset: usize,
+    /// The outer TOS / Traffic Class phalanx-esp wrote (RFC 6040 §4.1:
+    /// the inner ECN field and DSCP, copied), for the socket to send with.
+    pub(crate) tos: u8,
 }
 
 /// Reads the outer header of a finished outbound packet. `None` when it
 /// is neither ESP nor UDP over IPv4/IPv6 (it cannot be: phalanx-esp built
 /// it; but nothing here trusts that).
 pub(crate) fn outer_route(packet: &[u8]) -> Option<OuterRoute> {
-    let (src, dst, protocol, offset) = match packet.first()? >> 4 {
+    let (src, dst, protocol, offset, tos) = match packet.first()? >> 4 {
         4 => {
             let ip = Ipv4Packet::new_checked(packet).ok()?;
             let (src, dst) = (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()));
-            (src, dst, ip.protocol(), ip.header_len())
+            (src, dst, ip.protocol(), ip.header_len(), ip.dscp_ecn())
         }
         6 => {
             let ip = Ipv6Packet::new_checked(packet).ok()?;
             let upper = phalanx_wire::ipv6::upper_layer(&ip).ok()?;
             let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
-            (src, dst, upper.protocol, upper.offset)
+            (src, dst, upper.protocol, upper.offset, ip.traffic_class())
         }
         _ => return None,
     };
+    let route = OuterRoute {
+        src,
+        dst,
+        udp_dst_port: None,
+        payload_offset: offset,
+        tos,
+    };
     match protocol {
-        IpProtocol::ESP => Some(OuterRoute {
-            src,
-            dst,
-            udp_dst_port: None,
-            payload_offset: offset,
-        }),
+        IpProtocol::ESP => Some(route),
         IpProtocol::UDP => {
             let udp = UdpPacket::new_checked(packet.get(offset..)?).ok()?;
             Some(OuterRoute {
-                src,
-                dst,
                 udp_dst_port: Some(udp.dst_port()),
                 payload_offset: offset + UDP_HEADER_LEN,
+                ..route
             })
         }
         _ => None,
@@ -251,16 +264,20 @@ pub(crate) fn outer_route(packet: &[u8]) -> Option<OuterRoute> {
 mod tests {
     use super::*;
 
+    fn header(src: &str, dst: &str, udp: Option<(u16, u16)>, tos: u8) -> OuterHeader {
+        OuterHeader {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            udp,
+            tos,
+        }
+    }
+
     #[test]
     fn rebuild_then_route_round_trips_v4_udp_and_v6_raw() {
         let mut buf = PacketBuf::with_capacity(256, 64);
-        let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
-        assert!(rebuild_outer(
-            &mut buf,
-            (a, b),
-            Some((4500, 4501)),
-            &[1, 2, 3, 4, 5, 6, 7, 8]
-        ));
+        let h = header("192.0.2.1", "192.0.2.2", Some((4500, 4501)), 0);
+        assert!(rebuild_outer(&mut buf, &h, &[1, 2, 3, 4, 5, 6, 7, 8]));
         assert_eq!(buf.len(), 20 + 8 + 8);
         assert!(Ipv4Packet::new_checked(buf.as_slice())
             .unwrap()
@@ -268,7 +285,7 @@ mod tests {
         let route = outer_route(buf.as_slice()).unwrap();
         assert_eq!(
             (route.src, route.dst, route.udp_dst_port),
-            (a, b, Some(4501))
+            (h.src, h.dst, Some(4501))
         );
         assert_eq!(
             &buf.as_slice()[route.payload_offset..],
@@ -276,11 +293,8 @@ mod tests {
         );
 
         let mut buf = PacketBuf::with_capacity(256, 64);
-        let (a, b): (IpAddr, IpAddr) = (
-            "2001:db8::1".parse().unwrap(),
-            "2001:db8::2".parse().unwrap(),
-        );
-        assert!(rebuild_outer(&mut buf, (a, b), None, &[9; 12]));
+        let h = header("2001:db8::1", "2001:db8::2", None, 0);
+        assert!(rebuild_outer(&mut buf, &h, &[9; 12]));
         let route = outer_route(buf.as_slice()).unwrap();
         assert_eq!(
             (
@@ -289,17 +303,41 @@ mod tests {
                 route.udp_dst_port,
                 route.payload_offset
             ),
-            (a, b, None, 40)
+            (h.src, h.dst, None, 40)
         );
+    }
+
+    /// The TOS octet the socket reported lands in the rebuilt header, where
+    /// phalanx-esp's RFC 6040 §4.2 decapsulation reads the outer ECN field;
+    /// and the one phalanx-esp wrote is what the socket is told to send.
+    #[test]
+    fn rebuilt_header_carries_the_received_tos() {
+        // DSCP EF (RFC 3246) with CE, Not-ECT, ECT(1), ECT(0).
+        for tos in [0xb8 | 3, 0, 1, 2] {
+            let mut buf = PacketBuf::with_capacity(256, 64);
+            let h = header("192.0.2.1", "192.0.2.2", Some((4500, 4500)), tos);
+            assert!(rebuild_outer(&mut buf, &h, &[7; 16]));
+            let ip = Ipv4Packet::new_checked(buf.as_slice()).unwrap();
+            assert_eq!(ip.dscp_ecn(), tos, "IPv4 TOS");
+            assert!(ip.verify_checksum(), "checksum covers the TOS");
+            assert_eq!(outer_route(buf.as_slice()).unwrap().tos, tos);
+
+            let mut buf = PacketBuf::with_capacity(256, 64);
+            let h = header("2001:db8::1", "2001:db8::2", None, tos);
+            assert!(rebuild_outer(&mut buf, &h, &[7; 16]));
+            let ip = Ipv6Packet::new_checked(buf.as_slice()).unwrap();
+            assert_eq!(ip.traffic_class(), tos, "IPv6 Traffic Class");
+            assert_eq!(outer_route(buf.as_slice()).unwrap().tos, tos);
+        }
     }
 
     #[test]
     fn mixed_families_and_no_room_are_refused() {
         let mut buf = PacketBuf::with_capacity(64, 0);
-        let v4: IpAddr = "192.0.2.1".parse().unwrap();
-        let v6: IpAddr = "2001:db8::1".parse().unwrap();
-        assert!(!rebuild_outer(&mut buf, (v4, v6), None, &[0; 4]));
-        assert!(!rebuild_outer(&mut buf, (v4, v4), None, &[0; 60]));
+        let mixed = header("192.0.2.1", "2001:db8::1", None, 0);
+        assert!(!rebuild_outer(&mut buf, &mixed, &[0; 4]));
+        let v4 = header("192.0.2.1", "192.0.2.1", None, 0);
+        assert!(!rebuild_outer(&mut buf, &v4, &[0; 60]));
         assert!(outer_route(&[0x45]).is_none());
         assert!(outer_route(&[]).is_none());
     }
@@ -320,19 +358,9 @@ mod tests {
             56,
             "the batch got a buffer of its length"
         );
-        assert!(prepend_outer(
-            &mut buf,
-            ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap()),
-            None
-        ));
-        assert!(
-            !prepend_outer(
-                &mut buf,
-                ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap()),
-                None
-            ),
-            "no headroom left"
-        );
+        let h = header("192.0.2.1", "192.0.2.2", None, 0);
+        assert!(prepend_outer(&mut buf, &h));
+        assert!(!prepend_outer(&mut buf, &h), "no headroom left");
         assert_eq!(outer_route(buf.as_slice()).unwrap().payload_offset, 20);
     }
 

@@ -36,6 +36,7 @@ use super::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
 use super::engine::CryptoEngine;
 use super::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADROOM};
 use super::io::{SharedRaw, SocketEgress, TunDelivery};
+use super::load::LoadWindow;
 use super::outbound::OutboundPath;
 use crate::install::SaStore;
 use crate::limits::{
@@ -157,12 +158,12 @@ const MAX_SOURCES: usize = 3;
 const MAX_ROUNDS: usize = 16;
 
 /// Busy-time bookkeeping.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Load {
     start: Instant,
     busy: Duration,
     published: Instant,
-    busy_at_publish: Duration,
+    window: LoadWindow,
 }
 
 impl Load {
@@ -171,7 +172,7 @@ impl Load {
             start,
             busy: Duration::ZERO,
             published: start,
-            busy_at_publish: Duration::ZERO,
+            window: LoadWindow::new(),
         }
     }
 }
@@ -389,14 +390,11 @@ impl Worker {
 
     /// Copies the counters where the control plane reads them.
     fn publish(&mut self, now: Instant, load: &mut Load) {
-        let window = now.duration_since(load.published).as_nanos().max(1);
-        let recent = (load.busy - load.busy_at_publish).as_nanos();
-        let ppm = (recent * 1_000_000 / window).min(1_000_000);
-        self.stats.busy_ns = u64::try_from(load.busy.as_nanos()).unwrap_or(u64::MAX);
-        self.stats.wall_ns =
-            u64::try_from(now.duration_since(load.start).as_nanos()).unwrap_or(u64::MAX);
-        self.stats.recent_busy_ppm = u32::try_from(ppm).unwrap_or(1_000_000);
-        (load.published, load.busy_at_publish) = (now, load.busy);
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.stats.busy_ns = nanos(load.busy);
+        self.stats.wall_ns = nanos(now.duration_since(load.start));
+        self.stats.busy_1s_ppm = load.window.record(self.stats.wall_ns, self.stats.busy_ns);
+        load.published = now;
         let mut published = self.stats.clone();
         self.add_io_stats(&mut published.daemon);
         self.slot.publish(&published);

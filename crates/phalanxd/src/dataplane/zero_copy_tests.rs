@@ -46,6 +46,7 @@ fn received(meta: PacketMeta, len: usize) -> PacketMeta {
         remote: SocketAddr::new(meta.local.unwrap(), 4500),
         local: Some(meta.remote.ip()),
         stride: len,
+        tos: meta.tos,
     }
 }
 
