@@ -11,3 +11,23 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod auth;
+pub mod config;
+pub mod counters;
+pub mod endpoint;
+pub mod error;
+pub mod events;
+mod exchange;
+mod ike_sa;
+pub mod limits;
+pub mod natd;
+pub mod proposal;
+pub mod protect;
+pub mod ts;
+mod timers;
+
+pub use counters::{Counter, IkeCounters};
+pub use endpoint::Endpoint;
+pub use error::IkeError;
+pub use events::{
+    ChildSaInfo, ChildSaInstall, Datagram, IkeSaInfo, IkeSaState, SaEvent, Transmit,
+};

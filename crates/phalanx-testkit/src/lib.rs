@@ -6,6 +6,8 @@
 //! - [`pcap`]: a minimal pcap writer for captures from tests.
 //! - [`models`]: trivially correct reference models (anti-replay).
 //! - [`counters`]: counter-delta assertions ([`assert_delta!`]).
+//! - [`ike_pair`]: two IKE endpoints on a virtual clock over a simulated
+//!   network (latency, loss, MTU, drop rules, NAT).
 //! - [`fuzzing`]: the SA databases of the inbound fuzz targets.
 //!
 //! Contract: like the cores it tests, nothing here reads the clock or draws
@@ -15,6 +17,7 @@
 
 pub mod counters;
 pub mod fuzzing;
+pub mod ike_pair;
 pub mod models;
 pub mod null;
 pub mod pcap;

@@ -1,0 +1,538 @@
+//! Child SA negotiation, shared by IKE_AUTH and CREATE_CHILD_SA
+//! (RFC 7296 §1.2, §1.3.1, §1.3.3, §2.9, §2.17).
+//!
+//! ```text
+//! KEYMAT = prf+(SK_d, Ni | Nr)               (IKE_AUTH, or no PFS)
+//! KEYMAT = prf+(SK_d, g^ir (new) | Ni | Nr)  (CREATE_CHILD_SA with KE)
+//! ```
+//!
+//! KEYMAT gives the initiator-to-responder keys first, then the
+//! responder-to-initiator keys (§2.17). Make-before-break: the responder
+//! installs its inbound SA before its answer leaves; the initiator installs
+//! inbound then outbound when the answer arrives; the responder's outbound
+//! follows its answer for a new SA, and for a rekey waits until the old SA
+//! is deleted by the rekey initiator (who by then receives on the new one).
+
+use core::net::IpAddr;
+use std::sync::Arc;
+
+use phalanx_crypto::ike::{child_keymat, respond, start_initiator, ChildKeys, KexState};
+use phalanx_crypto::{KeGroup, Suite};
+use phalanx_sa::{SaMode, Selector};
+use phalanx_wire::ike::iana::{IntegId, KeId, NotifyType, PayloadType, ProtocolId};
+use phalanx_wire::ike::{
+    KePayload, NoncePayload, NotifyPayload, Payload, SaPayload, TrafficSelector, TsAddresses,
+    TsPayload,
+};
+use phalanx_wire::IpProtocol;
+
+use crate::config::{ChildConfig, Connection, EncrAlg, EspProposal};
+use crate::counters::Counter;
+use crate::error::IkeError;
+use crate::events::{ChildSaInstall, SaEvent};
+use crate::exchange::{notify, Found};
+use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa};
+use crate::limits::NONCE_LEN;
+use crate::proposal::{
+    accept_esp_answer, esp_sa_payload, select_esp, select_esp_create_child, NegotiatedEsp,
+    ProposalError,
+};
+use crate::timers::{ChildTimer, TimerTable};
+use crate::ts::{check_narrowed, narrow_pair, to_selectors, TsRole};
+
+/// Our side of a Child SA negotiation in flight.
+pub(crate) struct ChildOffer {
+    /// The child config's name.
+    pub(crate) config: String,
+    /// Our inbound SPI in the offer.
+    pub(crate) spi_in: u32,
+    /// SAi2 as sent.
+    pub(crate) offered: SaPayload,
+    /// TSi as sent (our side).
+    pub(crate) tsi: Vec<TrafficSelector>,
+    /// TSr as sent (the peer's side).
+    pub(crate) tsr: Vec<TrafficSelector>,
+    /// We asked for transport mode.
+    pub(crate) transport: bool,
+    /// Our PFS key exchange, if any (CREATE_CHILD_SA only).
+    pub(crate) kex: Option<KexState>,
+    /// Ni (CREATE_CHILD_SA only; IKE_AUTH uses IKE_SA_INIT's).
+    pub(crate) ni: Vec<u8>,
+    /// Our inbound SPI of the SA this rekeys.
+    pub(crate) rekey_of: Option<u32>,
+    /// The packet that triggered it.
+    pub(crate) trigger: Option<(IpAddr, IpAddr)>,
+    /// Retries after TEMPORARY_FAILURE / INVALID_KE_PAYLOAD so far.
+    pub(crate) retries: u32,
+}
+
+/// A negotiated Child SA not yet recorded.
+pub(crate) struct NewChild {
+    pub(crate) config: String,
+    pub(crate) spi_in: u32,
+    pub(crate) negotiated: NegotiatedEsp,
+    pub(crate) transport: bool,
+    pub(crate) local_ts: Vec<TrafficSelector>,
+    pub(crate) remote_ts: Vec<TrafficSelector>,
+    pub(crate) keys: ChildKeys,
+    /// We initiated the exchange that created it (KEYMAT orientation).
+    pub(crate) initiator: bool,
+    pub(crate) nonces: (Vec<u8>, Vec<u8>),
+}
+
+/// A host selector for one address, any protocol and port (§2.9: the
+/// first TS describes the packet that triggered the request).
+fn host_ts(addr: IpAddr) -> TrafficSelector {
+    let addresses = match addr {
+        IpAddr::V4(a) => TsAddresses::V4 { start: a, end: a },
+        IpAddr::V6(a) => TsAddresses::V6 { start: a, end: a },
+    };
+    TrafficSelector {
+        ip_protocol: IpProtocol(0),
+        start_port: 0,
+        end_port: u16::MAX,
+        addresses,
+    }
+}
+
+/// The proposal that re-offers exactly what a Child SA runs (RFC 7296
+/// §2.8: a rekeyed SA SHOULD NOT change algorithms or selectors).
+fn same_suite(child: &ChildSa) -> EspProposal {
+    let suite = child.suite;
+    EspProposal {
+        encr: vec![EncrAlg::new(suite.encr, suite.encr_key_bits)],
+        integ: if suite.integ == IntegId::NONE {
+            Vec::new()
+        } else {
+            vec![suite.integ]
+        },
+        ke: child.pfs.into_iter().collect(),
+        esn: vec![child.esn],
+        additional_ke: Vec::new(),
+    }
+}
+
+/// Our proposals without RFC 9370 additional key exchanges (they need
+/// IKE_FOLLOWUP_KE, which this state machine does not run).
+fn esp_offers(cfg: &ChildConfig) -> Vec<EspProposal> {
+    cfg.esp_proposals
+        .iter()
+        .map(|p| EspProposal {
+            additional_ke: Vec::new(),
+            ..p.clone()
+        })
+        .collect()
+}
+
+/// The first PFS group our proposals name, if any.
+fn first_pfs_group(proposals: &[EspProposal]) -> Option<KeId> {
+    proposals
+        .iter()
+        .flat_map(|p| p.ke.iter())
+        .copied()
+        .find(|g| *g != KeId::NONE)
+}
+
+/// The child config of a connection by name.
+pub(crate) fn child_config<'a>(conn: &'a Connection, name: &str) -> Option<&'a ChildConfig> {
+    conn.children.iter().find(|c| c.name == name)
+}
+
+/// Data-plane selectors from `src` to `dst` traffic selectors. Both
+/// roles check that the selectors convert before a Child SA is accepted,
+/// so the fallback to none is never taken.
+pub(crate) fn selectors(src: &[TrafficSelector], dst: &[TrafficSelector]) -> Vec<Selector> {
+    to_selectors(src, dst).unwrap_or_default()
+}
+
+impl IkeSa {
+    /// Builds an offer for a Child SA: a new one of config `name`, or a
+    /// rekey of our inbound SPI `rekey_of`. `create` is CREATE_CHILD_SA
+    /// (nonce, optional PFS KE); otherwise IKE_AUTH.
+    pub(crate) fn make_child_offer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        name: &str,
+        trigger: Option<(IpAddr, IpAddr)>,
+        rekey_of: Option<u32>,
+        create: bool,
+        group: Option<KeId>,
+    ) -> Option<ChildOffer> {
+        let conn = Arc::clone(&self.conn);
+        let cfg = child_config(&conn, name)?;
+        let old = rekey_of.and_then(|spi| self.children.iter().find(|c| c.spi_in == spi));
+        let (proposals, mut tsi, mut tsr) = match old {
+            Some(old) => (vec![same_suite(old)], old.local_ts.clone(), old.remote_ts.clone()),
+            None => (esp_offers(cfg), cfg.local_ts.clone(), cfg.remote_ts.clone()),
+        };
+        if let Some((src, dst)) = trigger {
+            tsi.insert(0, host_ts(src));
+            tsr.insert(0, host_ts(dst));
+        }
+        let group = group.or_else(|| first_pfs_group(&proposals)).filter(|_| create);
+        let kex = match group {
+            Some(g) => {
+                let g = KeGroup::try_from(g).ok()?;
+                Some(start_initiator(ctx.provider, g, &mut *ctx.rng).ok()?)
+            }
+            None => None,
+        };
+        let spi_in = ctx.new_child_spi();
+        Some(ChildOffer {
+            config: name.to_owned(),
+            spi_in,
+            offered: esp_sa_payload(&proposals, spi_in, create),
+            tsi,
+            tsr,
+            transport: matches!(cfg.mode, SaMode::Transport),
+            kex,
+            ni: if create { ctx.random_bytes(NONCE_LEN) } else { Vec::new() },
+            rekey_of,
+            trigger,
+            retries: 0,
+        })
+    }
+
+    /// The payloads of an offer: [N(REKEY_SA)], [N(USE_TRANSPORT_MODE)],
+    /// SA, [Ni], [KEi], TSi, TSr (§1.3.1, §1.3.3, §3.10.1).
+    pub(crate) fn child_offer_payloads(&self, offer: &ChildOffer) -> Vec<Payload> {
+        let mut out = Vec::new();
+        if let Some(old) = offer.rekey_of {
+            // §1.3.3: the SPI of the SA being rekeyed, as we receive on it.
+            out.push(Payload::Notify(NotifyPayload::for_child(
+                ProtocolId::ESP,
+                old,
+                NotifyType::REKEY_SA,
+            )));
+        }
+        if offer.transport {
+            out.push(notify(NotifyType::USE_TRANSPORT_MODE, Vec::new()));
+        }
+        out.push(Payload::Sa(offer.offered.clone()));
+        if !offer.ni.is_empty() {
+            out.push(Payload::Nonce(NoncePayload {
+                data: offer.ni.clone(),
+            }));
+        }
+        if let Some(kex) = &offer.kex {
+            out.push(Payload::Ke(KePayload {
+                group: kex.group().into(),
+                data: kex.public_value().to_vec(),
+            }));
+        }
+        out.push(Payload::Tsi(TsPayload::new(offer.tsi.clone())));
+        out.push(Payload::Tsr(TsPayload::new(offer.tsr.clone())));
+        out
+    }
+
+    /// Drops an offer that will not complete (its SPI is released).
+    pub(crate) fn abandon_offer(&mut self, ctx: &mut Ctx<'_>, offer: Option<ChildOffer>) {
+        if let Some(offer) = offer {
+            ctx.free_child_spi(offer.spi_in);
+        }
+    }
+
+    /// Initiator: checks the responder's answer to an offer and derives
+    /// the keys. `nonces` are IKE_SA_INIT's for IKE_AUTH; `None` takes Ni
+    /// from the offer and Nr from the answer.
+    pub(crate) fn accept_child(
+        &self,
+        ctx: &mut Ctx<'_>,
+        offer: &mut ChildOffer,
+        found: &Found<'_>,
+        nonces: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<NewChild, IkeError> {
+        if let Some(error) = found.error() {
+            return Err(IkeError::PeerError(error));
+        }
+        let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
+        let tsi = found.tsi.ok_or(IkeError::MissingPayload(PayloadType::TSi))?;
+        let tsr = found.tsr.ok_or(IkeError::MissingPayload(PayloadType::TSr))?;
+        let negotiated = accept_esp_answer(&offer.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
+        // §2.9: the responder may only narrow what we proposed.
+        let within = check_narrowed(&offer.tsi, &tsi.selectors).is_ok()
+            && check_narrowed(&offer.tsr, &tsr.selectors).is_ok()
+            && to_selectors(&tsi.selectors, &tsr.selectors).is_ok();
+        if !within {
+            return Err(IkeError::TsUnacceptable);
+        }
+        let (ni, nr) = match nonces {
+            Some(n) => n,
+            None => {
+                let nr = found.nonce.ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
+                (offer.ni.clone(), nr.data.clone())
+            }
+        };
+        let shared = match (offer.kex.take(), negotiated.pfs_group()) {
+            (None, None) => None,
+            (Some(kex), Some(group)) if KeId::from(kex.group()) == group => {
+                let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
+                if ke.group != group {
+                    return Err(IkeError::Malformed);
+                }
+                Some(kex.complete(&ke.data).map_err(|_| IkeError::Malformed)?)
+            }
+            _ => return Err(IkeError::NoProposalChosen),
+        };
+        let keys = self.child_keys(ctx, &negotiated, shared.as_ref().map(|s| s.as_slice()), &ni, &nr)?;
+        Ok(NewChild {
+            config: offer.config.clone(),
+            spi_in: offer.spi_in,
+            transport: offer.transport && found.has(NotifyType::USE_TRANSPORT_MODE),
+            negotiated,
+            local_ts: tsi.selectors.clone(),
+            remote_ts: tsr.selectors.clone(),
+            keys,
+            initiator: true,
+            nonces: (ni, nr),
+        })
+    }
+
+    /// KEYMAT = prf+(SK_d, [g^ir (new) |] Ni | Nr), split (§2.17).
+    fn child_keys(
+        &self,
+        ctx: &Ctx<'_>,
+        negotiated: &NegotiatedEsp,
+        shared: Option<&[u8]>,
+        ni: &[u8],
+        nr: &[u8],
+    ) -> Result<ChildKeys, IkeError> {
+        let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
+        let (encr, integ) = (negotiated.encr_key_len(), negotiated.integ_key_len());
+        let secrets: Vec<&[u8]> = shared.into_iter().collect();
+        let len = ChildKeys::keymat_len(encr, integ);
+        let keymat = child_keymat(ctx.provider, crypto.prf, &crypto.keys.sk_d, &secrets, ni, nr, len)?;
+        Ok(ChildKeys::split(&keymat, encr, integ)?)
+    }
+
+    /// Responder: picks a child config whose selectors and proposals
+    /// accept the request and builds the answer: [N(USE_TRANSPORT_MODE)],
+    /// SA, [Nr], [KEr], TSi, TSr. `only` limits the choice to one config
+    /// (a rekey keeps its config). Emits `InstallInbound`; the outbound SA
+    /// is held in the new child for the caller to release.
+    pub(crate) fn respond_child(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        found: &Found<'_>,
+        nonces: (&[u8], &[u8]),
+        create: bool,
+        only: Option<&str>,
+    ) -> Result<(Vec<Payload>, u32), IkeError> {
+        let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
+        let tsi = found.tsi.ok_or(IkeError::MissingPayload(PayloadType::TSi))?;
+        let tsr = found.tsr.ok_or(IkeError::MissingPayload(PayloadType::TSr))?;
+        let kei = if create { found.ke } else { None };
+        let (cfg, negotiated, local_ts, remote_ts, transport) =
+            self.select_child(sa, &tsi.selectors, &tsr.selectors, kei.map(|k| k.group), create, only, found)?;
+        let (ni, nr) = nonces;
+        let (shared, ker) = match (negotiated.pfs_group(), kei) {
+            (Some(group), Some(ke)) if ke.group == group => {
+                let g = KeGroup::try_from(group)?;
+                let answer = respond(ctx.provider, g, &ke.data, &mut *ctx.rng).map_err(|_| IkeError::Malformed)?;
+                (Some(answer.shared_secret), Some(KePayload { group, data: answer.public_value }))
+            }
+            (None, _) => (None, None),
+            (Some(group), _) => return Err(IkeError::InvalidKe(group)),
+        };
+        let keys = self.child_keys(ctx, &negotiated, shared.as_ref().map(|s| s.as_slice()), ni, nr)?;
+        let spi_in = ctx.new_child_spi();
+        let mut payloads = Vec::new();
+        if transport {
+            payloads.push(notify(NotifyType::USE_TRANSPORT_MODE, Vec::new()));
+        }
+        payloads.push(Payload::Sa(negotiated.answer_payload(spi_in)));
+        if create {
+            payloads.push(Payload::Nonce(NoncePayload { data: nr.to_vec() }));
+        }
+        payloads.extend(ker.map(Payload::Ke));
+        payloads.push(Payload::Tsi(TsPayload::new(remote_ts.clone())));
+        payloads.push(Payload::Tsr(TsPayload::new(local_ts.clone())));
+        let new = NewChild {
+            config: cfg,
+            spi_in,
+            negotiated,
+            transport,
+            local_ts,
+            remote_ts,
+            keys,
+            initiator: false,
+            nonces: (ni.to_vec(), nr.to_vec()),
+        };
+        self.add_child(ctx, new, false);
+        Ok((payloads, spi_in))
+    }
+
+    /// The first child config that accepts the request's selectors, mode
+    /// and proposals. Errors say what failed for the best candidate:
+    /// INVALID_KE_PAYLOAD, else NO_PROPOSAL_CHOSEN, else TS_UNACCEPTABLE.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn select_child(
+        &self,
+        offered: &SaPayload,
+        tsi: &[TrafficSelector],
+        tsr: &[TrafficSelector],
+        kei: Option<KeId>,
+        create: bool,
+        only: Option<&str>,
+        found: &Found<'_>,
+    ) -> Result<(String, NegotiatedEsp, Vec<TrafficSelector>, Vec<TrafficSelector>, bool), IkeError> {
+        let wants_transport = found.has(NotifyType::USE_TRANSPORT_MODE);
+        let mut error = IkeError::TsUnacceptable;
+        for cfg in &self.conn.children {
+            if only.is_some_and(|name| name != cfg.name) {
+                continue;
+            }
+            let transport = matches!(cfg.mode, SaMode::Transport);
+            // §1.3.1: without USE_TRANSPORT_MODE the SA is a tunnel; a
+            // transport request we configured as tunnel gets a tunnel.
+            if transport && !wants_transport {
+                continue;
+            }
+            let Ok((narrow_i, narrow_r)) =
+                narrow_pair(&cfg.local_ts, &cfg.remote_ts, tsi, tsr, TsRole::Responder)
+            else {
+                continue;
+            };
+            let offers = esp_offers(cfg);
+            let selected = if create {
+                select_esp_create_child(&offers, offered, kei)
+            } else {
+                select_esp(&offers, offered, None)
+            };
+            match selected {
+                Ok(negotiated) => {
+                    return Ok((cfg.name.clone(), negotiated, narrow_r, narrow_i, transport))
+                }
+                Err(ProposalError::InvalidKe { wanted }) => error = IkeError::InvalidKe(wanted),
+                Err(_) if !matches!(error, IkeError::InvalidKe(_)) => error = IkeError::NoProposalChosen,
+                Err(_) => {}
+            }
+        }
+        Err(error)
+    }
+
+    /// Answers a Child SA that cannot be created with its error notify,
+    /// counted and reported (the IKE SA stays, §1.2). `child` names the
+    /// config when one was involved (a rekey), empty otherwise.
+    pub(crate) fn child_refusal(&mut self, ctx: &mut Ctx<'_>, e: &IkeError, child: &str) -> Vec<Payload> {
+        let counter = match e {
+            IkeError::TsUnacceptable => Some(Counter::TsRefused),
+            IkeError::NoProposalChosen => Some(Counter::ProposalsRefused),
+            IkeError::TemporaryFailure => Some(Counter::TemporaryFailures),
+            _ => None,
+        };
+        if let Some(counter) = counter {
+            ctx.count(counter);
+        }
+        ctx.count(Counter::ChildSasFailed);
+        ctx.event(SaEvent::ChildSaFailed {
+            connection: self.conn.name.clone(),
+            child: child.to_owned(),
+            reason: e.to_string(),
+        });
+        let ty = e.notify_type().unwrap_or(NotifyType::NO_PROPOSAL_CHOSEN);
+        vec![notify(ty, e.notify_data())]
+    }
+
+    /// Records a new Child SA and emits its installation: inbound now,
+    /// outbound now (`outbound_now`) or held back in the record.
+    pub(crate) fn add_child(&mut self, ctx: &mut Ctx<'_>, new: NewChild, outbound_now: bool) {
+        let conn = Arc::clone(&self.conn);
+        let Some(cfg) = child_config(&conn, &new.config) else {
+            ctx.free_child_spi(new.spi_in);
+            return;
+        };
+        let jitter = ctx.random_duration(cfg.lifetime.jitter.min(cfg.lifetime.rekey_time));
+        let keys = &new.keys;
+        let (in_keys, out_keys) = if new.initiator {
+            ((&keys.encr_r, &keys.integ_r), (&keys.encr_i, &keys.integ_i))
+        } else {
+            ((&keys.encr_i, &keys.integ_i), (&keys.encr_r, &keys.integ_r))
+        };
+        let suite = new.negotiated.suite;
+        let esn = new.negotiated.esn;
+        let base = InstallBase {
+            cfg,
+            suite,
+            esn,
+            transport: new.transport,
+            jitter,
+        };
+        let inbound = self.install(&base, new.spi_in, in_keys, &new.remote_ts, &new.local_ts);
+        let outbound =
+            self.install(&base, new.negotiated.peer_spi, out_keys, &new.local_ts, &new.remote_ts);
+        let mut child = ChildSa {
+            config: new.config,
+            spi_in: new.spi_in,
+            spi_out: new.negotiated.peer_spi,
+            suite,
+            esn,
+            // Re-offered on rekey; a Child SA from IKE_AUTH (no KE there,
+            // RFC 7296 §1.2) takes the PFS group its config offers first.
+            pfs: new.negotiated.pfs_group().or_else(|| {
+                new.negotiated.ke.is_none().then(|| first_pfs_group(&esp_offers(cfg))).flatten()
+            }),
+            transport: new.transport,
+            local_ts: new.local_ts,
+            remote_ts: new.remote_ts,
+            established_at: ctx.now,
+            timers: TimerTable::default(),
+            status: ChildStatus::Active,
+            inbound_installed: true,
+            outbound_installed: false,
+            pending_outbound: Some(Box::new(outbound)),
+            replaces: None,
+            nonces: Some(new.nonces),
+            peer_rekey: None,
+        };
+        let life = cfg.lifetime;
+        if !life.rekey_time.is_zero() {
+            child.timers.set(ChildTimer::Rekey, ctx.now + (life.rekey_time - jitter));
+        }
+        if !life.hard_time.is_zero() {
+            child.timers.set(ChildTimer::Expire, ctx.now + life.hard_time);
+        }
+        ctx.count(Counter::ChildSasEstablished);
+        ctx.event(SaEvent::InstallInbound(inbound));
+        if outbound_now {
+            child.install_pending_outbound(ctx);
+        }
+        self.children.push(child);
+    }
+
+    /// One direction's installation.
+    fn install(
+        &self,
+        base: &InstallBase<'_>,
+        spi: u32,
+        keys: (&zeroize::Zeroizing<Vec<u8>>, &zeroize::Zeroizing<Vec<u8>>),
+        src: &[TrafficSelector],
+        dst: &[TrafficSelector],
+    ) -> ChildSaInstall {
+        ChildSaInstall {
+            connection: self.conn.name.clone(),
+            child: base.cfg.name.clone(),
+            spi,
+            suite: base.suite,
+            encr_key: keys.0.clone(),
+            integ_key: keys.1.clone(),
+            mode: self.child_mode(base.transport),
+            esn: base.esn,
+            local: self.local.ip(),
+            remote: self.remote.ip(),
+            encap: self.udp_encap(),
+            selectors: selectors(src, dst),
+            replay_window: base.cfg.replay_window,
+            lifetime: base.cfg.lifetime.limits(base.jitter),
+        }
+    }
+}
+
+/// What both directions of one Child SA share.
+struct InstallBase<'a> {
+    cfg: &'a ChildConfig,
+    suite: Suite,
+    esn: bool,
+    transport: bool,
+    jitter: core::time::Duration,
+}

@@ -1,0 +1,370 @@
+//! CREATE_CHILD_SA for Child SAs: new ones (RFC 7296 §1.3.1) and rekeys
+//! (§1.3.3), with the collisions of §2.8.1 and §2.25.
+//!
+//! ```text
+//! Initiator                         Responder
+//! -------------------------------------------------------------------
+//! HDR, SK {[N(REKEY_SA)], [N(USE_TRANSPORT_MODE)], SA, Ni, [KEi],
+//!          TSi, TSr}  -->
+//!                                   <--  HDR, SK {[N(USE_TRANSPORT_MODE)],
+//!                                            SA, Nr, [KEr], TSi, TSr}
+//! ```
+//!
+//! A rekey's old SA is deleted by the rekey initiator after
+//! [`REKEY_OVERLAP`] (§2.8); the responder switches its outbound traffic to
+//! the new SA when that Delete arrives. When both sides rekeyed the same SA
+//! at once, "the SA created with the lowest of the four nonces" is
+//! redundant and is deleted by the side that created it (§2.8.1); that side
+//! never installs it. A rekey request for an SA being deleted or already
+//! replaced, or arriving while the IKE SA is being rekeyed, is answered
+//! TEMPORARY_FAILURE (§2.25.1, §2.25.2); one for an unknown SA,
+//! CHILD_SA_NOT_FOUND (§2.25).
+
+use core::net::IpAddr;
+
+use phalanx_wire::ike::iana::{ExchangeType, KeId, NotifyType, ProtocolId};
+use phalanx_wire::ike::{NotifyPayload, Payload};
+
+use crate::counters::Counter;
+use crate::error::IkeError;
+use crate::events::SaEvent;
+use crate::exchange::child::{child_config, ChildOffer, NewChild};
+use crate::exchange::{notify, Found};
+use crate::ike_sa::{AfterSend, ChildSa, ChildStatus, Ctx, IkeSa, Pending, Reply, Task};
+use crate::limits::{
+    MAX_CHILD_SAS, MAX_INIT_RESTARTS, NONCE_LEN, REKEY_DELETE_FALLBACK, REKEY_OVERLAP,
+    TEMPORARY_FAILURE_MAX_RETRIES, TEMPORARY_FAILURE_RETRY_JITTER, TEMPORARY_FAILURE_RETRY_MIN,
+};
+use crate::timers::{ChildTimer, TimerTable};
+
+/// The smaller of an exchange's two nonces (RFC 7296 §2.8.1 compares the
+/// four nonces of two colliding exchanges; octet strings compare
+/// lexicographically).
+fn lowest(nonces: &(Vec<u8>, Vec<u8>)) -> &[u8] {
+    core::cmp::min(nonces.0.as_slice(), nonces.1.as_slice())
+}
+
+impl IkeSa {
+    /// Starts CREATE_CHILD_SA for a new Child SA of config `name`.
+    pub(crate) fn start_create_child(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        name: &str,
+        trigger: Option<(IpAddr, IpAddr)>,
+        retries: u32,
+        group: Option<KeId>,
+    ) {
+        let exists = self.children.iter().any(|c| c.config == name && c.is_current());
+        if exists || self.children.len() >= MAX_CHILD_SAS {
+            return;
+        }
+        let Some(mut offer) = self.make_child_offer(ctx, name, trigger, None, true, group) else {
+            return;
+        };
+        offer.retries = retries;
+        let payloads = self.child_offer_payloads(&offer);
+        self.send_child_offer(ctx, payloads, offer);
+    }
+
+    /// Starts CREATE_CHILD_SA rekeying the Child SA with inbound SPI
+    /// `spi_in`, re-offering its suite (§2.8).
+    pub(crate) fn start_rekey_child(&mut self, ctx: &mut Ctx<'_>, spi_in: u32, retries: u32) {
+        let Some(idx) = self
+            .children
+            .iter()
+            .position(|c| c.spi_in == spi_in && c.status == ChildStatus::Active)
+        else {
+            return;
+        };
+        let (name, pfs) = (self.children[idx].config.clone(), self.children[idx].pfs);
+        let Some(mut offer) = self.make_child_offer(ctx, &name, None, Some(spi_in), true, pfs) else {
+            return;
+        };
+        offer.retries = retries;
+        self.children[idx].status = ChildStatus::Rekeying;
+        let payloads = self.child_offer_payloads(&offer);
+        self.send_child_offer(ctx, payloads, offer);
+    }
+
+    fn send_child_offer(&mut self, ctx: &mut Ctx<'_>, payloads: Vec<Payload>, offer: ChildOffer) {
+        let pending = Pending::Child(Box::new(offer));
+        if let Err(Pending::Child(offer)) =
+            self.send_request(ctx, ExchangeType::CREATE_CHILD_SA, payloads, pending)
+        {
+            self.restore_rekeyed(offer.rekey_of);
+            ctx.free_child_spi(offer.spi_in);
+        }
+    }
+
+    /// An SA whose rekey did not happen is active again.
+    fn restore_rekeyed(&mut self, rekey_of: Option<u32>) {
+        let Some(spi) = rekey_of else {
+            return;
+        };
+        if let Some(old) = self.children.iter_mut().find(|c| c.spi_in == spi) {
+            if old.status == ChildStatus::Rekeying {
+                old.status = ChildStatus::Active;
+            }
+        }
+    }
+
+    /// Responder: a CREATE_CHILD_SA request.
+    pub(crate) fn process_create_child_request(&mut self, ctx: &mut Ctx<'_>, payloads: &[Payload]) -> Reply {
+        let found = Found::scan(payloads);
+        let Some(sa) = found.sa else {
+            ctx.count(Counter::Unprocessable);
+            return Reply::of(vec![notify(NotifyType::INVALID_SYNTAX, Vec::new())]);
+        };
+        if sa.proposals.first().is_some_and(|p| p.protocol_id == ProtocolId::IKE) {
+            return self.respond_ike_rekey(ctx, &found);
+        }
+        if !self.is_established() || self.rekey_in_flight() {
+            // §2.25.2: not while the IKE SA is being rekeyed or deleted.
+            ctx.count(Counter::TemporaryFailures);
+            return Reply::of(vec![notify(NotifyType::TEMPORARY_FAILURE, Vec::new())]);
+        }
+        let Some(ni) = found.nonce else {
+            ctx.count(Counter::Unprocessable);
+            return Reply::of(vec![notify(NotifyType::INVALID_SYNTAX, Vec::new())]);
+        };
+        if self.children.len() >= MAX_CHILD_SAS {
+            return Reply::of(vec![notify(NotifyType::NO_ADDITIONAL_SAS, Vec::new())]);
+        }
+        let nr = ctx.random_bytes(NONCE_LEN);
+        if let Some(rekey) = found.notify(NotifyType::REKEY_SA) {
+            return self.respond_child_rekey(ctx, &found, rekey, &ni.data, &nr);
+        }
+        match self.respond_child(ctx, &found, (&ni.data, &nr), true, None) {
+            Ok((payloads, spi_in)) => Reply {
+                payloads,
+                after: vec![AfterSend::InstallOutbound(spi_in)],
+            },
+            Err(e) => Reply::of(self.child_refusal(ctx, &e, "")),
+        }
+    }
+
+    /// Responder: a rekey of one of our Child SAs (§1.3.3).
+    fn respond_child_rekey(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        found: &Found<'_>,
+        rekey: &NotifyPayload,
+        ni: &[u8],
+        nr: &[u8],
+    ) -> Reply {
+        // The SPI is the one the initiator receives on: our outbound SPI.
+        let Some(spi) = rekey.child_spi() else {
+            ctx.count(Counter::Unprocessable);
+            return Reply::of(vec![notify(NotifyType::INVALID_SYNTAX, Vec::new())]);
+        };
+        let Some(idx) = self.children.iter().position(|c| c.spi_out == spi) else {
+            ctx.count(Counter::ChildSasFailed);
+            let answer = NotifyPayload::for_child(ProtocolId::ESP, spi, NotifyType::CHILD_SA_NOT_FOUND);
+            return Reply::of(vec![Payload::Notify(answer)]);
+        };
+        if matches!(self.children[idx].status, ChildStatus::Deleting | ChildStatus::Rekeyed) {
+            // §2.25.1: being closed (or already replaced).
+            ctx.count(Counter::TemporaryFailures);
+            return Reply::of(vec![notify(NotifyType::TEMPORARY_FAILURE, Vec::new())]);
+        }
+        let (old_spi, name) = (self.children[idx].spi_in, self.children[idx].config.clone());
+        match self.respond_child(ctx, found, (ni, nr), true, Some(&name)) {
+            Ok((payloads, new_spi)) => {
+                self.link_peer_rekey(ctx, old_spi, new_spi);
+                // The outbound SA waits for the Delete of the old one.
+                Reply::of(payloads)
+            }
+            Err(e) => Reply::of(self.child_refusal(ctx, &e, &name)),
+        }
+    }
+
+    /// Records that the peer's rekey of `old_spi` created `new_spi`.
+    fn link_peer_rekey(&mut self, ctx: &mut Ctx<'_>, old_spi: u32, new_spi: u32) {
+        if let Some(new) = self.children.iter_mut().find(|c| c.spi_in == new_spi) {
+            new.replaces = Some(old_spi);
+        }
+        let Some(old) = self.children.iter_mut().find(|c| c.spi_in == old_spi) else {
+            return;
+        };
+        old.peer_rekey = Some(new_spi);
+        if old.status == ChildStatus::Active {
+            ctx.count(Counter::ChildSasRekeyed);
+            old.status = ChildStatus::Rekeyed;
+            old.timers.stop(ChildTimer::Rekey);
+            old.timers.set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
+        }
+        // Rekeying (our own rekey in flight): the collision is settled when
+        // our answer arrives.
+    }
+
+    /// Initiator: the answer to a CREATE_CHILD_SA for a Child SA.
+    pub(crate) fn process_child_response(&mut self, ctx: &mut Ctx<'_>, offer: ChildOffer, payloads: &[Payload]) {
+        let found = Found::scan(payloads);
+        self.complete_child_offer(ctx, offer, &found, None);
+    }
+
+    /// Initiator: completes an offer made in IKE_AUTH (`nonces` from
+    /// IKE_SA_INIT) or CREATE_CHILD_SA.
+    pub(crate) fn complete_child_offer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        mut offer: ChildOffer,
+        found: &Found<'_>,
+        nonces: Option<(Vec<u8>, Vec<u8>)>,
+    ) {
+        match (self.accept_child(ctx, &mut offer, found, nonces), offer.rekey_of) {
+            (Ok(new), None) => self.add_child(ctx, new, true),
+            (Ok(new), Some(old)) => self.finish_child_rekey(ctx, new, old),
+            (Err(e), _) => self.child_offer_failed(ctx, offer, e, found),
+        }
+    }
+
+    /// Our rekey completed: install the new SA and retire the old one —
+    /// unless the peer rekeyed it too and our SA is the redundant one
+    /// (§2.8.1).
+    fn finish_child_rekey(&mut self, ctx: &mut Ctx<'_>, new: NewChild, old_spi: u32) {
+        let Some(old_idx) = self.children.iter().position(|c| c.spi_in == old_spi) else {
+            // The peer deleted the old SA meanwhile (§2.25.1); the new one
+            // it just created stands.
+            self.add_child(ctx, new, true);
+            return;
+        };
+        if let Some(peer_new) = self.children[old_idx].peer_rekey {
+            ctx.count(Counter::RekeyCollisions);
+            let theirs = self
+                .children
+                .iter()
+                .find(|c| c.spi_in == peer_new)
+                .and_then(|c| c.nonces.clone());
+            let ours_lost = theirs.is_some_and(|t| lowest(&new.nonces) < lowest(&t));
+            if ours_lost {
+                self.drop_redundant(ctx, new);
+                let old = &mut self.children[old_idx];
+                old.status = ChildStatus::Rekeyed;
+                old.timers.set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
+                return;
+            }
+            // Ours stands: the peer deletes its redundant SA; it never
+            // takes our traffic.
+            if let Some(redundant) = self.children.iter_mut().find(|c| c.spi_in == peer_new) {
+                redundant.replaces = None;
+                redundant.pending_outbound = None;
+                redundant.status = ChildStatus::Rekeyed;
+                redundant.timers.stop(ChildTimer::Rekey);
+            }
+        }
+        self.add_child(ctx, new, true);
+        ctx.count(Counter::ChildSasRekeyed);
+        if let Some(old) = self.children.iter_mut().find(|c| c.spi_in == old_spi) {
+            old.status = ChildStatus::Rekeyed;
+            old.timers.stop(ChildTimer::Rekey);
+            old.timers.set(ChildTimer::Retire, ctx.now + REKEY_OVERLAP);
+        }
+    }
+
+    /// §2.8.1: the SA we created lost the collision. It is never installed;
+    /// we delete it (we created it).
+    fn drop_redundant(&mut self, ctx: &mut Ctx<'_>, new: NewChild) {
+        ctx.count(Counter::RedundantSasDeleted);
+        let spi_in = new.spi_in;
+        self.children.push(ChildSa {
+            config: new.config,
+            spi_in,
+            spi_out: new.negotiated.peer_spi,
+            suite: new.negotiated.suite,
+            esn: new.negotiated.esn,
+            pfs: new.negotiated.pfs_group(),
+            transport: new.transport,
+            local_ts: new.local_ts,
+            remote_ts: new.remote_ts,
+            established_at: ctx.now,
+            timers: TimerTable::default(),
+            status: ChildStatus::Rekeyed,
+            inbound_installed: false,
+            outbound_installed: false,
+            pending_outbound: None,
+            replaces: None,
+            nonces: Some(new.nonces),
+            peer_rekey: None,
+        });
+        self.push_task(ctx, Task::DeleteChildren { spis: vec![spi_in] });
+    }
+
+    /// An offer the responder refused, or whose answer we cannot use.
+    fn child_offer_failed(&mut self, ctx: &mut Ctx<'_>, offer: ChildOffer, e: IkeError, found: &Found<'_>) {
+        ctx.free_child_spi(offer.spi_in);
+        self.restore_rekeyed(offer.rekey_of);
+        let retries = offer.retries + 1;
+        match (&e, offer.rekey_of) {
+            (IkeError::PeerError(NotifyType::TEMPORARY_FAILURE), _)
+                if retries <= TEMPORARY_FAILURE_MAX_RETRIES =>
+            {
+                // §2.25: wait, then retry.
+                ctx.count(Counter::TemporaryFailures);
+                let task = match offer.rekey_of {
+                    Some(spi_in) => Task::RekeyChild { spi_in, retries },
+                    None => Task::CreateChild {
+                        child: offer.config,
+                        trigger: offer.trigger,
+                        retries,
+                        group: None,
+                    },
+                };
+                let wait = TEMPORARY_FAILURE_RETRY_MIN + ctx.random_duration(TEMPORARY_FAILURE_RETRY_JITTER);
+                self.delay_task(ctx, task, wait);
+            }
+            (IkeError::PeerError(NotifyType::CHILD_SA_NOT_FOUND), Some(old_spi)) => {
+                // §2.25: forget the SA silently and create it anew.
+                self.forget_child(ctx, old_spi);
+                self.push_task(ctx, Task::CreateChild {
+                    child: offer.config,
+                    trigger: None,
+                    retries: 0,
+                    group: None,
+                });
+            }
+            (IkeError::PeerError(NotifyType::INVALID_KE_PAYLOAD), None) if retries <= MAX_INIT_RESTARTS => {
+                let wanted = found
+                    .notify(NotifyType::INVALID_KE_PAYLOAD)
+                    .and_then(|n| <[u8; 2]>::try_from(n.data.as_slice()).ok())
+                    .map(|b| KeId(u16::from_be_bytes(b)));
+                let ours = child_config(&self.conn, &offer.config)
+                    .is_some_and(|c| c.esp_proposals.iter().any(|p| wanted.is_some_and(|w| p.ke.contains(&w))));
+                if ours {
+                    self.push_task(ctx, Task::CreateChild {
+                        child: offer.config,
+                        trigger: offer.trigger,
+                        retries,
+                        group: wanted,
+                    });
+                } else {
+                    self.report_child_failure(ctx, &offer.config, &e);
+                }
+            }
+            _ => self.report_child_failure(ctx, &offer.config, &e),
+        }
+    }
+
+    fn report_child_failure(&mut self, ctx: &mut Ctx<'_>, config: &str, e: &IkeError) {
+        match e {
+            IkeError::PeerError(NotifyType::TS_UNACCEPTABLE) => ctx.count(Counter::TsRefused),
+            IkeError::PeerError(NotifyType::NO_PROPOSAL_CHOSEN) => ctx.count(Counter::ProposalsRefused),
+            _ => {}
+        }
+        ctx.count(Counter::ChildSasFailed);
+        ctx.event(SaEvent::ChildSaFailed {
+            connection: self.conn.name.clone(),
+            child: config.to_owned(),
+            reason: e.to_string(),
+        });
+    }
+
+    /// Removes a Child SA without an exchange.
+    pub(crate) fn forget_child(&mut self, ctx: &mut Ctx<'_>, spi_in: u32) {
+        if let Some(idx) = self.children.iter().position(|c| c.spi_in == spi_in) {
+            let mut child = self.children.remove(idx);
+            ctx.count(Counter::ChildSasDeleted);
+            child.remove(ctx, &self.conn.name);
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! INFORMATIONAL (RFC 7296 §1.4): deletes, liveness checks and error
+//! notifies.
+//!
+//! ```text
+//! Initiator                         Responder
+//! -------------------------------------------------------------------
+//! HDR, SK {[N,] [D,] [CP,] ...}  -->
+//!                                   <--  HDR, SK {[N,] [D,] [CP], ...}
+//! ```
+//!
+//! Deleting a Child SA: the request names our inbound SPIs; the answer
+//! names the peer's inbound SPIs of the same pairs (§1.4.1). We stop
+//! sending on an SA when we ask for its deletion and stop receiving when
+//! the answer comes. When both sides delete the same SA at once, each
+//! removes its outbound SA on the request, its inbound SA on the answer,
+//! and does not name the SA in its answer (§1.4.1). An empty request is a
+//! liveness check (§1.4, "dead peer detection").
+
+use phalanx_wire::ike::iana::{ExchangeType, NotifyType, ProtocolId};
+use phalanx_wire::ike::{DeletePayload, Payload};
+
+use crate::counters::Counter;
+use crate::exchange::Found;
+use crate::ike_sa::{AfterSend, ChildStatus, Ctx, IkeSa, Pending, Reply, State, Task};
+use crate::timers::IkeTimer;
+
+impl IkeSa {
+    /// Starts deleting Child SAs by our inbound SPIs; those gone or
+    /// already being deleted are skipped.
+    pub(crate) fn start_delete_children(&mut self, ctx: &mut Ctx<'_>, spis: Vec<u32>) {
+        let mut sending = Vec::new();
+        for spi in spis {
+            let Some(idx) = self.children.iter().position(|c| c.spi_in == spi) else {
+                continue;
+            };
+            if self.children[idx].status == ChildStatus::Deleting {
+                continue;
+            }
+            // Make-before-break: what replaces it takes over outbound first.
+            self.release_replacements(ctx, spi);
+            let name = self.conn.name.clone();
+            let child = &mut self.children[idx];
+            child.status = ChildStatus::Deleting;
+            child.timers = Default::default();
+            child.remove_outbound(ctx, &name);
+            sending.push(spi);
+        }
+        if sending.is_empty() {
+            return;
+        }
+        let delete = Payload::Delete(DeletePayload {
+            protocol_id: ProtocolId::ESP,
+            spis: sending.clone(),
+        });
+        let pending = Pending::DeleteChildren(sending);
+        if let Err(Pending::DeleteChildren(spis)) =
+            self.send_request(ctx, ExchangeType::INFORMATIONAL, vec![delete], pending)
+        {
+            self.drop_children(ctx, &spis);
+        }
+    }
+
+    /// Installs the held-back outbound SAs of the SAs that replace
+    /// `old_spi` (a rekey whose old SA is now going away, §2.8).
+    fn release_replacements(&mut self, ctx: &mut Ctx<'_>, old_spi: u32) {
+        for child in &mut self.children {
+            if child.replaces == Some(old_spi) {
+                child.replaces = None;
+                child.install_pending_outbound(ctx);
+            }
+        }
+    }
+
+    /// The answer to our Delete: stop receiving on those SAs.
+    pub(crate) fn process_delete_children_response(&mut self, ctx: &mut Ctx<'_>, spis: &[u32], _payloads: &[Payload]) {
+        self.drop_children(ctx, spis);
+    }
+
+    /// Removes Child SAs (what is left of them) and forgets them.
+    fn drop_children(&mut self, ctx: &mut Ctx<'_>, spis: &[u32]) {
+        let name = self.conn.name.clone();
+        let (gone, kept): (Vec<_>, Vec<_>) = self
+            .children
+            .drain(..)
+            .partition(|c| spis.contains(&c.spi_in));
+        self.children = kept;
+        for mut child in gone {
+            ctx.count(Counter::ChildSasDeleted);
+            child.remove(ctx, &name);
+        }
+    }
+
+    /// Starts deleting the IKE SA: its Child SAs are removed at once and
+    /// `IkeSaDown` emitted; the Delete is retransmitted until answered.
+    pub(crate) fn start_delete_ike(&mut self, ctx: &mut Ctx<'_>) {
+        let live = match self.state {
+            State::Established => true,
+            State::Rekeyed => false,
+            _ => return,
+        };
+        if live {
+            ctx.count(Counter::IkeSasDeleted);
+            self.remove_children(ctx);
+            self.emit_down(ctx, "deleted");
+        }
+        self.transition(ctx, State::Deleting);
+        self.timers = Default::default();
+        let delete = Payload::Delete(DeletePayload {
+            protocol_id: ProtocolId::IKE,
+            spis: Vec::new(),
+        });
+        if self
+            .send_request(ctx, ExchangeType::INFORMATIONAL, vec![delete], Pending::DeleteIke)
+            .is_err()
+        {
+            self.close(ctx);
+        }
+    }
+
+    /// The answer to our Delete of the IKE SA.
+    pub(crate) fn close_after_delete(&mut self, ctx: &mut Ctx<'_>) {
+        self.close(ctx);
+    }
+
+    /// The DPD timer: check liveness if the peer has been quiet for the
+    /// configured delay (RFC 7296 §1.4).
+    pub(crate) fn dpd_due(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(delay) = self.conn.dpd_delay.filter(|d| !d.is_zero()) else {
+            return;
+        };
+        if !self.is_established() {
+            return;
+        }
+        let quiet_until = self.last_heard + delay;
+        if ctx.now >= quiet_until {
+            self.push_task(ctx, Task::Dpd);
+            self.timers.set(IkeTimer::Dpd, ctx.now + delay);
+        } else {
+            self.timers.set(IkeTimer::Dpd, quiet_until);
+        }
+    }
+
+    /// Sends the liveness check: an empty INFORMATIONAL request.
+    pub(crate) fn start_dpd(&mut self, ctx: &mut Ctx<'_>) {
+        ctx.count(Counter::DpdSent);
+        // Nothing to release on failure: the check is simply not sent.
+        let _ = self.send_request(ctx, ExchangeType::INFORMATIONAL, Vec::new(), Pending::Informational);
+    }
+
+    /// Responder: an INFORMATIONAL request.
+    pub(crate) fn process_informational_request(&mut self, ctx: &mut Ctx<'_>, payloads: &[Payload]) -> Reply {
+        let found = Found::scan(payloads);
+        // §2.21.2: an initiator that could not authenticate us says so in
+        // an INFORMATIONAL; the IKE SA is as good as deleted.
+        let refused = found.has(NotifyType::AUTHENTICATION_FAILED);
+        if refused || found.deletes.iter().any(|d| d.protocol_id == ProtocolId::IKE) {
+            if refused {
+                ctx.count(Counter::AuthRejectedByPeer);
+            }
+            return self.peer_deleted_ike(ctx);
+        }
+        let mut answer = Vec::new();
+        for delete in &found.deletes {
+            if matches!(delete.protocol_id, ProtocolId::ESP | ProtocolId::AH) {
+                answer.extend(self.peer_deleted_children(ctx, &delete.spis));
+            }
+        }
+        if answer.is_empty() {
+            return Reply::default();
+        }
+        Reply::of(vec![Payload::Delete(DeletePayload {
+            protocol_id: ProtocolId::ESP,
+            spis: answer,
+        })])
+    }
+
+    /// The peer deletes Child SAs by its inbound SPIs (our outbound ones);
+    /// returns our inbound SPIs to name in the answer (§1.4.1).
+    fn peer_deleted_children(&mut self, ctx: &mut Ctx<'_>, spis: &[u32]) -> Vec<u32> {
+        let name = self.conn.name.clone();
+        let mut ours = Vec::new();
+        for &spi in spis {
+            // §1.4.1: SPIs we do not know are ignored.
+            let Some(idx) = self.children.iter().position(|c| c.spi_out == spi) else {
+                continue;
+            };
+            if self.children[idx].status == ChildStatus::Deleting {
+                // Crossed deletes: outbound went with our request, inbound
+                // goes with its answer; not named here.
+                self.children[idx].remove_outbound(ctx, &name);
+                continue;
+            }
+            let spi_in = self.children[idx].spi_in;
+            self.release_replacements(ctx, spi_in);
+            let mut child = self.children.remove(idx);
+            ctx.count(Counter::ChildSasDeleted);
+            child.remove(ctx, &name);
+            ours.push(spi_in);
+        }
+        ours
+    }
+
+    /// The peer deletes the IKE SA: every Child SA goes with it (§1.4.1).
+    fn peer_deleted_ike(&mut self, ctx: &mut Ctx<'_>) -> Reply {
+        if self.is_established() {
+            ctx.count(Counter::IkeSasDeleted);
+        }
+        self.remove_children(ctx);
+        if matches!(self.state, State::Established) {
+            self.emit_down(ctx, "deleted by peer");
+        }
+        Reply {
+            payloads: Vec::new(),
+            after: vec![AfterSend::Close],
+        }
+    }
+}

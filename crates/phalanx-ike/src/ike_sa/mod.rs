@@ -1,0 +1,918 @@
+//! One IKE SA: its state, keys, message window, Child SAs and timers
+//! (RFC 7296 §1, §2.1–§2.4).
+//!
+//! An IKE SA is driven by its [`Endpoint`](crate::Endpoint) with a
+//! [`Ctx`]: `handle_message` for a datagram demultiplexed to it,
+//! `handle_timeout` when one of its timers is due, and `push_task` for
+//! work the API asks for. The exchanges themselves live in
+//! [`crate::exchange`], one module each; this module holds the machinery
+//! they share: sending requests and responses, retransmission, the response
+//! cache, following the peer's address, and closing.
+//!
+//! States own their data and are consumed on transition
+//! ([`IkeSa::transition`] logs `old -> new` by counting it).
+
+pub(crate) mod child;
+pub(crate) mod ctx;
+pub(crate) mod task;
+pub(crate) mod window;
+
+use core::net::SocketAddr;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use phalanx_crypto::ike::IkeSaKeys;
+use phalanx_crypto::PrfAlgorithm;
+use phalanx_sa::{SaMode, UdpEncap};
+use phalanx_wire::ike::iana::{ExchangeType, PayloadType};
+use phalanx_wire::ike::{IkeHeader, IkeHeaderRepr, Payload};
+
+use crate::auth::Identity;
+use crate::config::Connection;
+use crate::counters::Counter;
+use crate::events::{Datagram, IkeSaInfo, IkeSaState, SaEvent};
+use crate::exchange::auth::AuthSent;
+use crate::exchange::init::{HalfOpen, InitSent};
+use crate::limits::{MAX_QUEUED_REQUESTS, MESSAGE_ID_REKEY_THRESHOLD, NATT_PORT};
+use crate::proposal::NegotiatedIke;
+use crate::protect::{ProtectError, Protection, Reassembler};
+use crate::timers::{ChildTimer, IkeTimer, TimerTable};
+
+pub(crate) use child::{ChildSa, ChildStatus};
+pub(crate) use ctx::Ctx;
+pub(crate) use task::{Pending, Task};
+use window::{retransmit_timeout, Outstanding, RequestId, Window};
+
+/// Where an IKE SA is in its life; each variant owns what that step needs.
+pub(crate) enum State {
+    /// Initiator: IKE_SA_INIT sent.
+    InitSent(Box<InitSent>),
+    /// Initiator: IKE_AUTH sent.
+    AuthSent(Box<AuthSent>),
+    /// Responder: IKE_SA_INIT answered, IKE_AUTH awaited.
+    HalfOpen(Box<HalfOpen>),
+    /// Authenticated.
+    Established,
+    /// Replaced by a rekey (its children moved on); deleted soon.
+    Rekeyed,
+    /// Our Delete of it is in flight; its children are already removed.
+    Deleting,
+    /// Finished. Kept only while the Linger timer runs, to answer a
+    /// retransmitted last request from the cache.
+    Closed,
+}
+
+/// The keys and protection of an IKE SA, from IKE_SA_INIT (or its rekey) on.
+pub(crate) struct SaCrypto {
+    /// The suite.
+    pub(crate) negotiated: NegotiatedIke,
+    /// Its PRF.
+    pub(crate) prf: PrfAlgorithm,
+    /// SK_d, SK_a*, SK_e*, SK_p*.
+    pub(crate) keys: IkeSaKeys,
+    /// SK payload sealing and opening.
+    pub(crate) protection: Protection,
+    /// RFC 7383 fragments received so far.
+    pub(crate) reassembler: Reassembler,
+}
+
+/// What to do once a response has been sent.
+pub(crate) enum AfterSend {
+    /// Install a held-back outbound SA (new Child SA, responder).
+    InstallOutbound(u32),
+    /// The IKE SA is finished; linger to answer retransmissions.
+    Close,
+}
+
+/// A response to send, and what follows it.
+#[derive(Default)]
+pub(crate) struct Reply {
+    /// The payloads inside SK.
+    pub(crate) payloads: Vec<Payload>,
+    /// Actions after sending.
+    pub(crate) after: Vec<AfterSend>,
+}
+
+impl Reply {
+    /// A reply of these payloads and nothing after.
+    pub(crate) fn of(payloads: Vec<Payload>) -> Reply {
+        Reply {
+            payloads,
+            after: Vec::new(),
+        }
+    }
+}
+
+/// One IKE SA.
+pub(crate) struct IkeSa {
+    /// The connection it belongs to.
+    pub(crate) conn: Arc<Connection>,
+    /// We initiated this IKE SA (the I flag; after a rekey, the rekey's
+    /// initiator, RFC 7296 §2.18).
+    pub(crate) initiator: bool,
+    /// The initiator's SPI.
+    pub(crate) spi_i: u64,
+    /// The responder's SPI (0 until known).
+    pub(crate) spi_r: u64,
+    /// Our address and port.
+    pub(crate) local: SocketAddr,
+    /// The peer's address and port.
+    pub(crate) remote: SocketAddr,
+    /// Where it is in its life.
+    pub(crate) state: State,
+    /// Keys, once IKE_SA_INIT completed.
+    pub(crate) crypto: Option<SaCrypto>,
+    /// Message IDs, outstanding request, response cache.
+    pub(crate) window: Window,
+    /// Its Child SAs.
+    pub(crate) children: Vec<ChildSa>,
+    /// Its timers.
+    pub(crate) timers: TimerTable<IkeTimer>,
+    /// Work waiting for the window.
+    pub(crate) tasks: VecDeque<Task>,
+    /// Work waiting for a time (retries after TEMPORARY_FAILURE).
+    pub(crate) delayed: Vec<(Instant, Task)>,
+    /// ESP is UDP-encapsulated: a NAT was detected, encapsulation is
+    /// forced, or the peer moved to port 4500 (RFC 7296 §2.23).
+    pub(crate) encap: bool,
+    /// Both sides announced RFC 7383 fragmentation.
+    pub(crate) fragmentation: bool,
+    /// The peer's SIGNATURE_HASH_ALGORITHMS (RFC 7427 §4).
+    pub(crate) peer_hashes: Vec<u16>,
+    /// The peer sent CERTREQ.
+    pub(crate) peer_certreq: bool,
+    /// The peer's authenticated identity.
+    pub(crate) remote_identity: Option<Identity>,
+    /// The peer sent INITIAL_CONTACT in IKE_AUTH.
+    pub(crate) initial_contact: bool,
+    /// When IKE_AUTH completed (or the rekey that created it).
+    pub(crate) established_at: Option<Instant>,
+    /// When we last heard from the peer (a verified message).
+    pub(crate) last_heard: Instant,
+    /// Responder: the half-open index key (peer address, SPIi).
+    pub(crate) init_key: Option<(SocketAddr, u64)>,
+    /// On an IKE SA the peer rekeyed while our own rekey of it was in
+    /// flight: our SPI of the SA its rekey created, and that exchange's
+    /// nonces (RFC 7296 §2.8.1).
+    pub(crate) peer_rekey: Option<(u64, Vec<u8>, Vec<u8>)>,
+    /// Where the SA moved to after a rekey (our SPI of the new SA).
+    pub(crate) successor: Option<u64>,
+    /// For a new IKE SA from our rekey: Ni and Nr of that exchange
+    /// (§2.8.1), until the collision check has used them.
+    pub(crate) rekey_nonces: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl IkeSa {
+    /// A new IKE SA with nothing negotiated yet.
+    pub(crate) fn new(
+        conn: Arc<Connection>,
+        initiator: bool,
+        local: SocketAddr,
+        remote: SocketAddr,
+        state: State,
+        now: Instant,
+    ) -> IkeSa {
+        IkeSa {
+            encap: conn.force_encap,
+            conn,
+            initiator,
+            spi_i: 0,
+            spi_r: 0,
+            local,
+            remote,
+            state,
+            crypto: None,
+            window: Window::default(),
+            children: Vec::new(),
+            timers: TimerTable::default(),
+            tasks: VecDeque::new(),
+            delayed: Vec::new(),
+            fragmentation: false,
+            peer_hashes: Vec::new(),
+            peer_certreq: false,
+            remote_identity: None,
+            initial_contact: false,
+            established_at: None,
+            last_heard: now,
+            init_key: None,
+            peer_rekey: None,
+            successor: None,
+            rekey_nonces: None,
+        }
+    }
+
+    /// Our SPI: the endpoint's key for this SA.
+    pub(crate) fn our_spi(&self) -> u64 {
+        if self.initiator {
+            self.spi_i
+        } else {
+            self.spi_r
+        }
+    }
+
+    /// Whether the SA is authenticated and usable.
+    pub(crate) fn is_established(&self) -> bool {
+        matches!(self.state, State::Established)
+    }
+
+    /// Whether it is a responder's half-open SA (RFC 7296 §2.6).
+    pub(crate) fn is_half_open(&self) -> bool {
+        matches!(self.state, State::HalfOpen(_))
+    }
+
+    /// Whether the endpoint may forget it.
+    pub(crate) fn is_finished(&self) -> bool {
+        matches!(self.state, State::Closed) && !self.timers.is_set(IkeTimer::Linger)
+    }
+
+    /// Moves to `next`, counting the transition (STYLE.md: one
+    /// `transition()` for every state change; the crate takes no logger, so
+    /// the count is the record). Returns the old state so its data can be
+    /// consumed.
+    pub(crate) fn transition(&mut self, ctx: &mut Ctx<'_>, next: State) -> State {
+        ctx.count(Counter::StateTransitions);
+        core::mem::replace(&mut self.state, next)
+    }
+
+    /// UDP encapsulation for Child SAs, if ESP is encapsulated.
+    pub(crate) fn udp_encap(&self) -> Option<UdpEncap> {
+        let floated = self.local.port() == NATT_PORT || self.remote.port() == NATT_PORT;
+        (self.encap || floated).then_some(UdpEncap {
+            local_port: self.local.port(),
+            remote_port: self.remote.port(),
+        })
+    }
+
+    /// The IKE header of a message we send.
+    pub(crate) fn header(&self, exchange: ExchangeType, response: bool, id: u32) -> IkeHeaderRepr {
+        IkeHeaderRepr {
+            initiator_spi: self.spi_i,
+            responder_spi: self.spi_r,
+            next_payload: PayloadType::SK,
+            exchange_type: exchange,
+            initiator: self.initiator,
+            response,
+            message_id: id,
+            length: 0,
+        }
+    }
+
+    /// Seals an encrypted message into its datagram(s), fragmented when
+    /// both sides support RFC 7383 and it does not fit.
+    fn seal(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        header: &IkeHeaderRepr,
+        payloads: &[Payload],
+    ) -> Option<Vec<Vec<u8>>> {
+        let mtu = self.fragmentation.then_some(ctx.limits.fragment_mtu);
+        let crypto = self.crypto.as_mut()?;
+        match crypto.protection.seal(header, payloads, mtu, &mut *ctx.rng) {
+            Ok(datagrams) => {
+                if datagrams.len() > 1 {
+                    ctx.counters.add(Counter::FragmentsSent, datagrams.len() as u64);
+                }
+                Some(datagrams)
+            }
+            Err(_) => {
+                ctx.count(Counter::Unprocessable);
+                None
+            }
+        }
+    }
+
+    /// Sends an encrypted request and waits for its response
+    /// (RFC 7296 §2.1). The window must be free. If the message cannot be
+    /// sealed, `pending` comes back so its caller can release what it holds.
+    pub(crate) fn send_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        exchange: ExchangeType,
+        payloads: Vec<Payload>,
+        pending: Pending,
+    ) -> Result<(), Pending> {
+        let id = self.window.next_request_id;
+        let header = self.header(exchange, false, id);
+        let Some(datagrams) = self.seal(ctx, &header, &payloads) else {
+            return Err(pending);
+        };
+        self.window.take_request_id();
+        ctx.count_exchange(exchange, false, true);
+        ctx.count_sent_notifies(&payloads);
+        self.start_outstanding(ctx, id, exchange, datagrams, pending);
+        Ok(())
+    }
+
+    /// Sends datagrams of a request and arms its retransmission.
+    pub(crate) fn start_outstanding(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        id: u32,
+        exchange: ExchangeType,
+        datagrams: Vec<Vec<u8>>,
+        pending: Pending,
+    ) {
+        for datagram in &datagrams {
+            ctx.transmit(self.local, self.remote, datagram.clone());
+        }
+        self.window.outstanding = Some(Outstanding {
+            id,
+            exchange,
+            datagrams,
+            tries: 0,
+            pending,
+        });
+        let at = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, 0);
+        self.timers.set(IkeTimer::Retransmit, at);
+    }
+
+    /// Sends an encrypted response and caches it for retransmitted
+    /// requests (RFC 7296 §2.1).
+    pub(crate) fn send_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        exchange: ExchangeType,
+        id: u32,
+        payloads: &[Payload],
+    ) {
+        let header = self.header(exchange, true, id);
+        let datagrams = self.seal(ctx, &header, payloads).unwrap_or_default();
+        ctx.count_exchange(exchange, true, true);
+        ctx.count_sent_notifies(payloads);
+        for datagram in &datagrams {
+            ctx.transmit(self.local, self.remote, datagram.clone());
+        }
+        self.window.answered(id, datagrams);
+    }
+
+    /// Handles one datagram the endpoint demultiplexed to this SA.
+    pub(crate) fn handle_message(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
+        if hdr.initiator == self.initiator {
+            // RFC 7296 §3.1: the I flag names the original initiator; a
+            // message claiming our role is not from our peer.
+            ctx.count(Counter::UnknownSpi);
+            return;
+        }
+        if hdr.exchange_type == ExchangeType::IKE_SA_INIT {
+            self.handle_init_message(ctx, dgram, hdr);
+            return;
+        }
+        if self.crypto.is_none() {
+            ctx.count(Counter::UnexpectedExchange);
+            return;
+        }
+        if hdr.response {
+            self.handle_response(ctx, dgram, hdr);
+        } else {
+            self.handle_request(ctx, dgram, hdr);
+        }
+        self.pump(ctx);
+    }
+
+    /// IKE_SA_INIT on an existing SA: the initiator's answer, or a
+    /// retransmitted request whose answer we resend.
+    fn handle_init_message(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
+        match (&self.state, hdr.response) {
+            (State::InitSent(_), true) if hdr.message_id == 0 => {
+                self.handle_init_response(ctx, dgram, hdr);
+                self.pump(ctx);
+            }
+            (State::HalfOpen(_), false) => self.resend_response(ctx),
+            _ => ctx.count(Counter::UnexpectedResponse),
+        }
+    }
+
+    /// Resends our last response (RFC 7296 §2.1: never reprocess).
+    pub(crate) fn resend_response(&mut self, ctx: &mut Ctx<'_>) {
+        let Some((_, datagrams)) = &self.window.last_response else {
+            return;
+        };
+        ctx.count(Counter::RetransmitsAnswered);
+        for datagram in datagrams.clone() {
+            ctx.transmit(self.local, self.remote, datagram);
+        }
+    }
+
+    /// Verifies and decrypts an SK message, or adds an SKF fragment
+    /// (RFC 7383 §2.6). `Ok(None)`: more fragments needed. Errors are
+    /// counted; the caller answers [`ProtectError::InvalidSyntax`] (a
+    /// request that verified but does not parse, RFC 7296 §2.21.2) and
+    /// drops the rest.
+    fn open(&mut self, ctx: &mut Ctx<'_>, bytes: &[u8]) -> Result<Option<Vec<Payload>>, ProtectError> {
+        let crypto = self.crypto.as_mut().ok_or(ProtectError::NotEncrypted)?;
+        let fragment = IkeHeader::new_checked(bytes)
+            .map(|h| h.next_payload() == PayloadType::SKF)
+            .unwrap_or(false);
+        let opened = if fragment {
+            let added = crypto.reassembler.add(&crypto.protection, bytes);
+            if added.is_ok() {
+                ctx.count(Counter::FragmentsReceived);
+            }
+            match added {
+                Ok(Some(opened)) => {
+                    ctx.count(Counter::MessagesReassembled);
+                    Ok(opened)
+                }
+                Ok(None) => return Ok(None),
+                Err(e) => Err(e),
+            }
+        } else {
+            crypto.protection.open(bytes)
+        };
+        match opened {
+            Ok(opened) => Ok(Some(opened.payloads)),
+            Err(e) => {
+                let counter = match e {
+                    ProtectError::Integrity => Counter::IntegrityFailed,
+                    _ => Counter::Malformed,
+                };
+                ctx.count(counter);
+                Err(e)
+            }
+        }
+    }
+
+    /// A request from the peer (RFC 7296 §2.1–§2.3).
+    fn handle_request(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
+        match self.window.classify_request(hdr.message_id) {
+            RequestId::New => {}
+            RequestId::Retransmit => {
+                if first_fragment_or_whole(dgram.bytes) {
+                    self.resend_response(ctx);
+                }
+                return;
+            }
+            RequestId::OutOfWindow => {
+                ctx.count(Counter::InvalidMessageId);
+                return;
+            }
+        }
+        let reply = match self.open(ctx, dgram.bytes) {
+            Ok(Some(payloads)) => {
+                self.heard(ctx, dgram);
+                ctx.count_exchange(hdr.exchange_type, false, false);
+                ctx.count_received_notifies(&payloads);
+                self.dispatch_request(ctx, hdr, &payloads)
+            }
+            Ok(None) => return,
+            Err(ProtectError::InvalidSyntax) => {
+                // §2.21.2: it verified, so it is answered.
+                self.heard(ctx, dgram);
+                Reply::of(vec![crate::exchange::notify(
+                    phalanx_wire::ike::iana::NotifyType::INVALID_SYNTAX,
+                    Vec::new(),
+                )])
+            }
+            Err(_) => return,
+        };
+        self.send_response(ctx, hdr.exchange_type, hdr.message_id, &reply.payloads);
+        for action in reply.after {
+            self.after_send(ctx, action);
+        }
+    }
+
+    /// Routes a verified request to its exchange.
+    fn dispatch_request(&mut self, ctx: &mut Ctx<'_>, hdr: &IkeHeaderRepr, payloads: &[Payload]) -> Reply {
+        if let Some(ty) = unsupported_critical(payloads) {
+            // RFC 7296 §2.5: refuse the whole message.
+            ctx.count(Counter::UnsupportedCritical);
+            let err = crate::error::IkeError::UnsupportedCriticalPayload(ty);
+            return Reply::of(vec![crate::exchange::notify(
+                phalanx_wire::ike::iana::NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD,
+                err.notify_data(),
+            )]);
+        }
+        match hdr.exchange_type {
+            ExchangeType::IKE_AUTH => self.process_auth_request(ctx, payloads),
+            ExchangeType::CREATE_CHILD_SA => self.process_create_child_request(ctx, payloads),
+            ExchangeType::INFORMATIONAL => self.process_informational_request(ctx, payloads),
+            _ => {
+                // An exchange we do not implement (IKE_INTERMEDIATE, …):
+                // answer empty so the peer's window moves on.
+                ctx.count(Counter::UnexpectedExchange);
+                Reply::default()
+            }
+        }
+    }
+
+    fn after_send(&mut self, ctx: &mut Ctx<'_>, action: AfterSend) {
+        match action {
+            AfterSend::InstallOutbound(spi_in) => {
+                if let Some(child) = self.children.iter_mut().find(|c| c.spi_in == spi_in) {
+                    child.install_pending_outbound(ctx);
+                }
+            }
+            AfterSend::Close => self.close_and_linger(ctx),
+        }
+    }
+
+    /// The response to our outstanding request (RFC 7296 §2.1).
+    fn handle_response(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
+        let matches = self
+            .window
+            .outstanding
+            .as_ref()
+            .is_some_and(|o| o.id == hdr.message_id && o.exchange == hdr.exchange_type);
+        if !matches {
+            ctx.count(Counter::UnexpectedResponse);
+            return;
+        }
+        let Ok(Some(payloads)) = self.open(ctx, dgram.bytes) else {
+            return;
+        };
+        let Some(outstanding) = self.window.outstanding.take() else {
+            return;
+        };
+        self.timers.stop(IkeTimer::Retransmit);
+        self.heard(ctx, dgram);
+        ctx.count_exchange(hdr.exchange_type, true, false);
+        ctx.count_received_notifies(&payloads);
+        match outstanding.pending {
+            Pending::Init => {}
+            Pending::Auth => self.process_auth_response(ctx, &payloads),
+            Pending::Child(offer) => self.process_child_response(ctx, *offer, &payloads),
+            Pending::RekeyIke(offer) => self.process_ike_rekey_response(ctx, *offer, &payloads),
+            Pending::DeleteChildren(spis) => self.process_delete_children_response(ctx, &spis, &payloads),
+            Pending::DeleteIke => self.close_after_delete(ctx),
+            Pending::Informational => {}
+        }
+    }
+
+    /// A verified message arrived: the peer is alive (RFC 7296 §1.4) and
+    /// may have moved (§2.23: follow the address of authenticated messages
+    /// when a NAT is involved or the peer floated to port 4500).
+    fn heard(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>) {
+        self.last_heard = ctx.now;
+        if let Some(delay) = self.conn.dpd_delay {
+            if self.is_established() {
+                self.timers.set(IkeTimer::Dpd, ctx.now + delay);
+            }
+        }
+        if dgram.remote == self.remote && dgram.local == self.local {
+            return;
+        }
+        let floated = dgram.local.port() == NATT_PORT || dgram.remote.port() == NATT_PORT;
+        if !(self.encap || floated) {
+            return;
+        }
+        self.local = dgram.local;
+        self.remote = dgram.remote;
+        self.encap = true;
+        if self.is_established() {
+            self.announce_move(ctx);
+        }
+    }
+
+    /// Tells the data plane where the peer is now.
+    fn announce_move(&mut self, ctx: &mut Ctx<'_>) {
+        ctx.count(Counter::PeerMoved);
+        let outbound_spis = self
+            .children
+            .iter()
+            .filter(|c| c.outbound_installed || c.pending_outbound.is_some())
+            .map(|c| c.spi_out)
+            .collect();
+        let encap = self.udp_encap();
+        for child in &mut self.children {
+            if let Some(install) = child.pending_outbound.as_mut() {
+                install.encap = encap;
+                install.remote = self.remote.ip();
+            }
+        }
+        ctx.event(SaEvent::PeerMoved {
+            connection: self.conn.name.clone(),
+            ike_spi_i: self.spi_i.to_be_bytes(),
+            ike_spi_r: self.spi_r.to_be_bytes(),
+            local: self.local,
+            remote: self.remote,
+            encap,
+            outbound_spis,
+        });
+    }
+
+    /// Queues work; starts it if the window is free.
+    pub(crate) fn push_task(&mut self, ctx: &mut Ctx<'_>, task: Task) {
+        if self.tasks.contains(&task) {
+            return;
+        }
+        if self.tasks.len() >= MAX_QUEUED_REQUESTS {
+            ctx.count(Counter::QueueFull);
+            return;
+        }
+        self.tasks.push_back(task);
+        self.pump(ctx);
+    }
+
+    /// Queues work after a delay (RFC 7296 §2.25: no immediate retry).
+    pub(crate) fn delay_task(&mut self, ctx: &mut Ctx<'_>, task: Task, wait: Duration) {
+        let at = ctx.now + wait;
+        self.delayed.push((at, task));
+        let next = self.delayed.iter().map(|(t, _)| *t).min().unwrap_or(at);
+        self.timers.set(IkeTimer::Retry, next);
+    }
+
+    /// Starts queued work while the window is free.
+    pub(crate) fn pump(&mut self, ctx: &mut Ctx<'_>) {
+        if self.window.next_request_id >= MESSAGE_ID_REKEY_THRESHOLD
+            && self.is_established()
+            && !self.tasks.contains(&Task::RekeyIke { retries: 0 })
+        {
+            // RFC 7296 §2.2: rekey before Message IDs run out.
+            self.tasks.push_front(Task::RekeyIke { retries: 0 });
+        }
+        while self.window.is_free() {
+            let ready = match self.state {
+                State::Established => true,
+                State::Rekeyed => matches!(self.tasks.front(), Some(Task::DeleteIke)),
+                _ => false,
+            };
+            if !ready {
+                return;
+            }
+            let Some(task) = self.tasks.pop_front() else {
+                return;
+            };
+            self.start_task(ctx, task);
+        }
+    }
+
+    /// Starts one task; some turn out to be moot and send nothing.
+    fn start_task(&mut self, ctx: &mut Ctx<'_>, task: Task) {
+        match task {
+            Task::CreateChild {
+                child,
+                trigger,
+                retries,
+                group,
+            } => self.start_create_child(ctx, &child, trigger, retries, group),
+            Task::RekeyChild { spi_in, retries } => self.start_rekey_child(ctx, spi_in, retries),
+            Task::DeleteChildren { spis } => self.start_delete_children(ctx, spis),
+            Task::RekeyIke { retries } => self.start_ike_rekey(ctx, retries),
+            Task::DeleteIke => self.start_delete_ike(ctx),
+            Task::Dpd => self.start_dpd(ctx),
+        }
+    }
+
+    /// The earliest timer of the SA and its children.
+    pub(crate) fn next_timeout(&self) -> Option<Instant> {
+        let children = self.children.iter().filter_map(|c| c.timers.next());
+        self.timers.next().into_iter().chain(children).min()
+    }
+
+    /// Fires every timer due at `ctx.now`.
+    pub(crate) fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        while let Some(timer) = self.timers.take_expired(ctx.now) {
+            self.fire(ctx, timer);
+        }
+        let mut due = Vec::new();
+        for child in &mut self.children {
+            while let Some(timer) = child.timers.take_expired(ctx.now) {
+                due.push((child.spi_in, timer));
+            }
+        }
+        for (spi_in, timer) in due {
+            self.fire_child(ctx, spi_in, timer);
+        }
+        self.pump(ctx);
+    }
+
+    fn fire(&mut self, ctx: &mut Ctx<'_>, timer: IkeTimer) {
+        match timer {
+            IkeTimer::Retransmit => self.retransmit(ctx),
+            IkeTimer::Establish => self.establish_timeout(ctx),
+            IkeTimer::Dpd => self.dpd_due(ctx),
+            IkeTimer::Rekey => self.push_task(ctx, Task::RekeyIke { retries: 0 }),
+            IkeTimer::Expire => self.hard_expire(ctx),
+            IkeTimer::Retry => self.retry_due(ctx),
+            IkeTimer::Linger => {}
+        }
+    }
+
+    fn fire_child(&mut self, ctx: &mut Ctx<'_>, spi_in: u32, timer: ChildTimer) {
+        match timer {
+            ChildTimer::Rekey => self.push_task(ctx, Task::RekeyChild { spi_in, retries: 0 }),
+            ChildTimer::Expire => {
+                ctx.count(Counter::ChildSasExpired);
+                self.push_task(ctx, Task::DeleteChildren { spis: vec![spi_in] });
+            }
+            ChildTimer::Retire => self.push_task(ctx, Task::DeleteChildren { spis: vec![spi_in] }),
+        }
+    }
+
+    /// Resends the outstanding request, or gives up on the peer
+    /// (RFC 7296 §2.1, §2.4).
+    fn retransmit(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(out) = self.window.outstanding.as_mut() else {
+            return;
+        };
+        if out.tries >= ctx.limits.retransmit_tries {
+            self.peer_dead(ctx);
+            return;
+        }
+        out.tries += 1;
+        let at = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, out.tries);
+        let datagrams = out.datagrams.clone();
+        ctx.count(Counter::RetransmitsSent);
+        for datagram in datagrams {
+            ctx.transmit(self.local, self.remote, datagram);
+        }
+        self.timers.set(IkeTimer::Retransmit, at);
+    }
+
+    /// No answer after every retransmission: the IKE SA is dead.
+    fn peer_dead(&mut self, ctx: &mut Ctx<'_>) {
+        self.window.outstanding = None;
+        match self.state {
+            State::InitSent(_) | State::AuthSent(_) | State::HalfOpen(_) => {
+                self.fail(ctx, "peer not answering")
+            }
+            State::Established | State::Rekeyed => {
+                ctx.count(Counter::IkeSasDead);
+                self.down(ctx, "peer not answering (dead peer)");
+            }
+            State::Deleting | State::Closed => self.close(ctx),
+        }
+    }
+
+    fn establish_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        if self.is_half_open() {
+            ctx.count(Counter::HalfOpenExpired);
+        }
+        if matches!(
+            self.state,
+            State::InitSent(_) | State::AuthSent(_) | State::HalfOpen(_)
+        ) {
+            self.fail(ctx, "establishment timed out");
+        }
+    }
+
+    fn hard_expire(&mut self, ctx: &mut Ctx<'_>) {
+        if matches!(self.state, State::Established | State::Rekeyed) {
+            self.tasks.push_front(Task::DeleteIke);
+            self.pump(ctx);
+        }
+    }
+
+    fn retry_due(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now;
+        let (due, later): (Vec<_>, Vec<_>) = self.delayed.drain(..).partition(|(at, _)| *at <= now);
+        self.delayed = later;
+        if let Some(next) = self.delayed.iter().map(|(t, _)| *t).min() {
+            self.timers.set(IkeTimer::Retry, next);
+        }
+        for (_, task) in due {
+            self.push_task(ctx, task);
+        }
+    }
+
+    /// Before it was established: report the failure and close.
+    pub(crate) fn fail(&mut self, ctx: &mut Ctx<'_>, reason: &str) {
+        ctx.count(Counter::IkeSasFailed);
+        self.remove_children(ctx);
+        ctx.event(SaEvent::IkeSaFailed {
+            connection: self.conn.name.clone(),
+            reason: reason.to_owned(),
+        });
+        self.close(ctx);
+    }
+
+    /// Once established: remove the Child SAs, report it down, close.
+    pub(crate) fn down(&mut self, ctx: &mut Ctx<'_>, reason: &str) {
+        self.remove_children(ctx);
+        if !matches!(self.state, State::Rekeyed) {
+            self.emit_down(ctx, reason);
+        }
+        self.close(ctx);
+    }
+
+    /// Emits `IkeSaDown`.
+    pub(crate) fn emit_down(&mut self, ctx: &mut Ctx<'_>, reason: &str) {
+        ctx.event(SaEvent::IkeSaDown {
+            connection: self.conn.name.clone(),
+            ike_spi_i: self.spi_i.to_be_bytes(),
+            ike_spi_r: self.spi_r.to_be_bytes(),
+            reason: reason.to_owned(),
+        });
+    }
+
+    /// Removes every Child SA from the data plane.
+    pub(crate) fn remove_children(&mut self, ctx: &mut Ctx<'_>) {
+        let name = self.conn.name.clone();
+        for mut child in self.children.drain(..) {
+            ctx.count(Counter::ChildSasDeleted);
+            child.remove(ctx, &name);
+        }
+    }
+
+    /// Finished now.
+    pub(crate) fn close(&mut self, ctx: &mut Ctx<'_>) {
+        self.transition(ctx, State::Closed);
+        self.timers = TimerTable::default();
+        self.window.outstanding = None;
+        self.tasks.clear();
+        self.delayed.clear();
+    }
+
+    /// Finished, but answers a retransmission of the request just answered
+    /// for as long as the peer would retransmit it (RFC 7296 §2.1).
+    pub(crate) fn close_and_linger(&mut self, ctx: &mut Ctx<'_>) {
+        self.close(ctx);
+        let span = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, ctx.limits.retransmit_tries + 1);
+        self.timers.set(IkeTimer::Linger, span);
+    }
+
+    /// The status snapshot for `phalanxctl`.
+    pub(crate) fn info(&self) -> IkeSaInfo {
+        let state = match &self.state {
+            State::InitSent(_) => IkeSaState::InitSent,
+            State::AuthSent(_) => IkeSaState::AuthSent,
+            State::HalfOpen(_) => IkeSaState::HalfOpen,
+            State::Established if self.rekey_in_flight() => IkeSaState::Rekeying,
+            State::Established => IkeSaState::Established,
+            State::Rekeyed => IkeSaState::Rekeyed,
+            State::Deleting | State::Closed => IkeSaState::Deleting,
+        };
+        let encap = self.udp_encap();
+        IkeSaInfo {
+            connection: self.conn.name.clone(),
+            state,
+            initiator: self.initiator,
+            spi_i: self.spi_i.to_be_bytes(),
+            spi_r: self.spi_r.to_be_bytes(),
+            local: self.local,
+            remote: self.remote,
+            local_id: self.conn.local_id.to_string(),
+            remote_id: self
+                .remote_identity
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            algorithms: self.crypto.as_ref().map(describe_suite).unwrap_or_default(),
+            nat: self.encap,
+            established_at: self.established_at,
+            rekey_at: self.timers.get(IkeTimer::Rekey),
+            children: self
+                .children
+                .iter()
+                .map(|c| c.info(self.child_mode(c.transport), encap))
+                .collect(),
+        }
+    }
+
+    /// Whether our rekey of this IKE SA is in flight.
+    pub(crate) fn rekey_in_flight(&self) -> bool {
+        self.window
+            .outstanding
+            .as_ref()
+            .is_some_and(|o| matches!(o.pending, Pending::RekeyIke(_)))
+    }
+
+    /// The SA mode for a child: transport, or tunnel between the IKE
+    /// addresses (the outer addresses of ESP are those of IKE, RFC 7296
+    /// §2.11).
+    pub(crate) fn child_mode(&self, transport: bool) -> SaMode {
+        if transport {
+            SaMode::Transport
+        } else {
+            SaMode::Tunnel {
+                local: self.local.ip(),
+                remote: self.remote.ip(),
+            }
+        }
+    }
+}
+
+/// The IKE suite in words for `phalanxctl`.
+fn describe_suite(crypto: &SaCrypto) -> String {
+    let n = &crypto.negotiated;
+    let integ = n.integ.map(|i| format!(", {i:?}")).unwrap_or_default();
+    format!(
+        "{:?}/{}{integ}, {:?}, {:?}",
+        n.encr.id, n.encr.key_bits, n.prf, n.ke
+    )
+}
+
+/// The type of the first unknown critical payload (RFC 7296 §2.5).
+fn unsupported_critical(payloads: &[Payload]) -> Option<PayloadType> {
+    payloads
+        .iter()
+        .find(|p| p.is_unsupported_critical())
+        .map(Payload::payload_type)
+}
+
+/// Whether a datagram is a whole message or the first fragment of one:
+/// a retransmitted fragmented request is answered once, on fragment 1
+/// (RFC 7383 §2.6.1).
+fn first_fragment_or_whole(bytes: &[u8]) -> bool {
+    let Ok(header) = IkeHeader::new_checked(bytes) else {
+        return false;
+    };
+    if header.next_payload() != PayloadType::SKF {
+        return true;
+    }
+    // SKF body: Fragment Number (2 octets) after the generic header.
+    let chain = header.payload_chain();
+    chain.get(4..6) == Some(&[0, 1][..])
+}
+

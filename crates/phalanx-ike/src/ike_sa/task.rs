@@ -1,0 +1,64 @@
+//! Work an IKE SA has to do as an initiator of exchanges (strongSwan-style
+//! tasks): queued while the window is busy, started one at a time, and
+//! what the outstanding request's response completes.
+
+use core::net::IpAddr;
+
+use crate::exchange::child::ChildOffer;
+use crate::exchange::ike_rekey::IkeRekeyOffer;
+
+/// Queued work, started when the window is free.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Task {
+    /// Create a Child SA of the named child config (RFC 7296 §1.3.1).
+    CreateChild {
+        /// The child config's name.
+        child: String,
+        /// The packet that triggered it (source, destination), if any
+        /// (§2.9: the first selector describes it).
+        trigger: Option<(IpAddr, IpAddr)>,
+        /// Retries after TEMPORARY_FAILURE / INVALID_KE_PAYLOAD so far.
+        retries: u32,
+        /// The PFS group to offer first (after INVALID_KE_PAYLOAD).
+        group: Option<phalanx_wire::ike::iana::KeId>,
+    },
+    /// Rekey the Child SA with this inbound SPI (§1.3.3).
+    RekeyChild {
+        /// Our inbound SPI of the SA to rekey.
+        spi_in: u32,
+        /// Retries after TEMPORARY_FAILURE so far.
+        retries: u32,
+    },
+    /// Delete Child SAs by our inbound SPIs (§1.4.1).
+    DeleteChildren {
+        /// Our inbound SPIs.
+        spis: Vec<u32>,
+    },
+    /// Rekey the IKE SA (§1.3.2).
+    RekeyIke {
+        /// Retries after TEMPORARY_FAILURE so far.
+        retries: u32,
+    },
+    /// Delete the IKE SA (§1.4.1).
+    DeleteIke,
+    /// Liveness check: an empty INFORMATIONAL request (§1.4).
+    Dpd,
+}
+
+/// What the response to our outstanding request completes.
+pub(crate) enum Pending {
+    /// IKE_SA_INIT; the state holds the rest.
+    Init,
+    /// IKE_AUTH; the state holds the rest.
+    Auth,
+    /// CREATE_CHILD_SA for a new or rekeyed Child SA.
+    Child(Box<ChildOffer>),
+    /// CREATE_CHILD_SA rekeying the IKE SA.
+    RekeyIke(Box<IkeRekeyOffer>),
+    /// INFORMATIONAL deleting these Child SAs (our inbound SPIs).
+    DeleteChildren(Vec<u32>),
+    /// INFORMATIONAL deleting the IKE SA.
+    DeleteIke,
+    /// An empty INFORMATIONAL (liveness), or one carrying only a notify.
+    Informational,
+}

@@ -1,0 +1,174 @@
+//! Certificate authentication (RFC 7296 §3.6–§3.8, RFC 7427) and IKE
+//! fragmentation of the large IKE_AUTH messages it makes (RFC 7383).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use phalanx_crypto::SigningKey;
+use phalanx_ike::auth::{Identity, TrustAnchors, UnixTime};
+use phalanx_ike::config::{Connection, LocalAuth, RemoteAuth};
+use phalanx_ike::{Counter, SaEvent};
+use phalanx_testkit::ike_pair::{Fate, IkePair, Side};
+use phalanx_wire::ike::iana::ExchangeType;
+use rcgen::{
+    date_time_ymd, BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
+    SignatureAlgorithm,
+};
+
+/// 2026-01-01T00:00:00Z: inside every certificate's validity.
+fn unix_now() -> UnixTime {
+    UnixTime::since_unix_epoch(Duration::from_secs(1_767_225_600))
+}
+
+struct Pki {
+    anchors: Arc<TrustAnchors>,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+}
+
+impl Pki {
+    fn new(alg: &'static SignatureAlgorithm) -> Pki {
+        let ca_key = KeyPair::generate_for(alg).unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, "Phalanx Test CA");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.not_before = date_time_ymd(2025, 1, 1);
+        params.not_after = date_time_ymd(2027, 1, 1);
+        let ca = params.self_signed(&ca_key).unwrap();
+        let anchors = Arc::new(TrustAnchors::from_der(&[ca.der().as_ref()]).unwrap());
+        Pki { anchors, ca, ca_key }
+    }
+
+    /// A certificate for `fqdn` and its key.
+    fn issue(&self, alg: &'static SignatureAlgorithm, fqdn: &str) -> (Vec<u8>, SigningKey) {
+        let key = KeyPair::generate_for(alg).unwrap();
+        let mut params = CertificateParams::new(vec![fqdn.to_owned()]).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, fqdn);
+        params.not_before = date_time_ymd(2025, 1, 1);
+        params.not_after = date_time_ymd(2027, 1, 1);
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let signing = SigningKey::from_pkcs8_der(&key.serialize_der()).unwrap();
+        (cert.der().to_vec(), signing)
+    }
+}
+
+fn with_certs(mut conn: Connection, pki: &Pki, alg: &'static SignatureAlgorithm, fqdn: &str) -> Connection {
+    let (der, key) = pki.issue(alg, fqdn);
+    conn.local_auth = LocalAuth::Signature {
+        key: Arc::new(key),
+        chain: vec![der, pki.ca.der().to_vec()],
+    };
+    conn.remote_auth = RemoteAuth::Signature {
+        anchors: Arc::clone(&pki.anchors),
+    };
+    conn.send_cert = true;
+    conn.send_certreq = true;
+    conn
+}
+
+fn cert_pair(alg_a: &'static SignatureAlgorithm, alg_b: &'static SignatureAlgorithm, seed: u64) -> IkePair {
+    let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, alg_a, "a.example");
+    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, alg_b, "b.example");
+    let mut p = pair_of(a, b, seed);
+    let now = p.now;
+    for side in [Side::A, Side::B] {
+        p.endpoint(side).set_wall_clock(now, unix_now());
+    }
+    p
+}
+
+// Initiator                         Responder
+// HDR, SAi1, KEi, Ni, N(SIGNATURE_HASH_ALGORITHMS) -->
+//                               <--  HDR, SAr1, KEr, Nr, CERTREQ, N(SIGNATURE_HASH_ALGORITHMS)
+// HDR, SK {IDi, CERT, CERT, CERTREQ, IDr, AUTH, SAi2, TSi, TSr} -->
+//                               <--  HDR, SK {IDr, CERT, CERT, AUTH, SAr2, TSi, TSr}
+#[test]
+fn certificates_authenticate_both_sides() {
+    let algs: [&'static SignatureAlgorithm; 3] =
+        [&rcgen::PKCS_ECDSA_P256_SHA256, &rcgen::PKCS_ECDSA_P384_SHA384, &rcgen::PKCS_ED25519];
+    for (i, alg) in algs.iter().enumerate() {
+        let mut p = cert_pair(alg, &rcgen::PKCS_ECDSA_P256_SHA256, 200 + i as u64);
+        established(&mut p);
+        let peer = p.events(Side::B).iter().find_map(|e| match e {
+            SaEvent::IkeSaUp { peer_id, .. } => Some(peer_id.clone()),
+            _ => None,
+        });
+        assert_eq!(peer.as_deref(), Some(Identity::Fqdn("a.example".into()).to_string().as_str()));
+        teardown(&mut p);
+        p.check_removed_once().unwrap();
+    }
+}
+
+// A certificate for another name than the identity claimed is refused.
+#[test]
+fn certificate_identity_mismatch_fails() {
+    let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "mallory.example");
+    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "b.example");
+    let mut p = pair_of(a, b, 210);
+    let now = p.now;
+    p.endpoint(Side::B).set_wall_clock(now, unix_now());
+    p.endpoint(Side::A).set_wall_clock(now, unix_now());
+    p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(kinds(&p, Side::B), ["IkeSaFailed"]);
+    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::AuthFailed), 1);
+}
+
+// Without a wall clock, no certificate can be validated.
+#[test]
+fn certificates_need_the_wall_clock() {
+    let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "a.example");
+    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "b.example");
+    let mut p = pair_of(a, b, 211);
+    p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(kinds(&p, Side::B), ["IkeSaFailed"]);
+}
+
+// IKE_AUTH with an RSA chain is larger than the path MTU; with RFC 7383
+// both sides send it in SKF fragments that fit.
+// HDR, SKF(1/n) {IDi, CERT, ...} --> ... HDR, SKF(n/n) -->
+//                               <--  HDR, SKF(1/m) ... SKF(m/m)
+#[test]
+fn fragmented_ike_auth_at_a_small_mtu() {
+    let mut p = cert_pair(&rcgen::PKCS_RSA_SHA256, &rcgen::PKCS_RSA_SHA256, 220);
+    p.net.mtu = 1280;
+    established(&mut p);
+    let fragments = p
+        .wire()
+        .iter()
+        .filter(|w| w.info.exchange == ExchangeType::IKE_AUTH && w.info.fragment)
+        .count();
+    assert!(fragments >= 4, "{fragments}");
+    assert!(p.wire().iter().all(|w| w.fate != Fate::TooBig));
+    let b = p.endpoint_ref(Side::B).counters();
+    assert_eq!(b.get(Counter::MessagesReassembled), 1);
+    assert!(b.get(Counter::FragmentsSent) >= 2);
+}
+
+// Without fragmentation the same IKE_AUTH never fits: the exchange fails.
+#[test]
+fn unfragmented_ike_auth_is_lost_at_a_small_mtu() {
+    let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let mut a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, &rcgen::PKCS_RSA_SHA256, "a.example");
+    a.fragmentation = false;
+    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, &rcgen::PKCS_RSA_SHA256, "b.example");
+    let mut p = pair_of(a, b, 221);
+    let now = p.now;
+    p.endpoint(Side::A).set_wall_clock(now, unix_now());
+    p.endpoint(Side::B).set_wall_clock(now, unix_now());
+    p.net.mtu = 1280;
+    p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
+    p.run_for(Duration::from_secs(60));
+    assert_eq!(kinds(&p, Side::A), ["IkeSaFailed"]);
+    assert!(p.wire().iter().any(|w| w.fate == Fate::TooBig));
+}
