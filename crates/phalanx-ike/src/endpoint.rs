@@ -22,7 +22,9 @@ use phalanx_wire::ike::iana::{ExchangeType, NotifyType};
 use phalanx_wire::ike::{IkeHeader, IkeHeaderRepr, MessageRepr};
 use rustls_pki_types::UnixTime;
 
-use crate::config::{Connection, EndpointConfig, EndpointLimits, LocalAuth, RemoteAuth, StartAction};
+use crate::config::{
+    Connection, EndpointConfig, EndpointLimits, LocalAuth, RemoteAuth, StartAction,
+};
 use crate::counters::{Counter, IkeCounters};
 use crate::error::IkeError;
 use crate::events::{Datagram, IkeSaInfo, SaEvent, Transmit};
@@ -108,11 +110,18 @@ impl Endpoint {
     fn unix_time(&self, now: Instant) -> Option<UnixTime> {
         let (at, unix) = self.wall_clock?;
         let elapsed = now.saturating_duration_since(at);
-        Some(UnixTime::since_unix_epoch(Duration::from_secs(unix.as_secs()) + elapsed))
+        Some(UnixTime::since_unix_epoch(
+            Duration::from_secs(unix.as_secs()) + elapsed,
+        ))
     }
 
     /// Runs `f` on the IKE SA with our SPI `spi`, then adopts what it left.
-    fn with_sa<R>(&mut self, now: Instant, spi: u64, f: impl FnOnce(&mut IkeSa, &mut Ctx<'_>) -> R) -> Option<R> {
+    fn with_sa<R>(
+        &mut self,
+        now: Instant,
+        spi: u64,
+        f: impl FnOnce(&mut IkeSa, &mut Ctx<'_>) -> R,
+    ) -> Option<R> {
         let mut left = Leftovers::default();
         let unix_time = self.unix_time(now);
         let sa = self.sas.get_mut(&spi)?;
@@ -161,8 +170,13 @@ impl Endpoint {
     /// Adopts new IKE SAs, moves Child SAs of rekeyed ones, applies
     /// INITIAL_CONTACT, keeps the half-open index, forgets finished SAs.
     fn after_call(&mut self, now: Instant, spi: Option<u64>, left: Leftovers) {
+        let spawned: Vec<u64> = left.spawned.iter().map(IkeSa::our_spi).collect();
         for sa in left.spawned {
             self.sas.insert(sa.our_spi(), sa);
+        }
+        for spi in spawned {
+            // A redundant SA of a rekey collision starts its Delete now.
+            self.with_sa(now, spi, IkeSa::pump);
         }
         for (from, to) in left.handovers {
             self.hand_over(now, from, to);
@@ -252,7 +266,8 @@ impl Endpoint {
         if header.check_version().is_err() {
             self.counters.bump(Counter::UnsupportedVersion);
             if let Some(answer) = invalid_major_version_answer(datagram.bytes) {
-                self.counters.count_notify_sent(NotifyType::INVALID_MAJOR_VERSION);
+                self.counters
+                    .count_notify_sent(NotifyType::INVALID_MAJOR_VERSION);
                 self.send_raw(datagram.local, datagram.remote, answer);
             }
             return;
@@ -269,7 +284,11 @@ impl Endpoint {
             self.handle_init_request(now, &datagram, &hdr);
             return;
         }
-        let ours = if hdr.initiator { hdr.responder_spi } else { hdr.initiator_spi };
+        let ours = if hdr.initiator {
+            hdr.responder_spi
+        } else {
+            hdr.initiator_spi
+        };
         if self
             .with_sa(now, ours, |sa, ctx| sa.handle_message(ctx, &datagram, &hdr))
             .is_none()
@@ -288,10 +307,18 @@ impl Endpoint {
     }
 
     /// A stateless one-notify answer to an IKE_SA_INIT request.
-    fn answer_init(&mut self, dgram: &Datagram<'_>, msg: &MessageRepr, ty: NotifyType, data: Vec<u8>) {
+    fn answer_init(
+        &mut self,
+        dgram: &Datagram<'_>,
+        msg: &MessageRepr,
+        ty: NotifyType,
+        data: Vec<u8>,
+    ) {
         if let Some(answer) = stateless_answer(msg, ty, data) {
             self.counters.count_notify_sent(ty);
-            self.counters.exchange_mut(ExchangeType::IKE_SA_INIT).responses_sent += 1;
+            self.counters
+                .exchange_mut(ExchangeType::IKE_SA_INIT)
+                .responses_sent += 1;
             self.send_raw(dgram.local, dgram.remote, answer);
         }
     }
@@ -310,20 +337,28 @@ impl Endpoint {
                 return;
             }
         };
-        self.counters.exchange_mut(ExchangeType::IKE_SA_INIT).requests_received += 1;
+        self.counters
+            .exchange_mut(ExchangeType::IKE_SA_INIT)
+            .requests_received += 1;
         for n in msg.notifies() {
             self.counters.count_notify_received(n.notify_type);
         }
         if let Some(ty) = msg.unsupported_critical_payload() {
             self.counters.bump(Counter::UnsupportedCritical);
-            self.answer_init(dgram, &msg, NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD, vec![ty.0]);
+            self.answer_init(
+                dgram,
+                &msg,
+                NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD,
+                vec![ty.0],
+            );
             return;
         }
         if self.half_open.len() >= self.limits.half_open_max {
             self.counters.bump(Counter::HalfOpenLimit);
             return;
         }
-        if self.half_open.len() >= self.limits.cookie_threshold && !self.cookie_ok(now, dgram, &msg) {
+        if self.half_open.len() >= self.limits.cookie_threshold && !self.cookie_ok(now, dgram, &msg)
+        {
             return;
         }
         let Some(conn) = self.responder_connection(dgram) else {
@@ -346,7 +381,9 @@ impl Endpoint {
             IkeError::NoProposalChosen => self.counters.bump(Counter::ProposalsRefused),
             // Counted as the INVALID_KE_PAYLOAD notify it sends.
             IkeError::InvalidKe(_) => {}
-            IkeError::Malformed | IkeError::MissingPayload(_) => self.counters.bump(Counter::Malformed),
+            IkeError::Malformed | IkeError::MissingPayload(_) => {
+                self.counters.bump(Counter::Malformed)
+            }
             _ => self.counters.bump(Counter::Unprocessable),
         }
         if let Some(ty) = e.notify_type() {
@@ -365,7 +402,10 @@ impl Endpoint {
         };
         let ip = dgram.remote.ip();
         if let Some(cookie) = found.notify(NotifyType::COOKIE) {
-            if self.cookies.verify(&cookie.data, &ni.data, ip, msg.initiator_spi) {
+            if self
+                .cookies
+                .verify(&cookie.data, &ni.data, ip, msg.initiator_spi)
+            {
                 return true;
             }
             self.counters.bump(Counter::CookiesRejected);
@@ -382,7 +422,8 @@ impl Endpoint {
     /// match, and the peer's address if the connection names one (exact
     /// matches first).
     fn responder_connection(&self, dgram: &Datagram<'_>) -> Option<Arc<Connection>> {
-        let local_ok = |c: &Connection| c.local_addr == dgram.local.ip() || c.local_addr.is_unspecified();
+        let local_ok =
+            |c: &Connection| c.local_addr == dgram.local.ip() || c.local_addr.is_unspecified();
         let exact = self
             .connections
             .iter()
@@ -440,7 +481,13 @@ impl Endpoint {
     /// Traffic hit a trap policy of `connection`/`child` with no SA: create
     /// it, and the IKE SA first if there is none. `trigger` is the packet's
     /// (source, destination), offered first (RFC 7296 §2.9).
-    pub fn acquire(&mut self, now: Instant, connection: &str, child: &str, trigger: Option<(IpAddr, IpAddr)>) {
+    pub fn acquire(
+        &mut self,
+        now: Instant,
+        connection: &str,
+        child: &str,
+        trigger: Option<(IpAddr, IpAddr)>,
+    ) {
         let Ok(conn) = self.connection(connection) else {
             return;
         };
@@ -457,7 +504,12 @@ impl Endpoint {
         let _ = self.start(now, conn, vec![task]);
     }
 
-    fn start(&mut self, now: Instant, conn: Arc<Connection>, tasks: Vec<Task>) -> Result<(), IkeError> {
+    fn start(
+        &mut self,
+        now: Instant,
+        conn: Arc<Connection>,
+        tasks: Vec<Task>,
+    ) -> Result<(), IkeError> {
         if let Some(spi) = self.live_sa(&conn.name) {
             self.with_sa(now, spi, |sa, ctx| {
                 for task in tasks {
@@ -483,7 +535,9 @@ impl Endpoint {
         let spis: Vec<u64> = self
             .sas
             .values()
-            .filter(|sa| sa.conn.name == connection && !matches!(sa.state, State::Closed | State::Deleting))
+            .filter(|sa| {
+                sa.conn.name == connection && !matches!(sa.state, State::Closed | State::Deleting)
+            })
             .map(IkeSa::our_spi)
             .collect();
         if spis.is_empty() {
@@ -642,14 +696,17 @@ impl IkeSa {
 fn same_connection(a: &Connection, b: &Connection) -> bool {
     let local_auth = match (&a.local_auth, &b.local_auth) {
         (LocalAuth::Psk(x), LocalAuth::Psk(y)) => x.as_slice() == y.as_slice(),
-        (LocalAuth::Signature { key: k1, chain: c1 }, LocalAuth::Signature { key: k2, chain: c2 }) => {
-            Arc::ptr_eq(k1, k2) && c1 == c2
-        }
+        (
+            LocalAuth::Signature { key: k1, chain: c1 },
+            LocalAuth::Signature { key: k2, chain: c2 },
+        ) => Arc::ptr_eq(k1, k2) && c1 == c2,
         _ => false,
     };
     let remote_auth = match (&a.remote_auth, &b.remote_auth) {
         (RemoteAuth::Psk(x), RemoteAuth::Psk(y)) => x.as_slice() == y.as_slice(),
-        (RemoteAuth::Signature { anchors: x }, RemoteAuth::Signature { anchors: y }) => Arc::ptr_eq(x, y),
+        (RemoteAuth::Signature { anchors: x }, RemoteAuth::Signature { anchors: y }) => {
+            Arc::ptr_eq(x, y)
+        }
         _ => false,
     };
     local_auth

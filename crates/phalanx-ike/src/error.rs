@@ -99,7 +99,10 @@ impl fmt::Display for IkeError {
         match self {
             IkeError::UnknownConnection(name) => write!(f, "no connection named {name:?}"),
             IkeError::NoRemoteAddress(name) => {
-                write!(f, "connection {name:?} has no remote address to initiate to")
+                write!(
+                    f,
+                    "connection {name:?} has no remote address to initiate to"
+                )
             }
             IkeError::NotEstablished(name) => write!(f, "connection {name:?} has no IKE SA"),
             IkeError::Malformed => f.write_str("malformed message"),

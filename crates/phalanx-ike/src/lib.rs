@@ -6,6 +6,42 @@
 //! `poll_transmit`, `poll_timeout` and `poll_event`. Nothing a peer sends can
 //! panic this crate: every malformed or unexpected message maps to a counted
 //! error and, where RFC 7296 says so, a Notify.
+//!
+//! The daemon drives one [`Endpoint`] (quinn-style):
+//!
+//! ```text
+//!  handle_datagram(now, Datagram) ─┐                 ┌─> poll_event()    -> SaEvent (install/remove SAs, up/down)
+//!  handle_timeout(now)  ───────────┤   Endpoint      ├─> poll_transmit() -> Transmit (add the non-ESP marker on 4500)
+//!  initiate / acquire / terminate ─┤  (IKE SAs by    └─> poll_timeout()  -> when to call handle_timeout
+//!  handle_child_expiry / reconfigure┘   our SPI)
+//! ```
+//!
+//! Drain events before transmits after every call: an `InstallInbound` is
+//! queued before the message that lets the peer use the SA
+//! (make-before-break).
+//!
+//! Modules:
+//! - [`endpoint`]: SPI demultiplexing, cookies and the half-open table
+//!   (RFC 7296 §2.6), the API; each IKE SA (private `ike_sa`) owns its
+//!   state, keys, Message ID window with retransmission and response cache
+//!   (§2.1–§2.3), Child SAs and timers (a table indexed by an enum); the
+//!   exchanges (private `exchange`, one module
+//!   each: IKE_SA_INIT, IKE_AUTH, Child SA negotiation, CREATE_CHILD_SA for
+//!   Child SAs and for the IKE SA, INFORMATIONAL) implement §1.2–§1.4,
+//!   §2.8–§2.25.
+//! - [`events`]: what goes in and out ([`Datagram`], [`Transmit`],
+//!   [`SaEvent`], [`ChildSaInstall`]) and the status snapshots.
+//! - [`error`], [`counters`], [`limits`]: every error mapped to its Notify,
+//!   every event counted by name, every constant with its RFC section.
+//! - [`natd`]: NAT detection hashes (§2.23).
+//! - [`config`], [`proposal`], [`ts`], [`protect`]: connection
+//!   configuration, SA payload negotiation, traffic selector narrowing,
+//!   SK protection with RFC 7383 fragmentation.
+//! - [`auth`]: identities, AUTH payloads, X.509.
+//!
+//! Not implemented here: EAP, configuration payloads (CP), MOBIKE, RFC 9370
+//! additional key exchanges (IKE_INTERMEDIATE / IKE_FOLLOWUP_KE; such
+//! proposals are neither offered nor accepted), windows larger than one.
 #![forbid(unsafe_code)]
 // STYLE.md: `unwrap()` is fine in tests.
 #![cfg_attr(test, allow(clippy::unwrap_used))]

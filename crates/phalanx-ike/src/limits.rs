@@ -18,7 +18,7 @@ pub const NONCE_LEN: usize = 32;
 pub const HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a cookie secret is used before a new one is drawn. RFC 7296
-/// §2.6: the responder "should change the value of <secret> frequently";
+/// §2.6: the responder "should change the value of `<secret>` frequently";
 /// cookies made with the previous secret stay valid one more period so an
 /// initiator caught by a change is not refused.
 pub const COOKIE_SECRET_LIFETIME: Duration = Duration::from_secs(120);
@@ -75,6 +75,11 @@ pub const MAX_QUEUED_REQUESTS: usize = 64;
 /// Most Child SAs one IKE SA carries (old and new during rekeys included).
 /// RFC 7296 sets no number; NO_ADDITIONAL_SAS (§3.10.1) refuses more.
 pub const MAX_CHILD_SAS: usize = 256;
+
+/// Longest delay any timer is armed for; longer configured durations
+/// (lifetimes, liveness) are clamped so that no deadline overflows
+/// `Instant`. Ten years is "never" for an SA.
+pub const MAX_TIMER_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// UDP port of IKE and ESP after NAT detection (RFC 7296 §2.23, RFC 3948).
 pub const NATT_PORT: u16 = 4500;

@@ -88,7 +88,10 @@ mod tests {
     fn known_answer() {
         let addr: SocketAddr = "192.0.2.1:500".parse().unwrap();
         let hash = nat_detection_hash(0x0102_0304_0506_0708, 0, addr);
-        assert_eq!(hex::encode(hash), "644b4575455bd6fcc1efe2be8162a9218e448e5f");
+        assert_eq!(
+            hex::encode(hash),
+            "644b4575455bd6fcc1efe2be8162a9218e448e5f"
+        );
     }
 
     #[test]

@@ -2,7 +2,15 @@
 //! Child SA owns a small table of deadlines, `poll_timeout` is the earliest
 //! of all of them, and `handle_timeout` fires those that are due.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::limits::MAX_TIMER_DELAY;
+
+/// The deadline `delay` after `now`, the delay clamped to
+/// [`MAX_TIMER_DELAY`] (configured durations may be anything).
+pub(crate) fn after(now: Instant, delay: Duration) -> Instant {
+    now + delay.min(MAX_TIMER_DELAY)
+}
 
 /// Most timers one table holds.
 const MAX_TIMERS: usize = 8;
@@ -127,7 +135,13 @@ impl TimerKind for ChildTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    #[test]
+    fn configured_delays_are_clamped() {
+        let t0 = Instant::now();
+        assert_eq!(after(t0, Duration::MAX), t0 + MAX_TIMER_DELAY);
+        assert_eq!(after(t0, Duration::from_secs(5)), t0 + Duration::from_secs(5));
+    }
 
     #[test]
     fn earliest_and_expiry() {

@@ -35,13 +35,19 @@ impl Pki {
         let ca_key = KeyPair::generate_for(alg).unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(DnType::CommonName, "Phalanx Test CA");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "Phalanx Test CA");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.not_before = date_time_ymd(2025, 1, 1);
         params.not_after = date_time_ymd(2027, 1, 1);
         let ca = params.self_signed(&ca_key).unwrap();
         let anchors = Arc::new(TrustAnchors::from_der(&[ca.der().as_ref()]).unwrap());
-        Pki { anchors, ca, ca_key }
+        Pki {
+            anchors,
+            ca,
+            ca_key,
+        }
     }
 
     /// A certificate for `fqdn` and its key.
@@ -58,7 +64,12 @@ impl Pki {
     }
 }
 
-fn with_certs(mut conn: Connection, pki: &Pki, alg: &'static SignatureAlgorithm, fqdn: &str) -> Connection {
+fn with_certs(
+    mut conn: Connection,
+    pki: &Pki,
+    alg: &'static SignatureAlgorithm,
+    fqdn: &str,
+) -> Connection {
     let (der, key) = pki.issue(alg, fqdn);
     conn.local_auth = LocalAuth::Signature {
         key: Arc::new(key),
@@ -72,7 +83,11 @@ fn with_certs(mut conn: Connection, pki: &Pki, alg: &'static SignatureAlgorithm,
     conn
 }
 
-fn cert_pair(alg_a: &'static SignatureAlgorithm, alg_b: &'static SignatureAlgorithm, seed: u64) -> IkePair {
+fn cert_pair(
+    alg_a: &'static SignatureAlgorithm,
+    alg_b: &'static SignatureAlgorithm,
+    seed: u64,
+) -> IkePair {
     let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
     let a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, alg_a, "a.example");
     let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, alg_b, "b.example");
@@ -91,8 +106,11 @@ fn cert_pair(alg_a: &'static SignatureAlgorithm, alg_b: &'static SignatureAlgori
 //                               <--  HDR, SK {IDr, CERT, CERT, AUTH, SAr2, TSi, TSr}
 #[test]
 fn certificates_authenticate_both_sides() {
-    let algs: [&'static SignatureAlgorithm; 3] =
-        [&rcgen::PKCS_ECDSA_P256_SHA256, &rcgen::PKCS_ECDSA_P384_SHA384, &rcgen::PKCS_ED25519];
+    let algs: [&'static SignatureAlgorithm; 3] = [
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        &rcgen::PKCS_ECDSA_P384_SHA384,
+        &rcgen::PKCS_ED25519,
+    ];
     for (i, alg) in algs.iter().enumerate() {
         let mut p = cert_pair(alg, &rcgen::PKCS_ECDSA_P256_SHA256, 200 + i as u64);
         established(&mut p);
@@ -100,7 +118,10 @@ fn certificates_authenticate_both_sides() {
             SaEvent::IkeSaUp { peer_id, .. } => Some(peer_id.clone()),
             _ => None,
         });
-        assert_eq!(peer.as_deref(), Some(Identity::Fqdn("a.example".into()).to_string().as_str()));
+        assert_eq!(
+            peer.as_deref(),
+            Some(Identity::Fqdn("a.example".into()).to_string().as_str())
+        );
         teardown(&mut p);
         p.check_removed_once().unwrap();
     }
@@ -110,8 +131,18 @@ fn certificates_authenticate_both_sides() {
 #[test]
 fn certificate_identity_mismatch_fails() {
     let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "mallory.example");
-    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "b.example");
+    let a = with_certs(
+        connection(Side::A, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        "mallory.example",
+    );
+    let b = with_certs(
+        connection(Side::B, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        "b.example",
+    );
     let mut p = pair_of(a, b, 210);
     let now = p.now;
     p.endpoint(Side::B).set_wall_clock(now, unix_now());
@@ -119,15 +150,28 @@ fn certificate_identity_mismatch_fails() {
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
     p.run_for(Duration::from_secs(5));
     assert_eq!(kinds(&p, Side::B), ["IkeSaFailed"]);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::AuthFailed), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B).counters().get(Counter::AuthFailed),
+        1
+    );
 }
 
 // Without a wall clock, no certificate can be validated.
 #[test]
 fn certificates_need_the_wall_clock() {
     let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "a.example");
-    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, &rcgen::PKCS_ECDSA_P256_SHA256, "b.example");
+    let a = with_certs(
+        connection(Side::A, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        "a.example",
+    );
+    let b = with_certs(
+        connection(Side::B, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        "b.example",
+    );
     let mut p = pair_of(a, b, 211);
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
     p.run_for(Duration::from_secs(5));
@@ -159,9 +203,19 @@ fn fragmented_ike_auth_at_a_small_mtu() {
 #[test]
 fn unfragmented_ike_auth_is_lost_at_a_small_mtu() {
     let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let mut a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, &rcgen::PKCS_RSA_SHA256, "a.example");
+    let mut a = with_certs(
+        connection(Side::A, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_RSA_SHA256,
+        "a.example",
+    );
     a.fragmentation = false;
-    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, &rcgen::PKCS_RSA_SHA256, "b.example");
+    let b = with_certs(
+        connection(Side::B, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_RSA_SHA256,
+        "b.example",
+    );
     let mut p = pair_of(a, b, 221);
     let now = p.now;
     p.endpoint(Side::A).set_wall_clock(now, unix_now());

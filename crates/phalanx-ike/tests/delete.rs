@@ -23,10 +23,26 @@ fn delete_child_sa() {
     let spi = inbound_spi(&p, Side::A);
     p.with(Side::A, |e, now| e.handle_child_expiry(now, spi, true));
     p.run_for(Duration::from_secs(1));
-    assert_eq!(&kinds(&p, Side::A)[3..], ["RemoveOutbound", "RemoveInbound"]);
-    assert_eq!(&kinds(&p, Side::B)[3..], ["RemoveOutbound", "RemoveInbound"]);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::ChildSasExpired), 1);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::ChildSasDeleted), 1);
+    assert_eq!(
+        &kinds(&p, Side::A)[3..],
+        ["RemoveOutbound", "RemoveInbound"]
+    );
+    assert_eq!(
+        &kinds(&p, Side::B)[3..],
+        ["RemoveOutbound", "RemoveInbound"]
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::ChildSasExpired),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::ChildSasDeleted),
+        1
+    );
     // The IKE SA stays.
     assert_eq!(p.endpoint_ref(Side::B).ike_sas().len(), 1);
     p.check_removed_once().unwrap();
@@ -44,8 +60,14 @@ fn crossed_child_deletes() {
     p.with(Side::A, |e, now| e.handle_child_expiry(now, a, true));
     p.with(Side::B, |e, now| e.handle_child_expiry(now, b, true));
     p.run_for(Duration::from_secs(1));
-    assert_eq!(&kinds(&p, Side::A)[3..], ["RemoveOutbound", "RemoveInbound"]);
-    assert_eq!(&kinds(&p, Side::B)[3..], ["RemoveOutbound", "RemoveInbound"]);
+    assert_eq!(
+        &kinds(&p, Side::A)[3..],
+        ["RemoveOutbound", "RemoveInbound"]
+    );
+    assert_eq!(
+        &kinds(&p, Side::B)[3..],
+        ["RemoveOutbound", "RemoveInbound"]
+    );
     p.check_removed_once().unwrap();
 }
 
@@ -56,10 +78,26 @@ fn delete_ike_sa_takes_its_children() {
     let mut p = pair(DEFAULT_IKE, 32);
     established(&mut p);
     teardown(&mut p);
-    assert_eq!(&kinds(&p, Side::A)[3..], ["RemoveOutbound", "RemoveInbound", "IkeSaDown"]);
-    assert_eq!(&kinds(&p, Side::B)[3..], ["RemoveOutbound", "RemoveInbound", "IkeSaDown"]);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::IkeSasDeleted), 1);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::IkeSasDeleted), 1);
+    assert_eq!(
+        &kinds(&p, Side::A)[3..],
+        ["RemoveOutbound", "RemoveInbound", "IkeSaDown"]
+    );
+    assert_eq!(
+        &kinds(&p, Side::B)[3..],
+        ["RemoveOutbound", "RemoveInbound", "IkeSaDown"]
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::IkeSasDeleted),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::IkeSasDeleted),
+        1
+    );
     p.check_removed_once().unwrap();
 }
 
@@ -86,10 +124,20 @@ fn responder_terminates() {
 fn lost_delete_answer() {
     let mut p = pair(DEFAULT_IKE, 34);
     established(&mut p);
-    p.drop_matching(1, |i| i.exchange == ExchangeType::INFORMATIONAL && i.response);
+    p.drop_matching(1, |i| {
+        i.exchange == ExchangeType::INFORMATIONAL && i.response
+    });
     teardown(&mut p);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::RetransmitsAnswered), 1);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::IkeSasDead), 0);
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::RetransmitsAnswered),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A).counters().get(Counter::IkeSasDead),
+        0
+    );
     p.check_removed_once().unwrap();
 }
 
@@ -98,7 +146,9 @@ fn lost_delete_answer() {
 fn reconfigure_removes_deleted_connections() {
     let mut p = pair(DEFAULT_IKE, 35);
     established(&mut p);
-    p.with(Side::A, |e, now| e.reconfigure(phalanx_ike::config::EndpointConfig::default(), now));
+    p.with(Side::A, |e, now| {
+        e.reconfigure(phalanx_ike::config::EndpointConfig::default(), now)
+    });
     p.run_for(Duration::from_secs(1));
     assert!(p.endpoint_ref(Side::B).ike_sas().is_empty());
     p.check_removed_once().unwrap();

@@ -27,7 +27,11 @@ fn recorded() -> (IkePair, WireRecord) {
 fn responder(change: impl FnOnce(&mut EndpointConfig)) -> IkePair {
     let mut b = config(connection(Side::B, DEFAULT_IKE));
     change(&mut b);
-    IkePair::new((config(connection(Side::A, DEFAULT_IKE)), ip(ADDR_A)), (b, ip(ADDR_B)), 401)
+    IkePair::new(
+        (config(connection(Side::A, DEFAULT_IKE)), ip(ADDR_A)),
+        (b, ip(ADDR_B)),
+        401,
+    )
 }
 
 /// Delivers `bytes` to B as if from A's record's addresses; returns the
@@ -69,7 +73,10 @@ fn invalid_major_version() {
     let (mut p, init) = recorded();
     let mut bytes = init.transmit.bytes.clone();
     bytes[17] = 0x30;
-    assert_eq!(to_b(&mut p, &init, &bytes), [NotifyType::INVALID_MAJOR_VERSION]);
+    assert_eq!(
+        to_b(&mut p, &init, &bytes),
+        [NotifyType::INVALID_MAJOR_VERSION]
+    );
     assert_eq!(counter(&p, Counter::UnsupportedVersion), 1);
 }
 
@@ -85,7 +92,10 @@ fn unsupported_critical_payload() {
             body: vec![1, 2, 3],
         })
     });
-    assert_eq!(to_b(&mut p, &init, &bytes), [NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD]);
+    assert_eq!(
+        to_b(&mut p, &init, &bytes),
+        [NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD]
+    );
     assert_eq!(counter(&p, Counter::UnsupportedCritical), 1);
 }
 
@@ -94,7 +104,9 @@ fn unsupported_critical_payload() {
 #[test]
 fn missing_payload_is_invalid_syntax() {
     let (mut p, init) = recorded();
-    let bytes = init_with(&init, 78, |payloads| payloads.retain(|x| !matches!(x, Payload::Nonce(_))));
+    let bytes = init_with(&init, 78, |payloads| {
+        payloads.retain(|x| !matches!(x, Payload::Nonce(_)))
+    });
     assert_eq!(to_b(&mut p, &init, &bytes), [NotifyType::INVALID_SYNTAX]);
     assert_eq!(counter(&p, Counter::Malformed), 1);
 }
@@ -140,7 +152,13 @@ fn bad_cookie_is_refused() {
     let (_, init) = recorded();
     let mut p = responder(|c| c.limits.cookie_threshold = 0);
     let bytes = init_with(&init, 5, |payloads| {
-        payloads.insert(0, phalanx_wire::ike::Payload::Notify(phalanx_wire::ike::NotifyPayload::new(NotifyType::COOKIE, vec![0; 36])))
+        payloads.insert(
+            0,
+            phalanx_wire::ike::Payload::Notify(phalanx_wire::ike::NotifyPayload::new(
+                NotifyType::COOKIE,
+                vec![0; 36],
+            )),
+        )
     });
     assert_eq!(to_b(&mut p, &init, &bytes), [NotifyType::COOKIE]);
     assert_eq!(counter(&p, Counter::CookiesRejected), 1);
@@ -154,7 +172,10 @@ fn no_connection() {
     let (mut p, mut init) = recorded();
     init.transmit.local = "203.0.113.99:500".parse().unwrap();
     let bytes = init_with(&init, 6, |_| {});
-    assert_eq!(to_b(&mut p, &init, &bytes), [NotifyType::NO_PROPOSAL_CHOSEN]);
+    assert_eq!(
+        to_b(&mut p, &init, &bytes),
+        [NotifyType::NO_PROPOSAL_CHOSEN]
+    );
     assert_eq!(counter(&p, Counter::NoConnection), 1);
 }
 
@@ -208,7 +229,12 @@ fn unexpected_response() {
             bytes: &answer.transmit.bytes,
         },
     );
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::UnexpectedResponse), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::UnexpectedResponse),
+        1
+    );
 }
 
 // Unknown IKE SPIs: dropped, counted (§2.21.4 makes answering optional).

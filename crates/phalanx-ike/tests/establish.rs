@@ -18,8 +18,14 @@ use phalanx_testkit::ike_pair::Side;
 fn psk_establishes_ike_and_child_sa() {
     let mut p = pair(DEFAULT_IKE, 1);
     established(&mut p);
-    assert_eq!(kinds(&p, Side::A), ["IkeSaUp", "InstallInbound", "InstallOutbound"]);
-    assert_eq!(kinds(&p, Side::B), ["IkeSaUp", "InstallInbound", "InstallOutbound"]);
+    assert_eq!(
+        kinds(&p, Side::A),
+        ["IkeSaUp", "InstallInbound", "InstallOutbound"]
+    );
+    assert_eq!(
+        kinds(&p, Side::B),
+        ["IkeSaUp", "InstallInbound", "InstallOutbound"]
+    );
     p.check_inbound_first().unwrap();
     // Both derive the same keys: A's outbound is B's inbound, and back.
     let (a, b) = (p.events(Side::A), p.events(Side::B));
@@ -61,9 +67,16 @@ fn every_ike_suite_and_group_establishes() {
             let proposal = format!("{suite}-{group}");
             let mut p = pair(&proposal, (i * 10 + j) as u64);
             p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
-            assert!(p.run_until(|p| up(p, 1), Duration::from_secs(5)), "{proposal}");
+            assert!(
+                p.run_until(|p| up(p, 1), Duration::from_secs(5)),
+                "{proposal}"
+            );
             let sa = &p.endpoint_ref(Side::A).ike_sas()[0];
-            assert!(sa.algorithms.contains(&format!("{:?}", sa_group(group))), "{proposal}: {}", sa.algorithms);
+            assert!(
+                sa.algorithms.contains(&format!("{:?}", sa_group(group))),
+                "{proposal}: {}",
+                sa.algorithms
+            );
             p.check_inbound_first().unwrap();
         }
     }
@@ -92,10 +105,18 @@ fn invalid_ke_payload_restarts_with_the_wanted_group() {
     established(&mut p);
     let a = p.endpoint_ref(Side::A).counters();
     assert_eq!(a.get(Counter::InvalidKeRestarts), 1);
-    assert_eq!(a.notify_received(phalanx_wire::ike::iana::NotifyType::INVALID_KE_PAYLOAD), 1);
+    assert_eq!(
+        a.notify_received(phalanx_wire::ike::iana::NotifyType::INVALID_KE_PAYLOAD),
+        1
+    );
     let b = p.endpoint_ref(Side::B).counters();
-    assert_eq!(b.notify_sent(phalanx_wire::ike::iana::NotifyType::INVALID_KE_PAYLOAD), 1);
-    assert!(p.endpoint_ref(Side::A).ike_sas()[0].algorithms.contains("ECP_256"));
+    assert_eq!(
+        b.notify_sent(phalanx_wire::ike::iana::NotifyType::INVALID_KE_PAYLOAD),
+        1
+    );
+    assert!(p.endpoint_ref(Side::A).ike_sas()[0]
+        .algorithms
+        .contains("ECP_256"));
 }
 
 // Initiator                         Responder (cookies on)
@@ -109,12 +130,18 @@ fn cookie_round_trip() {
     let b = connection(Side::B, DEFAULT_IKE);
     let mut cfg_b = config(b);
     cfg_b.limits.cookie_threshold = 0;
-    let mut p = phalanx_testkit::ike_pair::IkePair::new((config(a), ip(ADDR_A)), (cfg_b, ip(ADDR_B)), 4);
+    let mut p =
+        phalanx_testkit::ike_pair::IkePair::new((config(a), ip(ADDR_A)), (cfg_b, ip(ADDR_B)), 4);
     established(&mut p);
     let b = p.endpoint_ref(Side::B).counters();
     assert_eq!(b.get(Counter::CookiesSent), 1);
     assert_eq!(b.get(Counter::CookiesRejected), 0);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::CookieRestarts), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::CookieRestarts),
+        1
+    );
 }
 
 // Initiator                         Responder
@@ -129,8 +156,18 @@ fn no_proposal_chosen_fails_the_ike_sa() {
     p.run_for(Duration::from_secs(2));
     assert_eq!(kinds(&p, Side::A), ["IkeSaFailed"]);
     assert!(kinds(&p, Side::B).is_empty());
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::ProposalsRefused), 1);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::ProposalsRefused), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::ProposalsRefused),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::ProposalsRefused),
+        1
+    );
     assert!(p.endpoint_ref(Side::A).ike_sas().is_empty());
     assert!(p.endpoint_ref(Side::B).ike_sas().is_empty());
 }
@@ -142,14 +179,23 @@ fn no_proposal_chosen_fails_the_ike_sa() {
 fn wrong_psk_is_authentication_failed() {
     let a = connection(Side::A, DEFAULT_IKE);
     let mut b = connection(Side::B, DEFAULT_IKE);
-    b.remote_auth = phalanx_ike::config::RemoteAuth::Psk(zeroize::Zeroizing::new(b"other".to_vec()));
+    b.remote_auth =
+        phalanx_ike::config::RemoteAuth::Psk(zeroize::Zeroizing::new(b"other".to_vec()));
     let mut p = pair_of(a, b, 6);
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
     p.run_for(Duration::from_secs(60));
     assert_eq!(kinds(&p, Side::A), ["IkeSaFailed"]);
     assert_eq!(kinds(&p, Side::B), ["IkeSaFailed"]);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::AuthFailed), 1);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::AuthRejectedByPeer), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B).counters().get(Counter::AuthFailed),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::AuthRejectedByPeer),
+        1
+    );
     assert!(p.endpoint_ref(Side::A).ike_sas().is_empty());
     assert!(p.endpoint_ref(Side::B).ike_sas().is_empty());
 }
@@ -162,17 +208,28 @@ fn wrong_psk_is_authentication_failed() {
 #[test]
 fn initiator_refusing_the_responder_tears_down_both() {
     let mut a = connection(Side::A, DEFAULT_IKE);
-    a.remote_auth = phalanx_ike::config::RemoteAuth::Psk(zeroize::Zeroizing::new(b"other".to_vec()));
+    a.remote_auth =
+        phalanx_ike::config::RemoteAuth::Psk(zeroize::Zeroizing::new(b"other".to_vec()));
     let b = connection(Side::B, DEFAULT_IKE);
     let mut p = pair_of(a, b, 7);
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
     p.run_for(Duration::from_secs(60));
     assert_eq!(kinds(&p, Side::A), ["IkeSaFailed"]);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::AuthFailed), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::A).counters().get(Counter::AuthFailed),
+        1
+    );
     // B was up for one round trip, then told.
     assert_eq!(
         kinds(&p, Side::B),
-        ["IkeSaUp", "InstallInbound", "InstallOutbound", "RemoveOutbound", "RemoveInbound", "IkeSaDown"]
+        [
+            "IkeSaUp",
+            "InstallInbound",
+            "InstallOutbound",
+            "RemoveOutbound",
+            "RemoveInbound",
+            "IkeSaDown"
+        ]
     );
     assert!(p.endpoint_ref(Side::B).ike_sas().is_empty());
     p.check_removed_once().unwrap();
@@ -190,8 +247,14 @@ fn ts_unacceptable_keeps_the_ike_sa() {
     p.run_for(Duration::from_secs(2));
     assert_eq!(kinds(&p, Side::A), ["IkeSaUp", "ChildSaFailed"]);
     assert_eq!(kinds(&p, Side::B), ["IkeSaUp", "ChildSaFailed"]);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::TsRefused), 1);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::TsRefused), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B).counters().get(Counter::TsRefused),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A).counters().get(Counter::TsRefused),
+        1
+    );
     assert_eq!(p.endpoint_ref(Side::A).ike_sas().len(), 1);
 }
 
@@ -201,12 +264,18 @@ fn ts_unacceptable_keeps_the_ike_sa() {
 fn child_proposal_mismatch_keeps_the_ike_sa() {
     let a = connection(Side::A, DEFAULT_IKE);
     let mut b = connection(Side::B, DEFAULT_IKE);
-    b.children[0].esp_proposals = phalanx_ike::config::EspProposal::parse_list("chacha20poly1305").unwrap();
+    b.children[0].esp_proposals =
+        phalanx_ike::config::EspProposal::parse_list("chacha20poly1305").unwrap();
     let mut p = pair_of(a, b, 9);
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
     p.run_for(Duration::from_secs(2));
     assert_eq!(kinds(&p, Side::A), ["IkeSaUp", "ChildSaFailed"]);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::ProposalsRefused), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::ProposalsRefused),
+        1
+    );
 }
 
 // IKE_AUTH carries the first Child SA; the second follows:
@@ -221,10 +290,17 @@ fn second_child_comes_by_create_child_sa() {
     let mut p = pair_of(a, b, 10);
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
     assert!(p.run_until(|p| up(p, 2), Duration::from_secs(5)));
-    let names: Vec<_> = p.endpoint_ref(Side::B).ike_sas()[0].children.iter().map(|c| c.name.clone()).collect();
+    let names: Vec<_> = p.endpoint_ref(Side::B).ike_sas()[0]
+        .children
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
     assert_eq!(names, ["net", "web"]);
     assert_eq!(
-        p.endpoint_ref(Side::A).counters().exchange(phalanx_wire::ike::iana::ExchangeType::CREATE_CHILD_SA).requests_sent,
+        p.endpoint_ref(Side::A)
+            .counters()
+            .exchange(phalanx_wire::ike::iana::ExchangeType::CREATE_CHILD_SA)
+            .requests_sent,
         1
     );
     p.check_inbound_first().unwrap();
@@ -246,7 +322,7 @@ fn nat_moves_to_4500_and_encapsulates() {
         for e in p.events(side) {
             if let SaEvent::InstallInbound(i) | SaEvent::InstallOutbound(i) = e {
                 let encap = i.encap.expect("encapsulated");
-                assert_eq!(encap.local_port == 4500 || encap.remote_port == 4500, true);
+                assert!(encap.local_port == 4500 || encap.remote_port == 4500);
             }
         }
     }
@@ -254,8 +330,14 @@ fn nat_moves_to_4500_and_encapsulates() {
     assert_eq!(b_sa.remote, "203.0.113.5:34500".parse().unwrap());
     assert_eq!(b_sa.local.port(), 4500);
     assert!(b_sa.nat);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::NatDetected), 1);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::NatDetected), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::A).counters().get(Counter::NatDetected),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::B).counters().get(Counter::NatDetected),
+        1
+    );
 }
 
 // force_encap fakes the NAT: both sides encapsulate without one.
@@ -266,6 +348,11 @@ fn forced_encapsulation() {
     let b = connection(Side::B, DEFAULT_IKE);
     let mut p = pair_of(a, b, 12);
     established(&mut p);
-    let SaEvent::InstallOutbound(out) = p.events(Side::B)[2] else { panic!() };
-    assert_eq!(out.encap.map(|e| (e.local_port, e.remote_port)), Some((4500, 4500)));
+    let SaEvent::InstallOutbound(out) = p.events(Side::B)[2] else {
+        panic!()
+    };
+    assert_eq!(
+        out.encap.map(|e| (e.local_port, e.remote_port)),
+        Some((4500, 4500))
+    );
 }

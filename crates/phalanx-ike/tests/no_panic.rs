@@ -5,27 +5,42 @@
 
 mod common;
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
+use phalanx_crypto::ike::{IkeRng, KeyExchangeState};
+use phalanx_crypto::{
+    AeadKey, CbcKey, CryptoError, CryptoProvider, IntegrityKey, KeGroup, PrfAlgorithm, PrfKey,
+};
 use phalanx_ike::{Counter, Datagram};
 use phalanx_testkit::ike_pair::{IkePair, Side, WireRecord};
+use phalanx_testkit::NullProvider;
+use phalanx_wire::{EncrId, IntegId};
 use proptest::prelude::*;
 
 /// A recorded session: establishment, a child rekey, an IKE rekey and a
-/// delete, with fragments (small MTU, certificates are not needed: the
-/// fragment MTU is lowered instead).
-fn session() -> Vec<WireRecord> {
-    let mut a = connection(Side::A, DEFAULT_IKE);
-    a.ike_lifetime.rekey_time = Duration::from_secs(50);
-    a.ike_lifetime.jitter = Duration::ZERO;
-    let mut p = pair_of(a, connection(Side::B, DEFAULT_IKE), 300);
-    established(&mut p);
-    let spi = p.installed(Side::A).0[0];
-    p.with(Side::A, |e, now| e.handle_child_expiry(now, spi, false));
-    p.run_for(Duration::from_secs(60));
-    teardown(&mut p);
-    p.wire().to_vec()
+/// delete, its encrypted messages in RFC 7383 fragments (the fragment MTU
+/// is lowered so that even short messages are split). Recorded once.
+fn session() -> &'static [WireRecord] {
+    static SESSION: OnceLock<Vec<WireRecord>> = OnceLock::new();
+    SESSION.get_or_init(|| {
+        let mut a = connection(Side::A, DEFAULT_IKE);
+        a.ike_lifetime.rekey_time = Duration::from_secs(50);
+        a.ike_lifetime.jitter = Duration::ZERO;
+        let mut cfg_a = config(a);
+        cfg_a.limits.fragment_mtu = 200;
+        let mut cfg_b = config(connection(Side::B, DEFAULT_IKE));
+        cfg_b.limits.fragment_mtu = 200;
+        let mut p = IkePair::new((cfg_a, ip(ADDR_A)), (cfg_b, ip(ADDR_B)), 300);
+        established(&mut p);
+        let spi = p.installed(Side::A).0[0];
+        p.with(Side::A, |e, now| e.handle_child_expiry(now, spi, false));
+        p.run_for(Duration::from_secs(60));
+        teardown(&mut p);
+        assert!(p.wire().iter().any(|w| w.info.fragment));
+        p.wire().to_vec()
+    })
 }
 
 fn fresh() -> IkePair {
@@ -60,7 +75,11 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (any::<usize>(), 1u8..=255).prop_map(|(i, x)| Mutation::Flip(i, x)),
         any::<usize>().prop_map(Mutation::Truncate),
         proptest::collection::vec(any::<u8>(), 1..64).prop_map(Mutation::Append),
-        (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..16)).prop_map(|(i, v)| Mutation::Splice(i, v)),
+        (
+            any::<usize>(),
+            proptest::collection::vec(any::<u8>(), 1..16)
+        )
+            .prop_map(|(i, v)| Mutation::Splice(i, v)),
     ]
 }
 
@@ -83,6 +102,74 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
             }
         }
     }
+}
+
+/// **Insecure**: the testkit's NULL ciphers (every tag accepted) with real
+/// PRFs and key exchanges, so mutated messages get past the integrity
+/// check and reach payload parsing and the state machine.
+struct PastAuthentication;
+
+impl CryptoProvider for PastAuthentication {
+    fn name(&self) -> &'static str {
+        "null ciphers (insecure, fuzzing)"
+    }
+    fn aead(&self, encr: EncrId, key: &[u8]) -> Result<Box<dyn AeadKey>, CryptoError> {
+        NullProvider::ACCEPT_ALL.aead(encr, key)
+    }
+    fn cbc(&self, encr: EncrId, key: &[u8]) -> Result<Box<dyn CbcKey>, CryptoError> {
+        NullProvider::ACCEPT_ALL.cbc(encr, key)
+    }
+    fn integrity(&self, integ: IntegId, key: &[u8]) -> Result<Box<dyn IntegrityKey>, CryptoError> {
+        NullProvider::ACCEPT_ALL.integrity(integ, key)
+    }
+    fn prf(&self, alg: PrfAlgorithm, key: &[u8]) -> Result<Box<dyn PrfKey>, CryptoError> {
+        phalanx_crypto::default_provider().prf(alg, key)
+    }
+    fn key_exchange(
+        &self,
+        group: KeGroup,
+        rng: &mut dyn IkeRng,
+    ) -> Result<Box<dyn KeyExchangeState>, CryptoError> {
+        phalanx_crypto::default_provider().key_exchange(group, rng)
+    }
+}
+
+static PAST_AUTHENTICATION: PastAuthentication = PastAuthentication;
+
+/// A whole session (establish, child rekey, IKE rekey, delete) through a
+/// network that corrupts one datagram.
+fn corrupted_session(index: usize, mutations: Vec<Mutation>) -> IkePair {
+    let mut a = connection(Side::A, "aes256gcm16-prfsha256-x25519,aes128-sha256-x25519");
+    a.ike_lifetime.rekey_time = Duration::from_secs(50);
+    a.ike_lifetime.jitter = Duration::ZERO;
+    let mut cfg_a = config(a);
+    cfg_a.limits.fragment_mtu = 300;
+    let cfg_b = config(connection(
+        Side::B,
+        "aes256gcm16-prfsha256-x25519,aes128-sha256-x25519",
+    ));
+    let mut p = IkePair::with_provider(
+        (cfg_a, ip(ADDR_A)),
+        (cfg_b, ip(ADDR_B)),
+        303,
+        &PAST_AUTHENTICATION,
+    );
+    p.mutate_index(index, move |bytes| {
+        for m in &mutations {
+            apply(bytes, m);
+        }
+    });
+    p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
+    p.run_for(Duration::from_secs(3));
+    if let Some(spi) = p.installed(Side::A).0.first().copied() {
+        p.with(Side::A, |e, now| e.handle_child_expiry(now, spi, false));
+    }
+    p.run_for(Duration::from_secs(60));
+    let now = p.now;
+    let _ = p.endpoint(Side::A).terminate(now, "gw");
+    p.flush();
+    p.run_for(Duration::from_secs(60));
+    p
 }
 
 proptest! {
@@ -122,6 +209,17 @@ proptest! {
         feed(&mut p, Side::A, record, &bytes);
     }
 
+    // One datagram of a session corrupted behind a NULL cipher: the
+    // mutation reaches payload parsing and the state machine of both sides.
+    #[test]
+    fn corrupted_session_past_authentication(index in 0usize..24, mutations in proptest::collection::vec(mutation(), 1..4)) {
+        let p = corrupted_session(index, mutations);
+        // Whatever happened, every SA installed was removed at most once.
+        for ((_, _, _), (installs, removes)) in p.sa_balance() {
+            prop_assert!(removes <= installs);
+        }
+    }
+
     // Mutated IKE_SA_INIT requests reach the unauthenticated responder code.
     #[test]
     fn mutated_init_requests(mutations in proptest::collection::vec(mutation(), 1..6)) {
@@ -142,8 +240,27 @@ proptest! {
 fn replayed_session_out_of_context() {
     let wire = session();
     let mut p = fresh();
-    for record in &wire {
-        feed(&mut p, record.from.peer(), record, &record.transmit.bytes.clone());
+    for record in wire {
+        feed(
+            &mut p,
+            record.from.peer(),
+            record,
+            &record.transmit.bytes.clone(),
+        );
     }
     assert!(p.endpoint_ref(Side::B).counters().get(Counter::UnknownSpi) > 0);
+}
+
+// The corrupting session without corruption runs to its end: the fuzz
+// cases above do start from a working session.
+#[test]
+fn uncorrupted_session_completes() {
+    let p = corrupted_session(usize::MAX, Vec::new());
+    let a = p.endpoint_ref(Side::A).counters();
+    assert_eq!(a.get(Counter::IkeSasEstablished), 1);
+    assert_eq!(a.get(Counter::ChildSasRekeyed), 1);
+    assert_eq!(a.get(Counter::IkeSasRekeyed), 1);
+    assert!(a.get(Counter::FragmentsSent) > 0);
+    assert!(p.endpoint_ref(Side::B).ike_sas().is_empty());
+    p.check_removed_once().unwrap();
 }

@@ -20,7 +20,12 @@ fn spis(p: &IkePair, side: Side) -> (Vec<u32>, Vec<u32>) {
 fn one_consistent_pair(p: &IkePair) {
     let (a_in, a_out) = spis(p, Side::A);
     let (b_in, b_out) = spis(p, Side::B);
-    assert_eq!((a_in.len(), a_out.len(), b_in.len(), b_out.len()), (1, 1, 1, 1), "{:#?}", p.sa_balance());
+    assert_eq!(
+        (a_in.len(), a_out.len(), b_in.len(), b_out.len()),
+        (1, 1, 1, 1),
+        "{:#?}",
+        p.sa_balance()
+    );
     assert_eq!(a_out, b_in);
     assert_eq!(b_out, a_in);
 }
@@ -56,11 +61,21 @@ fn child_rekey(esp: &str, seed: u64) {
     assert!(new_a != old_a && new_b != old_b);
     assert_eq!(
         &kinds(&p, Side::A)[3..],
-        ["InstallInbound", "InstallOutbound", "RemoveOutbound", "RemoveInbound"]
+        [
+            "InstallInbound",
+            "InstallOutbound",
+            "RemoveOutbound",
+            "RemoveInbound"
+        ]
     );
     assert_eq!(
         &kinds(&p, Side::B)[3..],
-        ["InstallInbound", "InstallOutbound", "RemoveOutbound", "RemoveInbound"]
+        [
+            "InstallInbound",
+            "InstallOutbound",
+            "RemoveOutbound",
+            "RemoveInbound"
+        ]
     );
     // Make-before-break, strictly: each side installs its new inbound SA
     // before the peer switches to it.
@@ -74,10 +89,25 @@ fn child_rekey(esp: &str, seed: u64) {
     let a_out_new = ia.iter().find(|x| !x.0 && x.1 == new_b).unwrap();
     assert_eq!(b_in_new.2, a_out_new.2);
     // The old SAs went after the overlap.
-    let removed_at = p.log().iter().find(|e| matches!(e.event, SaEvent::RemoveInbound { .. })).unwrap().at;
+    let removed_at = p
+        .log()
+        .iter()
+        .find(|e| matches!(e.event, SaEvent::RemoveInbound { .. }))
+        .unwrap()
+        .at;
     assert!(removed_at - p.start >= Duration::from_secs(2));
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::ChildSasRekeyed), 1);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::ChildSasRekeyed), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::ChildSasRekeyed),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::ChildSasRekeyed),
+        1
+    );
     teardown(&mut p);
     p.check_removed_once().unwrap();
 }
@@ -108,10 +138,16 @@ fn child_child_collision() {
         p.with(Side::B, |e, now| e.handle_child_expiry(now, b, false));
         p.run_for(Duration::from_secs(15));
         one_consistent_pair(&p);
-        let (ca, cb) = (p.endpoint_ref(Side::A).counters(), p.endpoint_ref(Side::B).counters());
+        let (ca, cb) = (
+            p.endpoint_ref(Side::A).counters(),
+            p.endpoint_ref(Side::B).counters(),
+        );
         assert_eq!(ca.get(Counter::RekeyCollisions), 1, "seed {seed}");
         assert_eq!(cb.get(Counter::RekeyCollisions), 1, "seed {seed}");
-        assert_eq!(ca.get(Counter::RedundantSasDeleted) + cb.get(Counter::RedundantSasDeleted), 1);
+        assert_eq!(
+            ca.get(Counter::RedundantSasDeleted) + cb.get(Counter::RedundantSasDeleted),
+            1
+        );
         p.check_inbound_first().unwrap();
         let survivor = spis(&p, Side::A).0[0];
         p.check_inbound_strictly_first(survivor).unwrap();
@@ -132,7 +168,12 @@ fn rekey_versus_delete() {
     p.run_for(Duration::from_secs(20));
     assert_eq!(spis(&p, Side::A), (vec![], vec![]));
     assert_eq!(spis(&p, Side::B), (vec![], vec![]));
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::TemporaryFailures), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::TemporaryFailures),
+        1
+    );
     assert_eq!(p.endpoint_ref(Side::A).ike_sas().len(), 1);
     p.check_removed_once().unwrap();
 }
@@ -173,11 +214,35 @@ fn ike_rekey_keeps_children() {
     assert_eq!((after_a.len(), after_b.len()), (1, 1), "{after_a:#?}");
     assert_ne!(after_a[0].spi_i, before.spi_i);
     assert_ne!(after_a[0].spi_r, before.spi_r);
-    assert_eq!((after_a[0].spi_i, after_a[0].spi_r), (after_b[0].spi_i, after_b[0].spi_r));
+    assert_eq!(
+        (after_a[0].spi_i, after_a[0].spi_r),
+        (after_b[0].spi_i, after_b[0].spi_r)
+    );
     assert_eq!(after_a[0].children.len(), 1);
-    assert_eq!(kinds(&p, Side::A), ["IkeSaUp", "InstallInbound", "InstallOutbound", "IkeSaRekeyed"]);
-    assert_eq!(kinds(&p, Side::B), ["IkeSaUp", "InstallInbound", "InstallOutbound", "IkeSaRekeyed"]);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::IkeSasRekeyed), 1);
+    assert_eq!(
+        kinds(&p, Side::A),
+        [
+            "IkeSaUp",
+            "InstallInbound",
+            "InstallOutbound",
+            "IkeSaRekeyed"
+        ]
+    );
+    assert_eq!(
+        kinds(&p, Side::B),
+        [
+            "IkeSaUp",
+            "InstallInbound",
+            "InstallOutbound",
+            "IkeSaRekeyed"
+        ]
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::IkeSasRekeyed),
+        1
+    );
     // The new IKE SA works: rekey the child over it, then close it.
     let spi = spis(&p, Side::A).0[0];
     p.with(Side::A, |e, now| e.handle_child_expiry(now, spi, false));
@@ -197,13 +262,27 @@ fn ike_ike_collision() {
         // B came up 10 ms before A; with 50 ms of latency the two rekey
         // requests cross.
         p.net.latency = [Duration::from_millis(50); 2];
-        p.run_for(Duration::from_secs(120));
-        let (a, b) = (p.endpoint_ref(Side::A).ike_sas(), p.endpoint_ref(Side::B).ike_sas());
+        // Rekeys at 100 s; the redundant and the old IKE SA go at once.
+        p.run_for(Duration::from_secs(102) - p.elapsed());
+        let (a, b) = (
+            p.endpoint_ref(Side::A).ike_sas(),
+            p.endpoint_ref(Side::B).ike_sas(),
+        );
         assert_eq!((a.len(), b.len()), (1, 1), "seed {seed}: {a:#?} {b:#?}");
         assert_eq!((a[0].spi_i, a[0].spi_r), (b[0].spi_i, b[0].spi_r));
         assert_eq!(a[0].children.len(), 1);
-        assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::RekeyCollisions), 1);
-        assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::RekeyCollisions), 1);
+        assert_eq!(
+            p.endpoint_ref(Side::A)
+                .counters()
+                .get(Counter::RekeyCollisions),
+            1
+        );
+        assert_eq!(
+            p.endpoint_ref(Side::B)
+                .counters()
+                .get(Counter::RekeyCollisions),
+            1
+        );
         one_consistent_pair(&p);
         teardown(&mut p);
         p.check_removed_once().unwrap();
@@ -221,11 +300,26 @@ fn child_rekey_during_ike_rekey() {
     let b = spis(&p, Side::B).0[0];
     p.with(Side::B, |e, now| e.handle_child_expiry(now, b, false));
     p.run_for(Duration::from_secs(30));
-    let temp = p.endpoint_ref(Side::A).counters().get(Counter::TemporaryFailures)
-        + p.endpoint_ref(Side::B).counters().get(Counter::TemporaryFailures);
+    let temp = p
+        .endpoint_ref(Side::A)
+        .counters()
+        .get(Counter::TemporaryFailures)
+        + p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::TemporaryFailures);
     assert!(temp >= 1);
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::ChildSasRekeyed), 1);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::IkeSasRekeyed), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::ChildSasRekeyed),
+        1
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::IkeSasRekeyed),
+        1
+    );
     one_consistent_pair(&p);
     teardown(&mut p);
     p.check_removed_once().unwrap();
@@ -245,8 +339,18 @@ fn child_rekeys_on_its_timer() {
     let mut p = pair_of(a, connection(Side::B, DEFAULT_IKE), 95);
     established(&mut p);
     p.run_for(Duration::from_secs(200));
-    assert!(p.endpoint_ref(Side::A).counters().get(Counter::ChildSasRekeyed) >= 3);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::ChildSasExpired), 0);
+    assert!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::ChildSasRekeyed)
+            >= 3
+    );
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::ChildSasExpired),
+        0
+    );
     one_consistent_pair(&p);
     p.check_inbound_first().unwrap();
 }

@@ -19,10 +19,18 @@ fn lost_request_is_retransmitted() {
     let mut p = pair(DEFAULT_IKE, 20);
     p.drop_matching(1, |i| i.exchange == ExchangeType::IKE_AUTH && !i.response);
     established(&mut p);
-    assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::RetransmitsSent), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::RetransmitsSent),
+        1
+    );
     let b = p.endpoint_ref(Side::B).counters();
     assert_eq!(b.exchange(ExchangeType::IKE_AUTH).requests_received, 1);
-    assert_eq!(kinds(&p, Side::B), ["IkeSaUp", "InstallInbound", "InstallOutbound"]);
+    assert_eq!(
+        kinds(&p, Side::B),
+        ["IkeSaUp", "InstallInbound", "InstallOutbound"]
+    );
     assert!(p.elapsed() >= Duration::from_millis(500));
 }
 
@@ -39,8 +47,14 @@ fn lost_response_is_resent_from_the_cache() {
     assert_eq!(b.get(Counter::RetransmitsAnswered), 1);
     assert_eq!(b.exchange(ExchangeType::IKE_AUTH).requests_received, 1);
     assert_eq!(b.exchange(ExchangeType::IKE_AUTH).responses_sent, 1);
-    assert_eq!(kinds(&p, Side::B), ["IkeSaUp", "InstallInbound", "InstallOutbound"]);
-    assert_eq!(kinds(&p, Side::A), ["IkeSaUp", "InstallInbound", "InstallOutbound"]);
+    assert_eq!(
+        kinds(&p, Side::B),
+        ["IkeSaUp", "InstallInbound", "InstallOutbound"]
+    );
+    assert_eq!(
+        kinds(&p, Side::A),
+        ["IkeSaUp", "InstallInbound", "InstallOutbound"]
+    );
 }
 
 // A lost IKE_SA_INIT answer: the retransmitted request gets the same
@@ -66,7 +80,8 @@ fn dead_peer_is_detected() {
     let mut p = pair_of(a, connection(Side::B, DEFAULT_IKE), 23);
     established(&mut p);
     p.drop_matching(usize::MAX, |i| i.from == Side::B);
-    let dead = |p: &phalanx_testkit::ike_pair::IkePair| p.endpoint_ref(Side::A).ike_sas().is_empty();
+    let dead =
+        |p: &phalanx_testkit::ike_pair::IkePair| p.endpoint_ref(Side::A).ike_sas().is_empty();
     assert!(p.run_until(dead, Duration::from_secs(120)));
     let a = p.endpoint_ref(Side::A).counters();
     assert_eq!(a.get(Counter::DpdSent), 1);
@@ -74,7 +89,14 @@ fn dead_peer_is_detected() {
     assert_eq!(a.get(Counter::IkeSasDead), 1);
     assert_eq!(
         kinds(&p, Side::A),
-        ["IkeSaUp", "InstallInbound", "InstallOutbound", "RemoveOutbound", "RemoveInbound", "IkeSaDown"]
+        [
+            "IkeSaUp",
+            "InstallInbound",
+            "InstallOutbound",
+            "RemoveOutbound",
+            "RemoveInbound",
+            "IkeSaDown"
+        ]
     );
     // 30 s quiet, then 0.5 + 1 + 2 + 4 + 8 + 16 s of retransmissions.
     assert!(p.elapsed() >= Duration::from_millis(61_500));
@@ -92,7 +114,10 @@ fn dpd_keeps_a_quiet_sa() {
     p.run_for(Duration::from_secs(35));
     assert_eq!(p.endpoint_ref(Side::A).counters().get(Counter::DpdSent), 3);
     assert_eq!(
-        p.endpoint_ref(Side::B).counters().exchange(ExchangeType::INFORMATIONAL).requests_received,
+        p.endpoint_ref(Side::B)
+            .counters()
+            .exchange(ExchangeType::INFORMATIONAL)
+            .requests_received,
         3
     );
     assert!(up(&p, 1));
@@ -109,7 +134,12 @@ fn unanswered_init_fails() {
     assert_eq!(kinds(&p, Side::A), ["IkeSaFailed"]);
     assert!(p.endpoint_ref(Side::A).ike_sas().is_empty());
     // B's half-open SA expires.
-    assert_eq!(p.endpoint_ref(Side::B).counters().get(Counter::HalfOpenExpired), 1);
+    assert_eq!(
+        p.endpoint_ref(Side::B)
+            .counters()
+            .get(Counter::HalfOpenExpired),
+        1
+    );
     assert!(p.endpoint_ref(Side::B).ike_sas().is_empty());
 }
 
@@ -123,11 +153,18 @@ fn survives_random_loss() {
         p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
         if !p.run_until(|p| up(p, 1), Duration::from_secs(30)) {
             // Losing six transmissions in a row is possible; then A gave up.
-            assert!(p.fates().iter().filter(|f| **f == Fate::Lost).count() >= 6, "seed {seed}");
+            assert!(
+                p.fates().iter().filter(|f| **f == Fate::Lost).count() >= 6,
+                "seed {seed}"
+            );
             continue;
         }
         let b = p.endpoint_ref(Side::B).counters();
-        assert_eq!(b.exchange(ExchangeType::IKE_AUTH).requests_received, 1, "seed {seed}");
+        assert_eq!(
+            b.exchange(ExchangeType::IKE_AUTH).requests_received,
+            1,
+            "seed {seed}"
+        );
         // (No make-before-break check: a new Child SA's responder sends
         // once its answer is out; if that answer is lost, the initiator
         // installs only on the retransmission. Rekeys do not have this
@@ -142,13 +179,30 @@ fn replayed_old_request_is_answered_or_dropped() {
     established(&mut p);
     // Replay A's IKE_SA_INIT: B's half-open index no longer has it; it is a
     // new request for a new SA (a restart), not reprocessing.
-    let init = p.wire().iter().find(|w| w.info.exchange == ExchangeType::IKE_SA_INIT && w.from == Side::A).unwrap().clone();
-    let auth = p.wire().iter().find(|w| w.info.exchange == ExchangeType::IKE_AUTH && w.from == Side::A).unwrap().clone();
+    let init = p
+        .wire()
+        .iter()
+        .find(|w| w.info.exchange == ExchangeType::IKE_SA_INIT && w.from == Side::A)
+        .unwrap()
+        .clone();
+    let auth = p
+        .wire()
+        .iter()
+        .find(|w| w.info.exchange == ExchangeType::IKE_AUTH && w.from == Side::A)
+        .unwrap()
+        .clone();
     let now = p.now;
     let local: std::net::SocketAddr = auth.transmit.remote;
     let remote: std::net::SocketAddr = auth.transmit.local;
     // The IKE_AUTH request again: answered from the cache, not reprocessed.
-    p.endpoint(Side::B).handle_datagram(now, phalanx_ike::Datagram { local, remote, bytes: &auth.transmit.bytes });
+    p.endpoint(Side::B).handle_datagram(
+        now,
+        phalanx_ike::Datagram {
+            local,
+            remote,
+            bytes: &auth.transmit.bytes,
+        },
+    );
     p.flush();
     let b = p.endpoint_ref(Side::B).counters();
     assert_eq!(b.get(Counter::RetransmitsAnswered), 1);

@@ -119,10 +119,15 @@ pub struct LogEntry {
     pub event: SaEvent,
 }
 
-/// A rule dropping datagrams that match a predicate.
-pub struct DropRule {
+/// What a rule does to the datagrams it matches.
+type Mutator = Box<dyn FnMut(&mut Vec<u8>)>;
+
+/// A rule dropping (or, with a mutator, changing) datagrams that match a
+/// predicate.
+struct Rule {
     predicate: Box<dyn FnMut(&PacketInfo) -> bool>,
     remaining: usize,
+    mutate: Option<Mutator>,
 }
 
 struct InFlight {
@@ -149,10 +154,13 @@ pub struct Network {
     /// Probability of losing a datagram.
     pub loss: f64,
     /// A NAT in front of side A: A's datagrams appear to come from this
-    /// address, port 500 → 30500, 4500 → 34500.
+    /// address, their source port raised by [`Network::nat_port_offset`].
     pub nat_a: Option<IpAddr>,
+    /// The NAT's port mapping (30000 at first: 500 → 30500, 4500 → 34500);
+    /// change it to simulate a NAT rebinding.
+    pub nat_port_offset: u16,
     rng: ChaCha20Rng,
-    rules: Vec<DropRule>,
+    rules: Vec<Rule>,
     in_flight: Vec<InFlight>,
     order: usize,
 }
@@ -164,15 +172,12 @@ impl Network {
             mtu: 1500,
             loss: 0.0,
             nat_a: None,
+            nat_port_offset: 30_000,
             rng: ChaCha20Rng::seed_from_u64(seed),
             rules: Vec::new(),
             in_flight: Vec::new(),
             order: 0,
         }
-    }
-
-    fn nat_port(port: u16) -> u16 {
-        port.wrapping_add(30_000)
     }
 }
 
@@ -202,9 +207,24 @@ impl IkePair {
     /// Two endpoints with these configurations and addresses; `seed`
     /// seeds both endpoints' RNGs (differently) and the network's loss.
     pub fn new(a: (EndpointConfig, IpAddr), b: (EndpointConfig, IpAddr), seed: u64) -> IkePair {
+        IkePair::with_provider(a, b, seed, phalanx_crypto::default_provider())
+    }
+
+    /// As [`IkePair::new`], both endpoints with `provider` (e.g. one whose
+    /// ciphers are [`NullProvider`](crate::NullProvider)s, so that fuzzed
+    /// messages get past authentication).
+    pub fn with_provider(
+        a: (EndpointConfig, IpAddr),
+        b: (EndpointConfig, IpAddr),
+        seed: u64,
+        provider: &'static dyn phalanx_crypto::CryptoProvider,
+    ) -> IkePair {
         let start = Instant::now();
-        let provider = phalanx_crypto::default_provider();
-        let rng = |n: u64| Box::new(ChaCha20Rng::seed_from_u64(seed.wrapping_mul(3).wrapping_add(n)));
+        let rng = |n: u64| {
+            Box::new(ChaCha20Rng::seed_from_u64(
+                seed.wrapping_mul(3).wrapping_add(n),
+            ))
+        };
         let node_a = Node {
             endpoint: Endpoint::new(a.0, provider, rng(1), start),
             addr: a.1,
@@ -252,14 +272,33 @@ impl IkePair {
 
     /// The events of one side, in order.
     pub fn events(&self, side: Side) -> Vec<&SaEvent> {
-        self.log.iter().filter(|e| e.side == side).map(|e| &e.event).collect()
+        self.log
+            .iter()
+            .filter(|e| e.side == side)
+            .map(|e| &e.event)
+            .collect()
     }
 
     /// Drops the next `count` datagrams matching `predicate`.
-    pub fn drop_matching(&mut self, count: usize, predicate: impl FnMut(&PacketInfo) -> bool + 'static) {
-        self.net.rules.push(DropRule {
+    pub fn drop_matching(
+        &mut self,
+        count: usize,
+        predicate: impl FnMut(&PacketInfo) -> bool + 'static,
+    ) {
+        self.net.rules.push(Rule {
             predicate: Box::new(predicate),
             remaining: count,
+            mutate: None,
+        });
+    }
+
+    /// Changes the datagram with this index with `mutate` before it is
+    /// delivered (a corrupting network, for fuzzing).
+    pub fn mutate_index(&mut self, index: usize, mutate: impl FnMut(&mut Vec<u8>) + 'static) {
+        self.net.rules.push(Rule {
+            predicate: Box::new(move |p| p.index == index),
+            remaining: 1,
+            mutate: Some(Box::new(mutate)),
         });
     }
 
@@ -300,21 +339,33 @@ impl IkePair {
         PacketInfo {
             index: self.wire.len(),
             from,
-            exchange: header.as_ref().map_or(ExchangeType(0), |h| h.exchange_type()),
+            exchange: header
+                .as_ref()
+                .map_or(ExchangeType(0), |h| h.exchange_type()),
             response: header.as_ref().is_some_and(|h| h.response()),
             message_id: header.as_ref().map_or(0, |h| h.message_id()),
-            fragment: header.as_ref().is_some_and(|h| h.next_payload() == PayloadType::SKF),
+            fragment: header
+                .as_ref()
+                .is_some_and(|h| h.next_payload() == PayloadType::SKF),
             len: bytes.len(),
         }
     }
 
-    fn send(&mut self, from: Side, transmit: Transmit) {
+    fn send(&mut self, from: Side, mut transmit: Transmit) {
         let info = self.info(from, &transmit.bytes);
-        let ip = if transmit.remote.is_ipv4() { IPV4_UDP } else { IPV6_UDP };
-        let marker = if transmit.needs_non_esp_marker() { MARKER } else { 0 };
+        let ip = if transmit.remote.is_ipv4() {
+            IPV4_UDP
+        } else {
+            IPV6_UDP
+        };
+        let marker = if transmit.needs_non_esp_marker() {
+            MARKER
+        } else {
+            0
+        };
         let fate = if transmit.bytes.len() + ip + marker > self.net.mtu {
             Fate::TooBig
-        } else if self.matches_rule(&info) {
+        } else if self.apply_rules(&info, &mut transmit.bytes) {
             Fate::Dropped
         } else if self.net.loss > 0.0 && self.net.rng.gen_bool(self.net.loss.min(1.0)) {
             Fate::Lost
@@ -342,11 +393,18 @@ impl IkePair {
         });
     }
 
-    fn matches_rule(&mut self, info: &PacketInfo) -> bool {
+    /// Applies the first matching rule; true when it drops the datagram.
+    fn apply_rules(&mut self, info: &PacketInfo, bytes: &mut Vec<u8>) -> bool {
         for rule in &mut self.net.rules {
             if rule.remaining > 0 && (rule.predicate)(info) {
                 rule.remaining -= 1;
-                return true;
+                return match rule.mutate.as_mut() {
+                    Some(mutate) => {
+                        mutate(bytes);
+                        false
+                    }
+                    None => true,
+                };
             }
         }
         false
@@ -357,9 +415,11 @@ impl IkePair {
         let (mut src, mut dst) = (t.local, t.remote);
         if let Some(nat) = self.net.nat_a {
             match from {
-                Side::A => src = SocketAddr::new(nat, Network::nat_port(src.port())),
+                Side::A => {
+                    src = SocketAddr::new(nat, src.port().wrapping_add(self.net.nat_port_offset))
+                }
                 Side::B => {
-                    let port = dst.port().wrapping_sub(30_000);
+                    let port = dst.port().wrapping_sub(self.net.nat_port_offset);
                     dst = SocketAddr::new(self.nodes[0].addr, port);
                 }
             }
@@ -418,14 +478,20 @@ impl IkePair {
                 remote: f.datagram.remote,
                 bytes: &f.datagram.bytes,
             };
-            self.nodes[f.to.index()].endpoint.handle_datagram(now, datagram);
+            self.nodes[f.to.index()]
+                .endpoint
+                .handle_datagram(now, datagram);
             self.flush();
         }
     }
 
     /// Runs until `pred` holds (checked after every step) or `deadline`
     /// (since the start) passes. Returns whether `pred` held.
-    pub fn run_until(&mut self, mut pred: impl FnMut(&IkePair) -> bool, deadline: Duration) -> bool {
+    pub fn run_until(
+        &mut self,
+        mut pred: impl FnMut(&IkePair) -> bool,
+        deadline: Duration,
+    ) -> bool {
         let end = self.start + deadline;
         loop {
             if pred(self) {
@@ -490,12 +556,18 @@ impl IkePair {
         let inbound = self
             .log
             .iter()
-            .find(|e| e.side == out.side.peer() && matches!(&e.event, SaEvent::InstallInbound(i) if i.spi == spi))
+            .find(|e| {
+                e.side == out.side.peer()
+                    && matches!(&e.event, SaEvent::InstallInbound(i) if i.spi == spi)
+            })
             .ok_or_else(|| format!("SPI {spi:#x} never installed inbound"))?;
         if inbound.seq < out.seq {
             Ok(())
         } else {
-            Err(format!("SPI {spi:#x}: outbound (seq {}) before inbound (seq {})", out.seq, inbound.seq))
+            Err(format!(
+                "SPI {spi:#x}: outbound (seq {}) before inbound (seq {})",
+                out.seq, inbound.seq
+            ))
         }
     }
 

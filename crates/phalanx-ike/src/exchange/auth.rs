@@ -23,7 +23,7 @@ use phalanx_wire::ike::{AuthPayload, CertPayload, CertReqPayload, IdPayload, Pay
 
 use crate::auth::{
     choose_scheme, initiator_signed_octets, psk_auth, responder_signed_octets, sign_auth,
-    sign_auth_rfc4754, verify_auth, verify_peer_chain, verify_psk_auth, AuthError, Identity,
+    sign_auth_rfc4754, verify_auth, verify_peer_chain, verify_psk_auth, AuthError, Identity, Prf,
 };
 use crate::config::{LocalAuth, RemoteAuth};
 use crate::counters::Counter;
@@ -32,7 +32,7 @@ use crate::events::SaEvent;
 use crate::exchange::child::ChildOffer;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, Ctx, IkeSa, Pending, Reply, State, Task};
-use crate::timers::IkeTimer;
+use crate::timers::{after, IkeTimer};
 
 /// What IKE_SA_INIT leaves for IKE_AUTH.
 pub(crate) struct AuthInputs {
@@ -58,7 +58,10 @@ pub(crate) struct AuthSent {
 /// HMAC takes keys of any length, so keying cannot fail for a negotiated
 /// PRF; if the provider refused anyway, the empty output fails the AUTH
 /// comparison (never a false accept).
-fn prf_closure(provider: &'static dyn CryptoProvider, alg: PrfAlgorithm) -> impl Fn(&[u8], &[&[u8]]) -> Vec<u8> {
+fn prf_closure(
+    provider: &'static dyn CryptoProvider,
+    alg: PrfAlgorithm,
+) -> impl Fn(&[u8], &[&[u8]]) -> Vec<u8> {
     move |key: &[u8], parts: &[&[u8]]| {
         provider
             .prf(alg, key)
@@ -99,7 +102,10 @@ impl IkeSa {
         match self.auth_request_payloads(ctx, &inputs, child.as_ref()) {
             Ok(payloads) => {
                 self.transition(ctx, State::AuthSent(Box::new(AuthSent { inputs, child })));
-                if self.send_request(ctx, ExchangeType::IKE_AUTH, payloads, Pending::Auth).is_err() {
+                if self
+                    .send_request(ctx, ExchangeType::IKE_AUTH, payloads, Pending::Auth)
+                    .is_err()
+                {
                     if let State::AuthSent(st) = self.transition(ctx, State::Closed) {
                         self.abandon_offer(ctx, st.child);
                     }
@@ -173,25 +179,27 @@ impl IkeSa {
     /// Our AUTH payload over `octets`: shared key MIC, or a signature —
     /// RFC 7427 when the peer announced hashes we can use, RFC 4754 ECDSA
     /// otherwise.
-    fn our_auth(&self, prf: &dyn Fn(&[u8], &[&[u8]]) -> Vec<u8>, octets: &[u8]) -> Result<AuthPayload, IkeError> {
+    fn our_auth(&self, prf: Prf<'_>, octets: &[u8]) -> Result<AuthPayload, IkeError> {
         Ok(match &self.conn.local_auth {
             LocalAuth::Psk(secret) => AuthPayload {
                 method: AuthMethod::SHARED_KEY_MIC,
                 data: psk_auth(prf, secret, octets),
             },
-            LocalAuth::Signature { key, .. } => match choose_scheme(key.kind(), &self.peer_hashes) {
-                Some(scheme) => AuthPayload {
-                    method: AuthMethod::DIGITAL_SIGNATURE,
-                    data: sign_auth(key, scheme, octets)?,
-                },
-                None => {
-                    let (method, data) = sign_auth_rfc4754(key, octets)?;
-                    AuthPayload {
-                        method: AuthMethod(method),
-                        data,
+            LocalAuth::Signature { key, .. } => {
+                match choose_scheme(key.kind(), &self.peer_hashes) {
+                    Some(scheme) => AuthPayload {
+                        method: AuthMethod::DIGITAL_SIGNATURE,
+                        data: sign_auth(key, scheme, octets)?,
+                    },
+                    None => {
+                        let (method, data) = sign_auth_rfc4754(key, octets)?;
+                        AuthPayload {
+                            method: AuthMethod(method),
+                            data,
+                        }
                     }
                 }
-            },
+            }
         })
     }
 
@@ -241,7 +249,11 @@ impl IkeSa {
     }
 
     /// Responder: the initiator's IKE_AUTH request.
-    pub(crate) fn process_auth_request(&mut self, ctx: &mut Ctx<'_>, payloads: &[Payload]) -> Reply {
+    pub(crate) fn process_auth_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        payloads: &[Payload],
+    ) -> Reply {
         if !self.is_half_open() {
             ctx.count(Counter::UnexpectedExchange);
             return Reply::of(vec![notify(NotifyType::INVALID_SYNTAX, Vec::new())]);
@@ -251,14 +263,24 @@ impl IkeSa {
         };
         let found = Found::scan(payloads);
         let (Some(idi), Some(auth)) = (found.idi, found.auth) else {
-            return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, "IDi or AUTH missing");
+            return self.refuse_auth(
+                ctx,
+                NotifyType::AUTHENTICATION_FAILED,
+                "IDi or AUTH missing",
+            );
         };
         let octets = {
             let Some(crypto) = self.crypto.as_ref() else {
                 return Reply::default();
             };
             let prf = prf_closure(ctx.provider, crypto.prf);
-            initiator_signed_octets(&prf, &st.request, &st.nr, &crypto.keys.sk_pi, &rest_of_id(idi))
+            initiator_signed_octets(
+                &prf,
+                &st.request,
+                &st.nr,
+                &crypto.keys.sk_pi,
+                &rest_of_id(idi),
+            )
         };
         let identity = match self.verify_peer(ctx, idi, auth, &found.certs, &octets) {
             Ok(identity) => identity,
@@ -268,7 +290,9 @@ impl IkeSa {
         };
         let ours = match self.responder_auth_payloads(ctx, &st.response, &st.ni) {
             Ok(ours) => ours,
-            Err(e) => return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string()),
+            Err(e) => {
+                return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string())
+            }
         };
         self.remote_identity = Some(identity);
         self.initial_contact = found.has(NotifyType::INITIAL_CONTACT);
@@ -288,11 +312,22 @@ impl IkeSa {
 
     /// IDr, CERT and AUTH of the responder (§2.15: AUTH over RealMessage2,
     /// Ni and prf(SK_pr, IDr)).
-    fn responder_auth_payloads(&self, ctx: &Ctx<'_>, init_response: &[u8], ni: &[u8]) -> Result<Vec<Payload>, IkeError> {
+    fn responder_auth_payloads(
+        &self,
+        ctx: &Ctx<'_>,
+        init_response: &[u8],
+        ni: &[u8],
+    ) -> Result<Vec<Payload>, IkeError> {
         let idr = id_payload(&self.conn.local_id);
         let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let prf = prf_closure(ctx.provider, crypto.prf);
-        let octets = responder_signed_octets(&prf, init_response, ni, &crypto.keys.sk_pr, &rest_of_id(&idr));
+        let octets = responder_signed_octets(
+            &prf,
+            init_response,
+            ni,
+            &crypto.keys.sk_pr,
+            &rest_of_id(&idr),
+        );
         let auth = self.our_auth(&prf, &octets)?;
         let mut payloads = vec![Payload::Idr(idr)];
         payloads.extend(self.our_certificates());
@@ -326,7 +361,9 @@ impl IkeSa {
                 ctx.count(Counter::AuthRejectedByPeer);
             }
             self.abandon_offer(ctx, st.child);
-            let why = found.error().map_or("IDr or AUTH missing".to_owned(), |e| format!("peer answered {e:?}"));
+            let why = found.error().map_or("IDr or AUTH missing".to_owned(), |e| {
+                format!("peer answered {e:?}")
+            });
             self.fail(ctx, &format!("IKE_AUTH: {why}"));
             return;
         };
@@ -336,7 +373,13 @@ impl IkeSa {
             };
             let prf = prf_closure(ctx.provider, crypto.prf);
             let inputs = &st.inputs;
-            responder_signed_octets(&prf, &inputs.init_response, &inputs.ni, &crypto.keys.sk_pr, &rest_of_id(idr))
+            responder_signed_octets(
+                &prf,
+                &inputs.init_response,
+                &inputs.ni,
+                &crypto.keys.sk_pr,
+                &rest_of_id(idr),
+            )
         };
         match self.verify_peer(ctx, idr, auth, &found.certs, &octets) {
             Ok(identity) => self.remote_identity = Some(identity),
@@ -346,7 +389,12 @@ impl IkeSa {
                 ctx.count(Counter::AuthFailed);
                 let note = vec![notify(NotifyType::AUTHENTICATION_FAILED, Vec::new())];
                 // Best effort: the IKE SA closes whether or not it is sent.
-                let _ = self.send_request(ctx, ExchangeType::INFORMATIONAL, note, Pending::Informational);
+                let _ = self.send_request(
+                    ctx,
+                    ExchangeType::INFORMATIONAL,
+                    note,
+                    Pending::Informational,
+                );
                 self.abandon_offer(ctx, st.child);
                 self.fail(ctx, &format!("IKE_AUTH: {e}"));
                 return;
@@ -386,15 +434,17 @@ impl IkeSa {
     /// sides do not rekey at once). A zero duration disables a timer.
     pub(crate) fn arm_lifetime(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(delay) = self.conn.dpd_delay.filter(|d| !d.is_zero()) {
-            self.timers.set(IkeTimer::Dpd, ctx.now + delay);
+            self.timers.set(IkeTimer::Dpd, after(ctx.now, delay));
         }
         let life = self.conn.ike_lifetime;
         if !life.rekey_time.is_zero() {
             let jitter = ctx.random_duration(life.jitter.min(life.rekey_time));
-            self.timers.set(IkeTimer::Rekey, ctx.now + (life.rekey_time - jitter));
+            self.timers
+                .set(IkeTimer::Rekey, after(ctx.now, life.rekey_time - jitter));
         }
         if !life.hard_time.is_zero() {
-            self.timers.set(IkeTimer::Expire, ctx.now + life.hard_time);
+            self.timers
+                .set(IkeTimer::Expire, after(ctx.now, life.hard_time));
         }
     }
 }

@@ -37,7 +37,7 @@ use crate::proposal::{
     accept_esp_answer, esp_sa_payload, select_esp, select_esp_create_child, NegotiatedEsp,
     ProposalError,
 };
-use crate::timers::{ChildTimer, TimerTable};
+use crate::timers::{after, ChildTimer, TimerTable};
 use crate::ts::{check_narrowed, narrow_pair, to_selectors, TsRole};
 
 /// Our side of a Child SA negotiation in flight.
@@ -145,6 +145,55 @@ pub(crate) fn selectors(src: &[TrafficSelector], dst: &[TrafficSelector]) -> Vec
     to_selectors(src, dst).unwrap_or_default()
 }
 
+/// A key exchange's shared secret.
+type Secret = zeroize::Zeroizing<Vec<u8>>;
+
+/// The initiator's PFS shared secret: the answer must use the group we
+/// offered a KE payload for, or none if we offered none.
+fn pfs_secret(
+    kex: Option<KexState>,
+    negotiated: &NegotiatedEsp,
+    found: &Found<'_>,
+) -> Result<Option<Secret>, IkeError> {
+    match (kex, negotiated.pfs_group()) {
+        (None, None) => Ok(None),
+        (Some(kex), Some(group)) if KeId::from(kex.group()) == group => {
+            let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
+            if ke.group != group {
+                return Err(IkeError::Malformed);
+            }
+            Ok(Some(
+                kex.complete(&ke.data).map_err(|_| IkeError::Malformed)?,
+            ))
+        }
+        _ => Err(IkeError::NoProposalChosen),
+    }
+}
+
+/// The responder's side of PFS: answer the KEi payload with the
+/// negotiated group (§1.3.1). INVALID_KE_PAYLOAD when the KEi payload
+/// is missing or of another group.
+fn pfs_answer(
+    ctx: &mut Ctx<'_>,
+    negotiated: &NegotiatedEsp,
+    kei: Option<&KePayload>,
+) -> Result<(Option<Secret>, Option<KePayload>), IkeError> {
+    match (negotiated.pfs_group(), kei) {
+        (Some(group), Some(ke)) if ke.group == group => {
+            let g = KeGroup::try_from(group)?;
+            let answer = respond(ctx.provider, g, &ke.data, &mut *ctx.rng)
+                .map_err(|_| IkeError::Malformed)?;
+            let ker = KePayload {
+                group,
+                data: answer.public_value,
+            };
+            Ok((Some(answer.shared_secret), Some(ker)))
+        }
+        (None, _) => Ok((None, None)),
+        (Some(group), _) => Err(IkeError::InvalidKe(group)),
+    }
+}
+
 impl IkeSa {
     /// Builds an offer for a Child SA: a new one of config `name`, or a
     /// rekey of our inbound SPI `rekey_of`. `create` is CREATE_CHILD_SA
@@ -162,14 +211,20 @@ impl IkeSa {
         let cfg = child_config(&conn, name)?;
         let old = rekey_of.and_then(|spi| self.children.iter().find(|c| c.spi_in == spi));
         let (proposals, mut tsi, mut tsr) = match old {
-            Some(old) => (vec![same_suite(old)], old.local_ts.clone(), old.remote_ts.clone()),
+            Some(old) => (
+                vec![same_suite(old)],
+                old.local_ts.clone(),
+                old.remote_ts.clone(),
+            ),
             None => (esp_offers(cfg), cfg.local_ts.clone(), cfg.remote_ts.clone()),
         };
         if let Some((src, dst)) = trigger {
             tsi.insert(0, host_ts(src));
             tsr.insert(0, host_ts(dst));
         }
-        let group = group.or_else(|| first_pfs_group(&proposals)).filter(|_| create);
+        let group = group
+            .or_else(|| first_pfs_group(&proposals))
+            .filter(|_| create);
         let kex = match group {
             Some(g) => {
                 let g = KeGroup::try_from(g).ok()?;
@@ -186,7 +241,11 @@ impl IkeSa {
             tsr,
             transport: matches!(cfg.mode, SaMode::Transport),
             kex,
-            ni: if create { ctx.random_bytes(NONCE_LEN) } else { Vec::new() },
+            ni: if create {
+                ctx.random_bytes(NONCE_LEN)
+            } else {
+                Vec::new()
+            },
             rekey_of,
             trigger,
             retries: 0,
@@ -246,9 +305,14 @@ impl IkeSa {
             return Err(IkeError::PeerError(error));
         }
         let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
-        let tsi = found.tsi.ok_or(IkeError::MissingPayload(PayloadType::TSi))?;
-        let tsr = found.tsr.ok_or(IkeError::MissingPayload(PayloadType::TSr))?;
-        let negotiated = accept_esp_answer(&offer.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
+        let tsi = found
+            .tsi
+            .ok_or(IkeError::MissingPayload(PayloadType::TSi))?;
+        let tsr = found
+            .tsr
+            .ok_or(IkeError::MissingPayload(PayloadType::TSr))?;
+        let negotiated =
+            accept_esp_answer(&offer.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
         // §2.9: the responder may only narrow what we proposed.
         let within = check_narrowed(&offer.tsi, &tsi.selectors).is_ok()
             && check_narrowed(&offer.tsr, &tsr.selectors).is_ok()
@@ -259,22 +323,20 @@ impl IkeSa {
         let (ni, nr) = match nonces {
             Some(n) => n,
             None => {
-                let nr = found.nonce.ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
+                let nr = found
+                    .nonce
+                    .ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
                 (offer.ni.clone(), nr.data.clone())
             }
         };
-        let shared = match (offer.kex.take(), negotiated.pfs_group()) {
-            (None, None) => None,
-            (Some(kex), Some(group)) if KeId::from(kex.group()) == group => {
-                let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
-                if ke.group != group {
-                    return Err(IkeError::Malformed);
-                }
-                Some(kex.complete(&ke.data).map_err(|_| IkeError::Malformed)?)
-            }
-            _ => return Err(IkeError::NoProposalChosen),
-        };
-        let keys = self.child_keys(ctx, &negotiated, shared.as_ref().map(|s| s.as_slice()), &ni, &nr)?;
+        let shared = pfs_secret(offer.kex.take(), &negotiated, found)?;
+        let keys = self.child_keys(
+            ctx,
+            &negotiated,
+            shared.as_ref().map(|s| s.as_slice()),
+            &ni,
+            &nr,
+        )?;
         Ok(NewChild {
             config: offer.config.clone(),
             spi_in: offer.spi_in,
@@ -301,7 +363,15 @@ impl IkeSa {
         let (encr, integ) = (negotiated.encr_key_len(), negotiated.integ_key_len());
         let secrets: Vec<&[u8]> = shared.into_iter().collect();
         let len = ChildKeys::keymat_len(encr, integ);
-        let keymat = child_keymat(ctx.provider, crypto.prf, &crypto.keys.sk_d, &secrets, ni, nr, len)?;
+        let keymat = child_keymat(
+            ctx.provider,
+            crypto.prf,
+            &crypto.keys.sk_d,
+            &secrets,
+            ni,
+            nr,
+            len,
+        )?;
         Ok(ChildKeys::split(&keymat, encr, integ)?)
     }
 
@@ -319,22 +389,31 @@ impl IkeSa {
         only: Option<&str>,
     ) -> Result<(Vec<Payload>, u32), IkeError> {
         let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
-        let tsi = found.tsi.ok_or(IkeError::MissingPayload(PayloadType::TSi))?;
-        let tsr = found.tsr.ok_or(IkeError::MissingPayload(PayloadType::TSr))?;
+        let tsi = found
+            .tsi
+            .ok_or(IkeError::MissingPayload(PayloadType::TSi))?;
+        let tsr = found
+            .tsr
+            .ok_or(IkeError::MissingPayload(PayloadType::TSr))?;
         let kei = if create { found.ke } else { None };
-        let (cfg, negotiated, local_ts, remote_ts, transport) =
-            self.select_child(sa, &tsi.selectors, &tsr.selectors, kei.map(|k| k.group), create, only, found)?;
+        let (cfg, negotiated, local_ts, remote_ts, transport) = self.select_child(
+            sa,
+            &tsi.selectors,
+            &tsr.selectors,
+            kei.map(|k| k.group),
+            create,
+            only,
+            found,
+        )?;
         let (ni, nr) = nonces;
-        let (shared, ker) = match (negotiated.pfs_group(), kei) {
-            (Some(group), Some(ke)) if ke.group == group => {
-                let g = KeGroup::try_from(group)?;
-                let answer = respond(ctx.provider, g, &ke.data, &mut *ctx.rng).map_err(|_| IkeError::Malformed)?;
-                (Some(answer.shared_secret), Some(KePayload { group, data: answer.public_value }))
-            }
-            (None, _) => (None, None),
-            (Some(group), _) => return Err(IkeError::InvalidKe(group)),
-        };
-        let keys = self.child_keys(ctx, &negotiated, shared.as_ref().map(|s| s.as_slice()), ni, nr)?;
+        let (shared, ker) = pfs_answer(ctx, &negotiated, kei)?;
+        let keys = self.child_keys(
+            ctx,
+            &negotiated,
+            shared.as_ref().map(|s| s.as_slice()),
+            ni,
+            nr,
+        )?;
         let spi_in = ctx.new_child_spi();
         let mut payloads = Vec::new();
         if transport {
@@ -375,7 +454,16 @@ impl IkeSa {
         create: bool,
         only: Option<&str>,
         found: &Found<'_>,
-    ) -> Result<(String, NegotiatedEsp, Vec<TrafficSelector>, Vec<TrafficSelector>, bool), IkeError> {
+    ) -> Result<
+        (
+            String,
+            NegotiatedEsp,
+            Vec<TrafficSelector>,
+            Vec<TrafficSelector>,
+            bool,
+        ),
+        IkeError,
+    > {
         let wants_transport = found.has(NotifyType::USE_TRANSPORT_MODE);
         let mut error = IkeError::TsUnacceptable;
         for cfg in &self.conn.children {
@@ -404,7 +492,9 @@ impl IkeSa {
                     return Ok((cfg.name.clone(), negotiated, narrow_r, narrow_i, transport))
                 }
                 Err(ProposalError::InvalidKe { wanted }) => error = IkeError::InvalidKe(wanted),
-                Err(_) if !matches!(error, IkeError::InvalidKe(_)) => error = IkeError::NoProposalChosen,
+                Err(_) if !matches!(error, IkeError::InvalidKe(_)) => {
+                    error = IkeError::NoProposalChosen
+                }
                 Err(_) => {}
             }
         }
@@ -414,7 +504,12 @@ impl IkeSa {
     /// Answers a Child SA that cannot be created with its error notify,
     /// counted and reported (the IKE SA stays, §1.2). `child` names the
     /// config when one was involved (a rekey), empty otherwise.
-    pub(crate) fn child_refusal(&mut self, ctx: &mut Ctx<'_>, e: &IkeError, child: &str) -> Vec<Payload> {
+    pub(crate) fn child_refusal(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        e: &IkeError,
+        child: &str,
+    ) -> Vec<Payload> {
         let counter = match e {
             IkeError::TsUnacceptable => Some(Counter::TsRefused),
             IkeError::NoProposalChosen => Some(Counter::ProposalsRefused),
@@ -449,48 +544,41 @@ impl IkeSa {
         } else {
             ((&keys.encr_i, &keys.integ_i), (&keys.encr_r, &keys.integ_r))
         };
-        let suite = new.negotiated.suite;
-        let esn = new.negotiated.esn;
         let base = InstallBase {
             cfg,
-            suite,
-            esn,
+            suite: new.negotiated.suite,
+            esn: new.negotiated.esn,
             transport: new.transport,
             jitter,
         };
         let inbound = self.install(&base, new.spi_in, in_keys, &new.remote_ts, &new.local_ts);
-        let outbound =
-            self.install(&base, new.negotiated.peer_spi, out_keys, &new.local_ts, &new.remote_ts);
-        let mut child = ChildSa {
-            config: new.config,
-            spi_in: new.spi_in,
-            spi_out: new.negotiated.peer_spi,
-            suite,
-            esn,
-            // Re-offered on rekey; a Child SA from IKE_AUTH (no KE there,
-            // RFC 7296 §1.2) takes the PFS group its config offers first.
-            pfs: new.negotiated.pfs_group().or_else(|| {
-                new.negotiated.ke.is_none().then(|| first_pfs_group(&esp_offers(cfg))).flatten()
-            }),
-            transport: new.transport,
-            local_ts: new.local_ts,
-            remote_ts: new.remote_ts,
-            established_at: ctx.now,
-            timers: TimerTable::default(),
-            status: ChildStatus::Active,
-            inbound_installed: true,
-            outbound_installed: false,
-            pending_outbound: Some(Box::new(outbound)),
-            replaces: None,
-            nonces: Some(new.nonces),
-            peer_rekey: None,
-        };
+        let outbound = self.install(
+            &base,
+            new.negotiated.peer_spi,
+            out_keys,
+            &new.local_ts,
+            &new.remote_ts,
+        );
+        // Re-offered on rekey; a Child SA from IKE_AUTH (no KE there,
+        // RFC 7296 §1.2) takes the PFS group its config offers first.
+        let pfs = new.negotiated.pfs_group().or_else(|| {
+            new.negotiated
+                .ke
+                .is_none()
+                .then(|| first_pfs_group(&esp_offers(cfg)))
+                .flatten()
+        });
+        let mut child = ChildSa::record(new, pfs, ctx.now);
+        child.inbound_installed = true;
+        child.pending_outbound = Some(Box::new(outbound));
         let life = cfg.lifetime;
         if !life.rekey_time.is_zero() {
-            child.timers.set(ChildTimer::Rekey, ctx.now + (life.rekey_time - jitter));
+            let at = after(ctx.now, life.rekey_time - jitter);
+            child.timers.set(ChildTimer::Rekey, at);
         }
         if !life.hard_time.is_zero() {
-            child.timers.set(ChildTimer::Expire, ctx.now + life.hard_time);
+            let at = after(ctx.now, life.hard_time);
+            child.timers.set(ChildTimer::Expire, at);
         }
         ctx.count(Counter::ChildSasEstablished);
         ctx.event(SaEvent::InstallInbound(inbound));
@@ -535,4 +623,31 @@ struct InstallBase<'a> {
     esn: bool,
     transport: bool,
     jitter: core::time::Duration,
+}
+
+impl ChildSa {
+    /// The record of a negotiated Child SA: active, nothing installed yet,
+    /// no timers.
+    pub(crate) fn record(new: NewChild, pfs: Option<KeId>, now: std::time::Instant) -> ChildSa {
+        ChildSa {
+            config: new.config,
+            spi_in: new.spi_in,
+            spi_out: new.negotiated.peer_spi,
+            suite: new.negotiated.suite,
+            esn: new.negotiated.esn,
+            pfs,
+            transport: new.transport,
+            local_ts: new.local_ts,
+            remote_ts: new.remote_ts,
+            established_at: now,
+            timers: TimerTable::default(),
+            status: ChildStatus::Active,
+            inbound_installed: false,
+            outbound_installed: false,
+            pending_outbound: None,
+            replaces: None,
+            nonces: Some(new.nonces),
+            peer_rekey: None,
+        }
+    }
 }

@@ -7,7 +7,7 @@
 //! VersionIDofSecret is four octets; the hash is SHA-256. The secret is
 //! drawn from the endpoint's RNG and replaced every
 //! [`COOKIE_SECRET_LIFETIME`]; cookies made with the previous secret are
-//! still accepted ("a responder ... should change the value of <secret>
+//! still accepted ("a responder ... should change the value of `<secret>`
 //! frequently ... keep the old value around", §2.6).
 
 use core::net::IpAddr;
@@ -84,7 +84,10 @@ impl CookieJar {
         if fresh {
             return;
         }
-        let version = self.current.as_ref().map_or(0, |s| s.version.wrapping_add(1));
+        let version = self
+            .current
+            .as_ref()
+            .map_or(0, |s| s.version.wrapping_add(1));
         let mut key = [0u8; COOKIE_SECRET_LEN];
         rng.fill_bytes(&mut key);
         self.previous = self.current.replace(Secret {

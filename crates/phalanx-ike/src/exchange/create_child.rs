@@ -35,7 +35,7 @@ use crate::limits::{
     MAX_CHILD_SAS, MAX_INIT_RESTARTS, NONCE_LEN, REKEY_DELETE_FALLBACK, REKEY_OVERLAP,
     TEMPORARY_FAILURE_MAX_RETRIES, TEMPORARY_FAILURE_RETRY_JITTER, TEMPORARY_FAILURE_RETRY_MIN,
 };
-use crate::timers::{ChildTimer, TimerTable};
+use crate::timers::ChildTimer;
 
 /// The smaller of an exchange's two nonces (RFC 7296 §2.8.1 compares the
 /// four nonces of two colliding exchanges; octet strings compare
@@ -54,7 +54,10 @@ impl IkeSa {
         retries: u32,
         group: Option<KeId>,
     ) {
-        let exists = self.children.iter().any(|c| c.config == name && c.is_current());
+        let exists = self
+            .children
+            .iter()
+            .any(|c| c.config == name && c.is_current());
         if exists || self.children.len() >= MAX_CHILD_SAS {
             return;
         }
@@ -77,7 +80,8 @@ impl IkeSa {
             return;
         };
         let (name, pfs) = (self.children[idx].config.clone(), self.children[idx].pfs);
-        let Some(mut offer) = self.make_child_offer(ctx, &name, None, Some(spi_in), true, pfs) else {
+        let Some(mut offer) = self.make_child_offer(ctx, &name, None, Some(spi_in), true, pfs)
+        else {
             return;
         };
         offer.retries = retries;
@@ -109,13 +113,21 @@ impl IkeSa {
     }
 
     /// Responder: a CREATE_CHILD_SA request.
-    pub(crate) fn process_create_child_request(&mut self, ctx: &mut Ctx<'_>, payloads: &[Payload]) -> Reply {
+    pub(crate) fn process_create_child_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        payloads: &[Payload],
+    ) -> Reply {
         let found = Found::scan(payloads);
         let Some(sa) = found.sa else {
             ctx.count(Counter::Unprocessable);
             return Reply::of(vec![notify(NotifyType::INVALID_SYNTAX, Vec::new())]);
         };
-        if sa.proposals.first().is_some_and(|p| p.protocol_id == ProtocolId::IKE) {
+        if sa
+            .proposals
+            .first()
+            .is_some_and(|p| p.protocol_id == ProtocolId::IKE)
+        {
             return self.respond_ike_rekey(ctx, &found);
         }
         if !self.is_established() || self.rekey_in_flight() {
@@ -159,10 +171,14 @@ impl IkeSa {
         };
         let Some(idx) = self.children.iter().position(|c| c.spi_out == spi) else {
             ctx.count(Counter::ChildSasFailed);
-            let answer = NotifyPayload::for_child(ProtocolId::ESP, spi, NotifyType::CHILD_SA_NOT_FOUND);
+            let answer =
+                NotifyPayload::for_child(ProtocolId::ESP, spi, NotifyType::CHILD_SA_NOT_FOUND);
             return Reply::of(vec![Payload::Notify(answer)]);
         };
-        if matches!(self.children[idx].status, ChildStatus::Deleting | ChildStatus::Rekeyed) {
+        if matches!(
+            self.children[idx].status,
+            ChildStatus::Deleting | ChildStatus::Rekeyed
+        ) {
             // §2.25.1: being closed (or already replaced).
             ctx.count(Counter::TemporaryFailures);
             return Reply::of(vec![notify(NotifyType::TEMPORARY_FAILURE, Vec::new())]);
@@ -191,14 +207,20 @@ impl IkeSa {
             ctx.count(Counter::ChildSasRekeyed);
             old.status = ChildStatus::Rekeyed;
             old.timers.stop(ChildTimer::Rekey);
-            old.timers.set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
+            old.timers
+                .set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
         }
         // Rekeying (our own rekey in flight): the collision is settled when
         // our answer arrives.
     }
 
     /// Initiator: the answer to a CREATE_CHILD_SA for a Child SA.
-    pub(crate) fn process_child_response(&mut self, ctx: &mut Ctx<'_>, offer: ChildOffer, payloads: &[Payload]) {
+    pub(crate) fn process_child_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        offer: ChildOffer,
+        payloads: &[Payload],
+    ) {
         let found = Found::scan(payloads);
         self.complete_child_offer(ctx, offer, &found, None);
     }
@@ -212,7 +234,10 @@ impl IkeSa {
         found: &Found<'_>,
         nonces: Option<(Vec<u8>, Vec<u8>)>,
     ) {
-        match (self.accept_child(ctx, &mut offer, found, nonces), offer.rekey_of) {
+        match (
+            self.accept_child(ctx, &mut offer, found, nonces),
+            offer.rekey_of,
+        ) {
             (Ok(new), None) => self.add_child(ctx, new, true),
             (Ok(new), Some(old)) => self.finish_child_rekey(ctx, new, old),
             (Err(e), _) => self.child_offer_failed(ctx, offer, e, found),
@@ -241,7 +266,8 @@ impl IkeSa {
                 self.drop_redundant(ctx, new);
                 let old = &mut self.children[old_idx];
                 old.status = ChildStatus::Rekeyed;
-                old.timers.set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
+                old.timers
+                    .set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
                 return;
             }
             // Ours stands: the peer deletes its redundant SA; it never
@@ -267,31 +293,21 @@ impl IkeSa {
     fn drop_redundant(&mut self, ctx: &mut Ctx<'_>, new: NewChild) {
         ctx.count(Counter::RedundantSasDeleted);
         let spi_in = new.spi_in;
-        self.children.push(ChildSa {
-            config: new.config,
-            spi_in,
-            spi_out: new.negotiated.peer_spi,
-            suite: new.negotiated.suite,
-            esn: new.negotiated.esn,
-            pfs: new.negotiated.pfs_group(),
-            transport: new.transport,
-            local_ts: new.local_ts,
-            remote_ts: new.remote_ts,
-            established_at: ctx.now,
-            timers: TimerTable::default(),
-            status: ChildStatus::Rekeyed,
-            inbound_installed: false,
-            outbound_installed: false,
-            pending_outbound: None,
-            replaces: None,
-            nonces: Some(new.nonces),
-            peer_rekey: None,
-        });
+        let pfs = new.negotiated.pfs_group();
+        let mut record = ChildSa::record(new, pfs, ctx.now);
+        record.status = ChildStatus::Rekeyed;
+        self.children.push(record);
         self.push_task(ctx, Task::DeleteChildren { spis: vec![spi_in] });
     }
 
     /// An offer the responder refused, or whose answer we cannot use.
-    fn child_offer_failed(&mut self, ctx: &mut Ctx<'_>, offer: ChildOffer, e: IkeError, found: &Found<'_>) {
+    fn child_offer_failed(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        offer: ChildOffer,
+        e: IkeError,
+        found: &Found<'_>,
+    ) {
         ctx.free_child_spi(offer.spi_in);
         self.restore_rekeyed(offer.rekey_of);
         let retries = offer.retries + 1;
@@ -310,45 +326,70 @@ impl IkeSa {
                         group: None,
                     },
                 };
-                let wait = TEMPORARY_FAILURE_RETRY_MIN + ctx.random_duration(TEMPORARY_FAILURE_RETRY_JITTER);
+                let wait = TEMPORARY_FAILURE_RETRY_MIN
+                    + ctx.random_duration(TEMPORARY_FAILURE_RETRY_JITTER);
                 self.delay_task(ctx, task, wait);
             }
             (IkeError::PeerError(NotifyType::CHILD_SA_NOT_FOUND), Some(old_spi)) => {
                 // §2.25: forget the SA silently and create it anew.
                 self.forget_child(ctx, old_spi);
-                self.push_task(ctx, Task::CreateChild {
-                    child: offer.config,
-                    trigger: None,
-                    retries: 0,
-                    group: None,
-                });
-            }
-            (IkeError::PeerError(NotifyType::INVALID_KE_PAYLOAD), None) if retries <= MAX_INIT_RESTARTS => {
-                let wanted = found
-                    .notify(NotifyType::INVALID_KE_PAYLOAD)
-                    .and_then(|n| <[u8; 2]>::try_from(n.data.as_slice()).ok())
-                    .map(|b| KeId(u16::from_be_bytes(b)));
-                let ours = child_config(&self.conn, &offer.config)
-                    .is_some_and(|c| c.esp_proposals.iter().any(|p| wanted.is_some_and(|w| p.ke.contains(&w))));
-                if ours {
-                    self.push_task(ctx, Task::CreateChild {
+                self.push_task(
+                    ctx,
+                    Task::CreateChild {
                         child: offer.config,
-                        trigger: offer.trigger,
-                        retries,
-                        group: wanted,
-                    });
-                } else {
-                    self.report_child_failure(ctx, &offer.config, &e);
-                }
+                        trigger: None,
+                        retries: 0,
+                        group: None,
+                    },
+                );
+            }
+            (IkeError::PeerError(NotifyType::INVALID_KE_PAYLOAD), None)
+                if retries <= MAX_INIT_RESTARTS =>
+            {
+                self.retry_with_group(ctx, offer, retries, found, &e)
             }
             _ => self.report_child_failure(ctx, &offer.config, &e),
         }
     }
 
+    /// §1.3.1: INVALID_KE_PAYLOAD names the group the responder wants; we
+    /// try again with it if our config offers it.
+    fn retry_with_group(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        offer: ChildOffer,
+        retries: u32,
+        found: &Found<'_>,
+        e: &IkeError,
+    ) {
+        let wanted = found
+            .notify(NotifyType::INVALID_KE_PAYLOAD)
+            .and_then(|n| <[u8; 2]>::try_from(n.data.as_slice()).ok())
+            .map(|b| KeId(u16::from_be_bytes(b)));
+        let ours = child_config(&self.conn, &offer.config).is_some_and(|c| {
+            c.esp_proposals
+                .iter()
+                .any(|p| wanted.is_some_and(|w| p.ke.contains(&w)))
+        });
+        if !ours {
+            self.report_child_failure(ctx, &offer.config, e);
+            return;
+        }
+        let task = Task::CreateChild {
+            child: offer.config,
+            trigger: offer.trigger,
+            retries,
+            group: wanted,
+        };
+        self.push_task(ctx, task);
+    }
+
     fn report_child_failure(&mut self, ctx: &mut Ctx<'_>, config: &str, e: &IkeError) {
         match e {
             IkeError::PeerError(NotifyType::TS_UNACCEPTABLE) => ctx.count(Counter::TsRefused),
-            IkeError::PeerError(NotifyType::NO_PROPOSAL_CHOSEN) => ctx.count(Counter::ProposalsRefused),
+            IkeError::PeerError(NotifyType::NO_PROPOSAL_CHOSEN) => {
+                ctx.count(Counter::ProposalsRefused)
+            }
             _ => {}
         }
         ctx.count(Counter::ChildSasFailed);

@@ -23,6 +23,7 @@ use phalanx_wire::ike::{KePayload, NoncePayload, Payload, SaPayload};
 
 use crate::counters::Counter;
 use crate::error::IkeError;
+use crate::events::SaEvent;
 use crate::exchange::init::ike_offers;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{Ctx, IkeSa, Pending, Reply, SaCrypto, State, Task};
@@ -30,7 +31,9 @@ use crate::limits::{
     NONCE_LEN, REKEY_DELETE_FALLBACK, TEMPORARY_FAILURE_MAX_RETRIES,
     TEMPORARY_FAILURE_RETRY_JITTER, TEMPORARY_FAILURE_RETRY_MIN,
 };
-use crate::proposal::{accept_ike_answer, ike_sa_payload, select_ike_for_kei, NegotiatedIke, ProposalError};
+use crate::proposal::{
+    accept_ike_answer, ike_sa_payload, select_ike_for_kei, NegotiatedIke, ProposalError,
+};
 use crate::timers::IkeTimer;
 
 /// Our IKE SA rekey in flight.
@@ -66,8 +69,8 @@ impl IkeSa {
         let Some(group) = self.crypto.as_ref().map(|c| c.negotiated.ke) else {
             return;
         };
-        let Ok(kex) = KeGroup::try_from(group)
-            .and_then(|g| start_initiator(ctx.provider, g, &mut *ctx.rng))
+        let Ok(kex) =
+            KeGroup::try_from(group).and_then(|g| start_initiator(ctx.provider, g, &mut *ctx.rng))
         else {
             return;
         };
@@ -100,11 +103,10 @@ impl IkeSa {
 
     /// Responder: the peer rekeys this IKE SA.
     pub(crate) fn respond_ike_rekey(&mut self, ctx: &mut Ctx<'_>, found: &Found<'_>) -> Reply {
-        let child_rekey_in_flight = self
-            .window
-            .outstanding
-            .as_ref()
-            .is_some_and(|o| matches!(o.pending, Pending::Child(_) | Pending::DeleteChildren(_)));
+        let child_rekey_in_flight =
+            self.window.outstanding.as_ref().is_some_and(|o| {
+                matches!(o.pending, Pending::Child(_) | Pending::DeleteChildren(_))
+            });
         if !self.is_established() || self.successor.is_some() || child_rekey_in_flight {
             // §2.25.2: not while it is being closed or its children change.
             ctx.count(Counter::TemporaryFailures);
@@ -122,18 +124,29 @@ impl IkeSa {
         }
     }
 
-    fn answer_ike_rekey(&mut self, ctx: &mut Ctx<'_>, found: &Found<'_>) -> Result<Vec<Payload>, IkeError> {
+    fn answer_ike_rekey(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        found: &Found<'_>,
+    ) -> Result<Vec<Payload>, IkeError> {
         let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
-        let ni = found.nonce.ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
+        let ni = found
+            .nonce
+            .ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
         let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
-        let negotiated = select_ike_for_kei(&ike_offers(&self.conn), sa, ke.group).map_err(|e| match e {
-            ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
-            ProposalError::Malformed => IkeError::Malformed,
-            _ => IkeError::NoProposalChosen,
-        })?;
-        let peer_spi = negotiated.peer_spi.map(u64::from_be_bytes).ok_or(IkeError::Malformed)?;
+        let negotiated =
+            select_ike_for_kei(&ike_offers(&self.conn), sa, ke.group).map_err(|e| match e {
+                ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
+                ProposalError::Malformed => IkeError::Malformed,
+                _ => IkeError::NoProposalChosen,
+            })?;
+        let peer_spi = negotiated
+            .peer_spi
+            .map(u64::from_be_bytes)
+            .ok_or(IkeError::Malformed)?;
         let group = KeGroup::try_from(ke.group)?;
-        let kex = respond(ctx.provider, group, &ke.data, &mut *ctx.rng).map_err(|_| IkeError::Malformed)?;
+        let kex = respond(ctx.provider, group, &ke.data, &mut *ctx.rng)
+            .map_err(|_| IkeError::Malformed)?;
         let nr = ctx.random_bytes(NONCE_LEN);
         let our_spi = ctx.new_ike_spi();
         let answer = negotiated.answer_payload(Some(our_spi.to_be_bytes()));
@@ -170,7 +183,12 @@ impl IkeSa {
     }
 
     /// Initiator: the answer to our IKE SA rekey.
-    pub(crate) fn process_ike_rekey_response(&mut self, ctx: &mut Ctx<'_>, offer: IkeRekeyOffer, payloads: &[Payload]) {
+    pub(crate) fn process_ike_rekey_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        offer: IkeRekeyOffer,
+        payloads: &[Payload],
+    ) {
         let found = Found::scan(payloads);
         let (spi, retries) = (offer.spi, offer.retries);
         match self.accept_ike_rekey(ctx, offer, &found) {
@@ -179,9 +197,12 @@ impl IkeSa {
                 ctx.ike_spis.remove(&spi);
                 self.peer_rekey = None;
                 let retry = retries + 1;
-                if e == IkeError::PeerError(NotifyType::TEMPORARY_FAILURE) && retry <= TEMPORARY_FAILURE_MAX_RETRIES {
+                if e == IkeError::PeerError(NotifyType::TEMPORARY_FAILURE)
+                    && retry <= TEMPORARY_FAILURE_MAX_RETRIES
+                {
                     ctx.count(Counter::TemporaryFailures);
-                    let wait = TEMPORARY_FAILURE_RETRY_MIN + ctx.random_duration(TEMPORARY_FAILURE_RETRY_JITTER);
+                    let wait = TEMPORARY_FAILURE_RETRY_MIN
+                        + ctx.random_duration(TEMPORARY_FAILURE_RETRY_JITTER);
                     self.delay_task(ctx, Task::RekeyIke { retries: retry }, wait);
                 }
                 // Otherwise the IKE SA runs on until its hard lifetime.
@@ -189,20 +210,34 @@ impl IkeSa {
         }
     }
 
-    fn accept_ike_rekey(&mut self, ctx: &mut Ctx<'_>, offer: IkeRekeyOffer, found: &Found<'_>) -> Result<IkeSa, IkeError> {
+    fn accept_ike_rekey(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        offer: IkeRekeyOffer,
+        found: &Found<'_>,
+    ) -> Result<IkeSa, IkeError> {
         if let Some(error) = found.error() {
             return Err(IkeError::PeerError(error));
         }
         let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
-        let nr = found.nonce.ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
+        let nr = found
+            .nonce
+            .ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
         let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
-        let negotiated = accept_ike_answer(&offer.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
-        let peer_spi = negotiated.peer_spi.map(u64::from_be_bytes).ok_or(IkeError::Malformed)?;
+        let negotiated =
+            accept_ike_answer(&offer.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
+        let peer_spi = negotiated
+            .peer_spi
+            .map(u64::from_be_bytes)
+            .ok_or(IkeError::Malformed)?;
         let ours: KeId = offer.kex.group().into();
         if negotiated.ke != ours || ke.group != ours {
             return Err(IkeError::NoProposalChosen);
         }
-        let shared = offer.kex.complete(&ke.data).map_err(|_| IkeError::Malformed)?;
+        let shared = offer
+            .kex
+            .complete(&ke.data)
+            .map_err(|_| IkeError::Malformed)?;
         let keys = RekeyKeys {
             negotiated,
             shared: &shared,
@@ -230,11 +265,10 @@ impl IkeSa {
                 ctx.count(Counter::RedundantSasDeleted);
                 successor.tasks.push_back(Task::DeleteIke);
                 ctx.spawned.push(successor);
+                // The peer's SA is already in the endpoint: it takes our
+                // children once this call is done.
                 ctx.handovers.push((self.our_spi(), their_spi));
-                self.successor = Some(their_spi);
-                self.transition(ctx, State::Rekeyed);
-                self.timers = Default::default();
-                self.timers.set(IkeTimer::Expire, ctx.now + REKEY_DELETE_FALLBACK);
+                self.retire(ctx, their_spi);
                 return;
             }
         }
@@ -243,22 +277,38 @@ impl IkeSa {
         self.tasks.push_front(Task::DeleteIke);
     }
 
-    /// `successor` replaces this IKE SA: it joins the endpoint and takes
-    /// our Child SAs once this call is done.
-    fn hand_over_to(&mut self, ctx: &mut Ctx<'_>, successor: IkeSa) {
+    /// `successor` replaces this IKE SA: it takes our Child SAs and queued
+    /// child work now and joins the endpoint after this call.
+    fn hand_over_to(&mut self, ctx: &mut Ctx<'_>, mut successor: IkeSa) {
         let to = successor.our_spi();
+        successor.adopt(ctx, self);
+        ctx.event(SaEvent::IkeSaRekeyed {
+            connection: self.conn.name.clone(),
+            old_spis: (self.spi_i.to_be_bytes(), self.spi_r.to_be_bytes()),
+            new_spis: (successor.spi_i.to_be_bytes(), successor.spi_r.to_be_bytes()),
+        });
         ctx.spawned.push(successor);
-        ctx.handovers.push((self.our_spi(), to));
+        self.retire(ctx, to);
+    }
+
+    /// Replaced by the IKE SA with our SPI `to`; if the peer never deletes
+    /// us, we do (we hold no children by then).
+    fn retire(&mut self, ctx: &mut Ctx<'_>, to: u64) {
         self.successor = Some(to);
         self.transition(ctx, State::Rekeyed);
         self.timers = Default::default();
-        // If the peer never deletes us, we do (we hold no children now).
-        self.timers.set(IkeTimer::Expire, ctx.now + REKEY_DELETE_FALLBACK);
+        self.timers
+            .set(IkeTimer::Expire, ctx.now + REKEY_DELETE_FALLBACK);
     }
 
     /// The new IKE SA a rekey makes: same peer, new keys and SPIs, fresh
     /// Message IDs; it goes live when it receives the Child SAs.
-    fn successor_sa(&self, ctx: &mut Ctx<'_>, k: RekeyKeys<'_>, initiator: bool) -> Result<IkeSa, IkeError> {
+    fn successor_sa(
+        &self,
+        ctx: &mut Ctx<'_>,
+        k: RekeyKeys<'_>,
+        initiator: bool,
+    ) -> Result<IkeSa, IkeError> {
         let old = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let new_prf = k.negotiated.prf_algorithm()?;
         let lengths = k.negotiated.key_lengths()?;
@@ -268,9 +318,24 @@ impl IkeSa {
             spi_i: k.spi_i.to_be_bytes(),
             spi_r: k.spi_r.to_be_bytes(),
         };
-        let keys = IkeSaKeys::derive_rekey(ctx.provider, old.prf, &old.keys.sk_d, new_prf, lengths, &inputs, &[k.shared])?;
+        let keys = IkeSaKeys::derive_rekey(
+            ctx.provider,
+            old.prf,
+            &old.keys.sk_d,
+            new_prf,
+            lengths,
+            &inputs,
+            &[k.shared],
+        )?;
         let crypto = SaCrypto::with_keys(ctx, k.negotiated, keys, initiator)?;
-        let mut sa = IkeSa::new(self.conn.clone(), initiator, self.local, self.remote, State::Rekeyed, ctx.now);
+        let mut sa = IkeSa::new(
+            self.conn.clone(),
+            initiator,
+            self.local,
+            self.remote,
+            State::Rekeyed,
+            ctx.now,
+        );
         sa.spi_i = k.spi_i;
         sa.spi_r = k.spi_r;
         sa.crypto = Some(crypto);
@@ -280,7 +345,8 @@ impl IkeSa {
         sa.remote_identity = self.remote_identity.clone();
         sa.established_at = Some(ctx.now);
         // A redundant SA of a collision the peer never deletes goes by itself.
-        sa.timers.set(IkeTimer::Expire, ctx.now + REKEY_DELETE_FALLBACK);
+        sa.timers
+            .set(IkeTimer::Expire, ctx.now + REKEY_DELETE_FALLBACK);
         Ok(sa)
     }
 
@@ -288,13 +354,18 @@ impl IkeSa {
     /// goes live (called by the endpoint for each hand-over).
     pub(crate) fn adopt(&mut self, ctx: &mut Ctx<'_>, old: &mut IkeSa) {
         self.children.append(&mut old.children);
-        let child_work = |t: &Task| !matches!(t, Task::RekeyIke { .. } | Task::DeleteIke | Task::Dpd);
-        self.tasks.extend(old.tasks.iter().filter(|t| child_work(t)).cloned());
+        let child_work =
+            |t: &Task| !matches!(t, Task::RekeyIke { .. } | Task::DeleteIke | Task::Dpd);
+        self.tasks
+            .extend(old.tasks.iter().filter(|t| child_work(t)).cloned());
         old.tasks.retain(|t| !child_work(t));
         for (at, task) in old.delayed.drain(..) {
             if child_work(&task) {
                 self.delayed.push((at, task));
-                self.timers.set(IkeTimer::Retry, at.min(self.timers.get(IkeTimer::Retry).unwrap_or(at)));
+                self.timers.set(
+                    IkeTimer::Retry,
+                    at.min(self.timers.get(IkeTimer::Retry).unwrap_or(at)),
+                );
             }
         }
         self.transition(ctx, State::Established);

@@ -22,7 +22,7 @@ use phalanx_wire::ike::{DeletePayload, Payload};
 use crate::counters::Counter;
 use crate::exchange::Found;
 use crate::ike_sa::{AfterSend, ChildStatus, Ctx, IkeSa, Pending, Reply, State, Task};
-use crate::timers::IkeTimer;
+use crate::timers::{after, IkeTimer};
 
 impl IkeSa {
     /// Starts deleting Child SAs by our inbound SPIs; those gone or
@@ -72,7 +72,12 @@ impl IkeSa {
     }
 
     /// The answer to our Delete: stop receiving on those SAs.
-    pub(crate) fn process_delete_children_response(&mut self, ctx: &mut Ctx<'_>, spis: &[u32], _payloads: &[Payload]) {
+    pub(crate) fn process_delete_children_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        spis: &[u32],
+        _payloads: &[Payload],
+    ) {
         self.drop_children(ctx, spis);
     }
 
@@ -98,9 +103,11 @@ impl IkeSa {
             State::Rekeyed => false,
             _ => return,
         };
+        // A replaced SA normally holds no children (they moved on); any
+        // left go with it.
+        self.remove_children(ctx);
         if live {
             ctx.count(Counter::IkeSasDeleted);
-            self.remove_children(ctx);
             self.emit_down(ctx, "deleted");
         }
         self.transition(ctx, State::Deleting);
@@ -110,7 +117,12 @@ impl IkeSa {
             spis: Vec::new(),
         });
         if self
-            .send_request(ctx, ExchangeType::INFORMATIONAL, vec![delete], Pending::DeleteIke)
+            .send_request(
+                ctx,
+                ExchangeType::INFORMATIONAL,
+                vec![delete],
+                Pending::DeleteIke,
+            )
             .is_err()
         {
             self.close(ctx);
@@ -131,10 +143,10 @@ impl IkeSa {
         if !self.is_established() {
             return;
         }
-        let quiet_until = self.last_heard + delay;
+        let quiet_until = after(self.last_heard, delay);
         if ctx.now >= quiet_until {
             self.push_task(ctx, Task::Dpd);
-            self.timers.set(IkeTimer::Dpd, ctx.now + delay);
+            self.timers.set(IkeTimer::Dpd, after(ctx.now, delay));
         } else {
             self.timers.set(IkeTimer::Dpd, quiet_until);
         }
@@ -144,16 +156,30 @@ impl IkeSa {
     pub(crate) fn start_dpd(&mut self, ctx: &mut Ctx<'_>) {
         ctx.count(Counter::DpdSent);
         // Nothing to release on failure: the check is simply not sent.
-        let _ = self.send_request(ctx, ExchangeType::INFORMATIONAL, Vec::new(), Pending::Informational);
+        let _ = self.send_request(
+            ctx,
+            ExchangeType::INFORMATIONAL,
+            Vec::new(),
+            Pending::Informational,
+        );
     }
 
     /// Responder: an INFORMATIONAL request.
-    pub(crate) fn process_informational_request(&mut self, ctx: &mut Ctx<'_>, payloads: &[Payload]) -> Reply {
+    pub(crate) fn process_informational_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        payloads: &[Payload],
+    ) -> Reply {
         let found = Found::scan(payloads);
         // §2.21.2: an initiator that could not authenticate us says so in
         // an INFORMATIONAL; the IKE SA is as good as deleted.
         let refused = found.has(NotifyType::AUTHENTICATION_FAILED);
-        if refused || found.deletes.iter().any(|d| d.protocol_id == ProtocolId::IKE) {
+        if refused
+            || found
+                .deletes
+                .iter()
+                .any(|d| d.protocol_id == ProtocolId::IKE)
+        {
             if refused {
                 ctx.count(Counter::AuthRejectedByPeer);
             }

@@ -97,7 +97,10 @@ fn uses_signatures(conn: &Connection) -> bool {
 fn capability_notifies(conn: &Connection, peer_fragments: bool) -> Vec<Payload> {
     let mut out = Vec::new();
     if conn.fragmentation && peer_fragments {
-        out.push(notify(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED, Vec::new()));
+        out.push(notify(
+            NotifyType::IKEV2_FRAGMENTATION_SUPPORTED,
+            Vec::new(),
+        ));
     }
     if uses_signatures(conn) {
         let data = SUPPORTED_HASH_ALGORITHMS
@@ -138,8 +141,15 @@ fn nat_status(found: &Found<'_>, spi_i: u64, spi_r: u64, dgram: &Datagram<'_>) -
     let destination = found
         .notify(NotifyType::NAT_DETECTION_DESTINATION_IP)
         .map(|n| n.data.as_slice());
-    NatStatus::detect(spi_i, spi_r, &sources, destination, dgram.remote, dgram.local)
-        .unwrap_or_default()
+    NatStatus::detect(
+        spi_i,
+        spi_r,
+        &sources,
+        destination,
+        dgram.remote,
+        dgram.local,
+    )
+    .unwrap_or_default()
 }
 
 /// The peer's SIGNATURE_HASH_ALGORITHMS, as two-octet values (RFC 7427 §4).
@@ -225,14 +235,22 @@ impl IkeSa {
         sa.spi_i = ctx.new_ike_spi();
         sa.tasks = tasks.into();
         sa.window.next_request_id = 1;
-        sa.timers.set(IkeTimer::Establish, ctx.now + HALF_OPEN_TIMEOUT);
+        sa.timers
+            .set(IkeTimer::Establish, ctx.now + HALF_OPEN_TIMEOUT);
         sa.send_init(ctx)?;
         Ok(sa)
     }
 
     /// Sends (or re-sends after COOKIE / INVALID_KE_PAYLOAD) our request.
     fn send_init(&mut self, ctx: &mut Ctx<'_>) -> Result<(), IkeError> {
-        let nat = nat_notifies(ctx, self.spi_i, 0, self.local, self.remote, self.conn.force_encap);
+        let nat = nat_notifies(
+            ctx,
+            self.spi_i,
+            0,
+            self.local,
+            self.remote,
+            self.conn.force_encap,
+        );
         let capabilities = capability_notifies(&self.conn, true);
         let State::InitSent(st) = &mut self.state else {
             return Err(IkeError::Malformed);
@@ -266,12 +284,23 @@ impl IkeSa {
         st.request = bytes.clone();
         ctx.count_exchange(ExchangeType::IKE_SA_INIT, false, true);
         ctx.count_sent_notifies(&message.payloads);
-        self.start_outstanding(ctx, 0, ExchangeType::IKE_SA_INIT, vec![bytes], Pending::Init);
+        self.start_outstanding(
+            ctx,
+            0,
+            ExchangeType::IKE_SA_INIT,
+            vec![bytes],
+            Pending::Init,
+        );
         Ok(())
     }
 
     /// The responder's IKE_SA_INIT answer.
-    pub(crate) fn handle_init_response(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, _hdr: &phalanx_wire::ike::IkeHeaderRepr) {
+    pub(crate) fn handle_init_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        dgram: &Datagram<'_>,
+        _hdr: &phalanx_wire::ike::IkeHeaderRepr,
+    ) {
         let Ok(msg) = MessageRepr::parse(dgram.bytes) else {
             ctx.count(Counter::Malformed);
             return;
@@ -349,16 +378,22 @@ impl IkeSa {
     ) -> Result<(), IkeError> {
         let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
         let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
-        let nr = found.nonce.ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
+        let nr = found
+            .nonce
+            .ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
         if msg.responder_spi == 0 {
             return Err(IkeError::Malformed);
         }
         let State::InitSent(st) = self.transition(ctx, State::Closed) else {
             return Err(IkeError::Malformed);
         };
-        let negotiated = accept_ike_answer(&st.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
+        let negotiated =
+            accept_ike_answer(&st.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
         let ours: KeId = st.kex.group().into();
-        if negotiated.ke != ke.group || ke.group != ours || negotiated.additional_exchanges().next().is_some() {
+        if negotiated.ke != ke.group
+            || ke.group != ours
+            || negotiated.additional_exchanges().next().is_some()
+        {
             return Err(IkeError::NoProposalChosen);
         }
         let shared = st.kex.complete(&ke.data).map_err(|_| IkeError::Malformed)?;
@@ -369,7 +404,9 @@ impl IkeSa {
             spi_i: self.spi_i.to_be_bytes(),
             spi_r: self.spi_r.to_be_bytes(),
         };
-        self.crypto = Some(SaCrypto::from_init(ctx, negotiated, &shared, &inputs, true)?);
+        self.crypto = Some(SaCrypto::from_init(
+            ctx, negotiated, &shared, &inputs, true,
+        )?);
         self.learn_peer(ctx, found, nat_status(found, self.spi_i, self.spi_r, dgram));
         self.window.outstanding = None;
         self.timers.stop(IkeTimer::Retransmit);
@@ -412,67 +449,37 @@ pub(crate) fn respond_init(
     msg: &MessageRepr,
 ) -> Result<IkeSa, IkeError> {
     let found = Found::scan(&msg.payloads);
-    let sa_payload = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
-    let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
-    let ni = found.nonce.ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
-    let negotiated = select_ike_for_kei(&ike_offers(&conn), sa_payload, ke.group).map_err(|e| {
-        match e {
-            crate::proposal::ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
-            crate::proposal::ProposalError::Malformed => IkeError::Malformed,
-            _ => IkeError::NoProposalChosen,
-        }
-    })?;
-    let group = KeGroup::try_from(ke.group).map_err(|_| IkeError::InvalidKe(negotiated.ke))?;
-    // A public value of the wrong size is a malformed KE payload (§3.4).
-    let kex = respond(ctx.provider, group, &ke.data, &mut *ctx.rng).map_err(|_| IkeError::Malformed)?;
-    let nr = ctx.random_bytes(NONCE_LEN);
-    let spi_i = msg.initiator_spi;
-    let spi_r = ctx.new_ike_spi();
-    let inputs = KdfInputs {
-        ni: &ni.data,
-        nr: &nr,
-        spi_i: spi_i.to_be_bytes(),
-        spi_r: spi_r.to_be_bytes(),
-    };
-    let crypto = match SaCrypto::from_init(ctx, negotiated.clone(), &kex.shared_secret, &inputs, false) {
-        Ok(crypto) => crypto,
-        Err(e) => {
-            ctx.ike_spis.remove(&spi_r);
-            return Err(e);
-        }
-    };
-    let mut sa = IkeSa::new(conn, false, dgram.local, dgram.remote, State::Closed, ctx.now);
-    sa.spi_i = spi_i;
-    sa.spi_r = spi_r;
-    sa.crypto = Some(crypto);
-    sa.learn_peer(ctx, &found, nat_status(&found, spi_i, 0, dgram));
-    let mut payloads = vec![
-        Payload::Sa(negotiated.answer_payload(None)),
-        Payload::Ke(KePayload {
-            group: ke.group,
-            data: kex.public_value.clone(),
-        }),
-        Payload::Nonce(NoncePayload { data: nr.clone() }),
-    ];
-    let forge = sa.conn.force_encap;
-    payloads.extend(nat_notifies(ctx, spi_i, spi_r, dgram.local, dgram.remote, forge));
-    payloads.extend(capability_notifies(&sa.conn, sa.fragmentation));
-    if sa.conn.send_certreq && matches!(sa.conn.remote_auth, RemoteAuth::Signature { .. }) {
-        payloads.push(Payload::CertReq(CertReqPayload {
-            encoding: CertEncoding::X509_SIGNATURE,
-            authorities: Vec::new(),
-        }));
-    }
+    let ni = found
+        .nonce
+        .ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
+    let mut sa = IkeSa::new(
+        conn,
+        false,
+        dgram.local,
+        dgram.remote,
+        State::Closed,
+        ctx.now,
+    );
+    sa.spi_i = msg.initiator_spi;
+    let answer = sa.answer_init(ctx, &found, &ni.data)?;
+    sa.learn_peer(ctx, &found, nat_status(&found, sa.spi_i, 0, dgram));
+    let payloads = sa.init_answer_payloads(ctx, answer.payloads);
     let response = MessageRepr {
-        initiator_spi: spi_i,
-        responder_spi: spi_r,
+        initiator_spi: sa.spi_i,
+        responder_spi: sa.spi_r,
         exchange_type: ExchangeType::IKE_SA_INIT,
         initiator: false,
         response: true,
         message_id: 0,
         payloads,
     };
-    let bytes = response.emit_to_vec()?;
+    let bytes = match response.emit_to_vec() {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            ctx.ike_spis.remove(&sa.spi_r);
+            return Err(e.into());
+        }
+    };
     ctx.count_exchange(ExchangeType::IKE_SA_INIT, true, true);
     ctx.count_sent_notifies(&response.payloads);
     ctx.transmit(dgram.local, dgram.remote, bytes.clone());
@@ -481,16 +488,101 @@ pub(crate) fn respond_init(
         request: dgram.bytes.to_vec(),
         response: bytes,
         ni: ni.data.clone(),
-        nr,
+        nr: answer.nr,
     }));
-    sa.init_key = Some((dgram.remote, spi_i));
-    sa.timers.set(IkeTimer::Establish, ctx.now + HALF_OPEN_TIMEOUT);
+    sa.init_key = Some((dgram.remote, sa.spi_i));
+    sa.timers
+        .set(IkeTimer::Establish, ctx.now + HALF_OPEN_TIMEOUT);
     Ok(sa)
+}
+
+/// The negotiated part of a responder's IKE_SA_INIT answer.
+struct InitAnswer {
+    /// SAr1, KEr, Nr.
+    payloads: [Payload; 3],
+    /// Nr.
+    nr: Vec<u8>,
+}
+
+impl IkeSa {
+    /// Responder: selects the suite, answers the key exchange, picks Nr
+    /// and SPIr and derives the keys (§1.2, §2.14).
+    fn answer_init(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        found: &Found<'_>,
+        ni: &[u8],
+    ) -> Result<InitAnswer, IkeError> {
+        let sa_payload = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
+        let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
+        let negotiated = select_ike_for_kei(&ike_offers(&self.conn), sa_payload, ke.group)
+            .map_err(|e| match e {
+                crate::proposal::ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
+                crate::proposal::ProposalError::Malformed => IkeError::Malformed,
+                _ => IkeError::NoProposalChosen,
+            })?;
+        let group = KeGroup::try_from(ke.group).map_err(|_| IkeError::InvalidKe(negotiated.ke))?;
+        // A public value of the wrong size is a malformed KE payload (§3.4).
+        let kex = respond(ctx.provider, group, &ke.data, &mut *ctx.rng)
+            .map_err(|_| IkeError::Malformed)?;
+        let nr = ctx.random_bytes(NONCE_LEN);
+        self.spi_r = ctx.new_ike_spi();
+        let inputs = KdfInputs {
+            ni,
+            nr: &nr,
+            spi_i: self.spi_i.to_be_bytes(),
+            spi_r: self.spi_r.to_be_bytes(),
+        };
+        let sa_answer = negotiated.answer_payload(None);
+        match SaCrypto::from_init(ctx, negotiated, &kex.shared_secret, &inputs, false) {
+            Ok(crypto) => self.crypto = Some(crypto),
+            Err(e) => {
+                ctx.ike_spis.remove(&self.spi_r);
+                return Err(e);
+            }
+        }
+        let payloads = [
+            Payload::Sa(sa_answer),
+            Payload::Ke(KePayload {
+                group: ke.group,
+                data: kex.public_value,
+            }),
+            Payload::Nonce(NoncePayload { data: nr.clone() }),
+        ];
+        Ok(InitAnswer { payloads, nr })
+    }
+
+    /// SAr1, KEr, Nr and the notifies (NAT detection, capabilities) and
+    /// CERTREQ of the responder's answer.
+    fn init_answer_payloads(&self, ctx: &mut Ctx<'_>, negotiated: [Payload; 3]) -> Vec<Payload> {
+        let mut payloads = Vec::from(negotiated);
+        let forge = self.conn.force_encap;
+        payloads.extend(nat_notifies(
+            ctx,
+            self.spi_i,
+            self.spi_r,
+            self.local,
+            self.remote,
+            forge,
+        ));
+        payloads.extend(capability_notifies(&self.conn, self.fragmentation));
+        if self.conn.send_certreq && matches!(self.conn.remote_auth, RemoteAuth::Signature { .. }) {
+            payloads.push(Payload::CertReq(CertReqPayload {
+                encoding: CertEncoding::X509_SIGNATURE,
+                authorities: Vec::new(),
+            }));
+        }
+        payloads
+    }
 }
 
 /// An unprotected one-notify answer to an IKE_SA_INIT request: an error
 /// (RFC 7296 §2.21.1) or a COOKIE (§2.6). The responder keeps no state.
-pub(crate) fn stateless_answer(request: &MessageRepr, ty: NotifyType, data: Vec<u8>) -> Option<Vec<u8>> {
+pub(crate) fn stateless_answer(
+    request: &MessageRepr,
+    ty: NotifyType,
+    data: Vec<u8>,
+) -> Option<Vec<u8>> {
     MessageRepr {
         initiator_spi: request.initiator_spi,
         responder_spi: 0,

@@ -16,6 +16,9 @@ use crate::counters::{Counter, IkeCounters};
 use crate::events::{SaEvent, Transmit};
 use crate::ike_sa::IkeSa;
 
+/// Random draws for an unused SPI before counting up from the last one.
+const SPI_DRAWS: usize = 16;
+
 /// What an IKE SA may touch outside itself.
 pub(crate) struct Ctx<'a> {
     /// The time of the call being handled.
@@ -49,7 +52,12 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Queues a datagram.
-    pub(crate) fn transmit(&mut self, local: core::net::SocketAddr, remote: core::net::SocketAddr, bytes: Vec<u8>) {
+    pub(crate) fn transmit(
+        &mut self,
+        local: core::net::SocketAddr,
+        remote: core::net::SocketAddr,
+        bytes: Vec<u8>,
+    ) {
         self.counters.bump(Counter::DatagramsSent);
         self.transmits.push_back(Transmit {
             local,
@@ -116,25 +124,39 @@ impl Ctx<'_> {
     }
 
     /// A fresh, non-zero IKE SPI not in use here (RFC 7296 §2.6: SPIs are
-    /// chosen at random), registered as in use.
+    /// chosen at random), registered as in use. Collisions are redrawn; a
+    /// random source that keeps colliding gets the next free value after
+    /// its last draw, so this always ends.
     pub(crate) fn new_ike_spi(&mut self) -> u64 {
-        loop {
-            let spi = self.rng.next_u64();
+        let mut spi = self.rng.next_u64();
+        for _ in 0..SPI_DRAWS {
             if spi != 0 && self.ike_spis.insert(spi) {
                 return spi;
             }
+            spi = self.rng.next_u64();
         }
+        while spi == 0 || !self.ike_spis.insert(spi) {
+            spi = spi.wrapping_add(1);
+        }
+        spi
     }
 
     /// A fresh inbound Child SA SPI, registered as in use. RFC 4303 §2.1:
-    /// values 1..=255 are reserved by IANA and 0 is never sent.
+    /// values 1..=255 are reserved by IANA and 0 is never sent. Ends like
+    /// [`Self::new_ike_spi`].
     pub(crate) fn new_child_spi(&mut self) -> u32 {
-        loop {
-            let spi = self.rng.next_u32();
-            if spi > 255 && self.child_spis.insert(spi) {
+        let usable = |spi: u32| spi > 255;
+        let mut spi = self.rng.next_u32();
+        for _ in 0..SPI_DRAWS {
+            if usable(spi) && self.child_spis.insert(spi) {
                 return spi;
             }
+            spi = self.rng.next_u32();
         }
+        while !usable(spi) || !self.child_spis.insert(spi) {
+            spi = spi.wrapping_add(1);
+        }
+        spi
     }
 
     /// Releases an inbound Child SA SPI.

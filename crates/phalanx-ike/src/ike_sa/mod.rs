@@ -6,21 +6,23 @@
 //! `handle_timeout` when one of its timers is due, and `push_task` for
 //! work the API asks for. The exchanges themselves live in
 //! [`crate::exchange`], one module each; this module holds the machinery
-//! they share: sending requests and responses, retransmission, the response
-//! cache, following the peer's address, and closing.
+//! they share: sending requests and responses, the response cache, and
+//! following the peer's address; `lifecycle` holds the task queue, the
+//! timers (retransmission, liveness, lifetimes) and closing.
 //!
 //! States own their data and are consumed on transition
 //! ([`IkeSa::transition`] logs `old -> new` by counting it).
 
 pub(crate) mod child;
 pub(crate) mod ctx;
+mod lifecycle;
 pub(crate) mod task;
 pub(crate) mod window;
 
 use core::net::SocketAddr;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use phalanx_crypto::ike::IkeSaKeys;
 use phalanx_crypto::PrfAlgorithm;
@@ -34,10 +36,10 @@ use crate::counters::Counter;
 use crate::events::{Datagram, IkeSaInfo, IkeSaState, SaEvent};
 use crate::exchange::auth::AuthSent;
 use crate::exchange::init::{HalfOpen, InitSent};
-use crate::limits::{MAX_QUEUED_REQUESTS, MESSAGE_ID_REKEY_THRESHOLD, NATT_PORT};
+use crate::limits::NATT_PORT;
 use crate::proposal::NegotiatedIke;
 use crate::protect::{ProtectError, Protection, Reassembler};
-use crate::timers::{ChildTimer, IkeTimer, TimerTable};
+use crate::timers::{IkeTimer, TimerTable};
 
 pub(crate) use child::{ChildSa, ChildStatus};
 pub(crate) use ctx::Ctx;
@@ -271,7 +273,8 @@ impl IkeSa {
         match crypto.protection.seal(header, payloads, mtu, &mut *ctx.rng) {
             Ok(datagrams) => {
                 if datagrams.len() > 1 {
-                    ctx.counters.add(Counter::FragmentsSent, datagrams.len() as u64);
+                    ctx.counters
+                        .add(Counter::FragmentsSent, datagrams.len() as u64);
                 }
                 Some(datagrams)
             }
@@ -347,7 +350,12 @@ impl IkeSa {
     }
 
     /// Handles one datagram the endpoint demultiplexed to this SA.
-    pub(crate) fn handle_message(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
+    pub(crate) fn handle_message(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        dgram: &Datagram<'_>,
+        hdr: &IkeHeaderRepr,
+    ) {
         if hdr.initiator == self.initiator {
             // RFC 7296 §3.1: the I flag names the original initiator; a
             // message claiming our role is not from our peer.
@@ -372,7 +380,12 @@ impl IkeSa {
 
     /// IKE_SA_INIT on an existing SA: the initiator's answer, or a
     /// retransmitted request whose answer we resend.
-    fn handle_init_message(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
+    fn handle_init_message(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        dgram: &Datagram<'_>,
+        hdr: &IkeHeaderRepr,
+    ) {
         match (&self.state, hdr.response) {
             (State::InitSent(_), true) if hdr.message_id == 0 => {
                 self.handle_init_response(ctx, dgram, hdr);
@@ -399,7 +412,11 @@ impl IkeSa {
     /// counted; the caller answers [`ProtectError::InvalidSyntax`] (a
     /// request that verified but does not parse, RFC 7296 §2.21.2) and
     /// drops the rest.
-    fn open(&mut self, ctx: &mut Ctx<'_>, bytes: &[u8]) -> Result<Option<Vec<Payload>>, ProtectError> {
+    fn open(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        bytes: &[u8],
+    ) -> Result<Option<Vec<Payload>>, ProtectError> {
         let crypto = self.crypto.as_mut().ok_or(ProtectError::NotEncrypted)?;
         let fragment = IkeHeader::new_checked(bytes)
             .map(|h| h.next_payload() == PayloadType::SKF)
@@ -473,7 +490,12 @@ impl IkeSa {
     }
 
     /// Routes a verified request to its exchange.
-    fn dispatch_request(&mut self, ctx: &mut Ctx<'_>, hdr: &IkeHeaderRepr, payloads: &[Payload]) -> Reply {
+    fn dispatch_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        hdr: &IkeHeaderRepr,
+        payloads: &[Payload],
+    ) -> Reply {
         if let Some(ty) = unsupported_critical(payloads) {
             // RFC 7296 §2.5: refuse the whole message.
             ctx.count(Counter::UnsupportedCritical);
@@ -533,7 +555,9 @@ impl IkeSa {
             Pending::Auth => self.process_auth_response(ctx, &payloads),
             Pending::Child(offer) => self.process_child_response(ctx, *offer, &payloads),
             Pending::RekeyIke(offer) => self.process_ike_rekey_response(ctx, *offer, &payloads),
-            Pending::DeleteChildren(spis) => self.process_delete_children_response(ctx, &spis, &payloads),
+            Pending::DeleteChildren(spis) => {
+                self.process_delete_children_response(ctx, &spis, &payloads)
+            }
             Pending::DeleteIke => self.close_after_delete(ctx),
             Pending::Informational => {}
         }
@@ -546,7 +570,8 @@ impl IkeSa {
         self.last_heard = ctx.now;
         if let Some(delay) = self.conn.dpd_delay {
             if self.is_established() {
-                self.timers.set(IkeTimer::Dpd, ctx.now + delay);
+                self.timers
+                    .set(IkeTimer::Dpd, crate::timers::after(ctx.now, delay));
             }
         }
         if dgram.remote == self.remote && dgram.local == self.local {
@@ -589,237 +614,6 @@ impl IkeSa {
             encap,
             outbound_spis,
         });
-    }
-
-    /// Queues work; starts it if the window is free.
-    pub(crate) fn push_task(&mut self, ctx: &mut Ctx<'_>, task: Task) {
-        if self.tasks.contains(&task) {
-            return;
-        }
-        if self.tasks.len() >= MAX_QUEUED_REQUESTS {
-            ctx.count(Counter::QueueFull);
-            return;
-        }
-        self.tasks.push_back(task);
-        self.pump(ctx);
-    }
-
-    /// Queues work after a delay (RFC 7296 §2.25: no immediate retry).
-    pub(crate) fn delay_task(&mut self, ctx: &mut Ctx<'_>, task: Task, wait: Duration) {
-        let at = ctx.now + wait;
-        self.delayed.push((at, task));
-        let next = self.delayed.iter().map(|(t, _)| *t).min().unwrap_or(at);
-        self.timers.set(IkeTimer::Retry, next);
-    }
-
-    /// Starts queued work while the window is free.
-    pub(crate) fn pump(&mut self, ctx: &mut Ctx<'_>) {
-        if self.window.next_request_id >= MESSAGE_ID_REKEY_THRESHOLD
-            && self.is_established()
-            && !self.tasks.contains(&Task::RekeyIke { retries: 0 })
-        {
-            // RFC 7296 §2.2: rekey before Message IDs run out.
-            self.tasks.push_front(Task::RekeyIke { retries: 0 });
-        }
-        while self.window.is_free() {
-            let ready = match self.state {
-                State::Established => true,
-                State::Rekeyed => matches!(self.tasks.front(), Some(Task::DeleteIke)),
-                _ => false,
-            };
-            if !ready {
-                return;
-            }
-            let Some(task) = self.tasks.pop_front() else {
-                return;
-            };
-            self.start_task(ctx, task);
-        }
-    }
-
-    /// Starts one task; some turn out to be moot and send nothing.
-    fn start_task(&mut self, ctx: &mut Ctx<'_>, task: Task) {
-        match task {
-            Task::CreateChild {
-                child,
-                trigger,
-                retries,
-                group,
-            } => self.start_create_child(ctx, &child, trigger, retries, group),
-            Task::RekeyChild { spi_in, retries } => self.start_rekey_child(ctx, spi_in, retries),
-            Task::DeleteChildren { spis } => self.start_delete_children(ctx, spis),
-            Task::RekeyIke { retries } => self.start_ike_rekey(ctx, retries),
-            Task::DeleteIke => self.start_delete_ike(ctx),
-            Task::Dpd => self.start_dpd(ctx),
-        }
-    }
-
-    /// The earliest timer of the SA and its children.
-    pub(crate) fn next_timeout(&self) -> Option<Instant> {
-        let children = self.children.iter().filter_map(|c| c.timers.next());
-        self.timers.next().into_iter().chain(children).min()
-    }
-
-    /// Fires every timer due at `ctx.now`.
-    pub(crate) fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
-        while let Some(timer) = self.timers.take_expired(ctx.now) {
-            self.fire(ctx, timer);
-        }
-        let mut due = Vec::new();
-        for child in &mut self.children {
-            while let Some(timer) = child.timers.take_expired(ctx.now) {
-                due.push((child.spi_in, timer));
-            }
-        }
-        for (spi_in, timer) in due {
-            self.fire_child(ctx, spi_in, timer);
-        }
-        self.pump(ctx);
-    }
-
-    fn fire(&mut self, ctx: &mut Ctx<'_>, timer: IkeTimer) {
-        match timer {
-            IkeTimer::Retransmit => self.retransmit(ctx),
-            IkeTimer::Establish => self.establish_timeout(ctx),
-            IkeTimer::Dpd => self.dpd_due(ctx),
-            IkeTimer::Rekey => self.push_task(ctx, Task::RekeyIke { retries: 0 }),
-            IkeTimer::Expire => self.hard_expire(ctx),
-            IkeTimer::Retry => self.retry_due(ctx),
-            IkeTimer::Linger => {}
-        }
-    }
-
-    fn fire_child(&mut self, ctx: &mut Ctx<'_>, spi_in: u32, timer: ChildTimer) {
-        match timer {
-            ChildTimer::Rekey => self.push_task(ctx, Task::RekeyChild { spi_in, retries: 0 }),
-            ChildTimer::Expire => {
-                ctx.count(Counter::ChildSasExpired);
-                self.push_task(ctx, Task::DeleteChildren { spis: vec![spi_in] });
-            }
-            ChildTimer::Retire => self.push_task(ctx, Task::DeleteChildren { spis: vec![spi_in] }),
-        }
-    }
-
-    /// Resends the outstanding request, or gives up on the peer
-    /// (RFC 7296 §2.1, §2.4).
-    fn retransmit(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(out) = self.window.outstanding.as_mut() else {
-            return;
-        };
-        if out.tries >= ctx.limits.retransmit_tries {
-            self.peer_dead(ctx);
-            return;
-        }
-        out.tries += 1;
-        let at = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, out.tries);
-        let datagrams = out.datagrams.clone();
-        ctx.count(Counter::RetransmitsSent);
-        for datagram in datagrams {
-            ctx.transmit(self.local, self.remote, datagram);
-        }
-        self.timers.set(IkeTimer::Retransmit, at);
-    }
-
-    /// No answer after every retransmission: the IKE SA is dead.
-    fn peer_dead(&mut self, ctx: &mut Ctx<'_>) {
-        self.window.outstanding = None;
-        match self.state {
-            State::InitSent(_) | State::AuthSent(_) | State::HalfOpen(_) => {
-                self.fail(ctx, "peer not answering")
-            }
-            State::Established | State::Rekeyed => {
-                ctx.count(Counter::IkeSasDead);
-                self.down(ctx, "peer not answering (dead peer)");
-            }
-            State::Deleting | State::Closed => self.close(ctx),
-        }
-    }
-
-    fn establish_timeout(&mut self, ctx: &mut Ctx<'_>) {
-        if self.is_half_open() {
-            ctx.count(Counter::HalfOpenExpired);
-        }
-        if matches!(
-            self.state,
-            State::InitSent(_) | State::AuthSent(_) | State::HalfOpen(_)
-        ) {
-            self.fail(ctx, "establishment timed out");
-        }
-    }
-
-    fn hard_expire(&mut self, ctx: &mut Ctx<'_>) {
-        if matches!(self.state, State::Established | State::Rekeyed) {
-            self.tasks.push_front(Task::DeleteIke);
-            self.pump(ctx);
-        }
-    }
-
-    fn retry_due(&mut self, ctx: &mut Ctx<'_>) {
-        let now = ctx.now;
-        let (due, later): (Vec<_>, Vec<_>) = self.delayed.drain(..).partition(|(at, _)| *at <= now);
-        self.delayed = later;
-        if let Some(next) = self.delayed.iter().map(|(t, _)| *t).min() {
-            self.timers.set(IkeTimer::Retry, next);
-        }
-        for (_, task) in due {
-            self.push_task(ctx, task);
-        }
-    }
-
-    /// Before it was established: report the failure and close.
-    pub(crate) fn fail(&mut self, ctx: &mut Ctx<'_>, reason: &str) {
-        ctx.count(Counter::IkeSasFailed);
-        self.remove_children(ctx);
-        ctx.event(SaEvent::IkeSaFailed {
-            connection: self.conn.name.clone(),
-            reason: reason.to_owned(),
-        });
-        self.close(ctx);
-    }
-
-    /// Once established: remove the Child SAs, report it down, close.
-    pub(crate) fn down(&mut self, ctx: &mut Ctx<'_>, reason: &str) {
-        self.remove_children(ctx);
-        if !matches!(self.state, State::Rekeyed) {
-            self.emit_down(ctx, reason);
-        }
-        self.close(ctx);
-    }
-
-    /// Emits `IkeSaDown`.
-    pub(crate) fn emit_down(&mut self, ctx: &mut Ctx<'_>, reason: &str) {
-        ctx.event(SaEvent::IkeSaDown {
-            connection: self.conn.name.clone(),
-            ike_spi_i: self.spi_i.to_be_bytes(),
-            ike_spi_r: self.spi_r.to_be_bytes(),
-            reason: reason.to_owned(),
-        });
-    }
-
-    /// Removes every Child SA from the data plane.
-    pub(crate) fn remove_children(&mut self, ctx: &mut Ctx<'_>) {
-        let name = self.conn.name.clone();
-        for mut child in self.children.drain(..) {
-            ctx.count(Counter::ChildSasDeleted);
-            child.remove(ctx, &name);
-        }
-    }
-
-    /// Finished now.
-    pub(crate) fn close(&mut self, ctx: &mut Ctx<'_>) {
-        self.transition(ctx, State::Closed);
-        self.timers = TimerTable::default();
-        self.window.outstanding = None;
-        self.tasks.clear();
-        self.delayed.clear();
-    }
-
-    /// Finished, but answers a retransmission of the request just answered
-    /// for as long as the peer would retransmit it (RFC 7296 §2.1).
-    pub(crate) fn close_and_linger(&mut self, ctx: &mut Ctx<'_>) {
-        self.close(ctx);
-        let span = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, ctx.limits.retransmit_tries + 1);
-        self.timers.set(IkeTimer::Linger, span);
     }
 
     /// The status snapshot for `phalanxctl`.
@@ -915,4 +709,3 @@ fn first_fragment_or_whole(bytes: &[u8]) -> bool {
     let chain = header.payload_chain();
     chain.get(4..6) == Some(&[0, 1][..])
 }
-

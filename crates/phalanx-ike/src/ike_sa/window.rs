@@ -61,7 +61,11 @@ impl Window {
     pub(crate) fn classify_request(&self, id: u32) -> RequestId {
         if id == self.expected_request_id {
             RequestId::New
-        } else if self.last_response.as_ref().is_some_and(|(last, _)| *last == id) {
+        } else if self
+            .last_response
+            .as_ref()
+            .is_some_and(|(last, _)| *last == id)
+        {
             RequestId::Retransmit
         } else {
             RequestId::OutOfWindow
@@ -86,7 +90,10 @@ impl Window {
 /// out: `base * 2^tries` after it was sent (RFC 7296 §2.1: "the
 /// retransmission times MUST increase exponentially").
 pub(crate) fn retransmit_timeout(now: Instant, base: Duration, tries: u32) -> Instant {
-    now + base.saturating_mul(1u32.checked_shl(tries).unwrap_or(u32::MAX))
+    crate::timers::after(
+        now,
+        base.saturating_mul(1u32.checked_shl(tries).unwrap_or(u32::MAX)),
+    )
 }
 
 #[cfg(test)]

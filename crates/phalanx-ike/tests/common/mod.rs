@@ -105,7 +105,11 @@ pub(crate) fn up(p: &IkePair, children: usize) -> bool {
 
 pub(crate) fn established(p: &mut IkePair) {
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
-    assert!(p.run_until(|p| up(p, 1), Duration::from_secs(5)), "not up: {:#?}", p.log());
+    assert!(
+        p.run_until(|p| up(p, 1), Duration::from_secs(5)),
+        "not up: {:#?}",
+        p.log()
+    );
 }
 
 /// The names of a side's events, for sequence assertions.
@@ -138,5 +142,9 @@ pub(crate) fn teardown(p: &mut IkePair) {
             .all(|&s| p.endpoint_ref(s).ike_sas().is_empty() && p.installed(s) == (vec![], vec![]))
     };
     let deadline = p.elapsed() + Duration::from_secs(60);
-    assert!(p.run_until(gone, deadline), "not torn down: {:#?}", p.endpoint_ref(Side::B).ike_sas());
+    assert!(
+        p.run_until(gone, deadline),
+        "not torn down: {:#?}",
+        p.endpoint_ref(Side::B).ike_sas()
+    );
 }
