@@ -129,6 +129,8 @@ counters! {
     Unprocessable => "authenticated messages that could not be processed (missing payloads, bad values)",
     /// State transitions.
     StateTransitions => "IKE SA state transitions",
+    /// Additional key exchanges.
+    AdditionalKeyExchanges => "additional key exchanges completed in IKE_INTERMEDIATE (RFC 9370 §2.2.2)",
 }
 
 /// Index of an exchange type in [`IkeCounters`]'s exchange table.

@@ -327,7 +327,7 @@ impl Endpoint {
     /// cookie request, or a refusal (RFC 7296 §1.2, §2.6).
     fn handle_init_request(&mut self, now: Instant, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
         if let Some(&spi) = self.half_open.get(&(dgram.remote, hdr.initiator_spi)) {
-            self.with_sa(now, spi, |sa, ctx| sa.resend_response(ctx));
+            self.with_sa(now, spi, |sa, ctx| sa.resend_init_response(ctx));
             return;
         }
         let msg = match MessageRepr::parse(dgram.bytes) {
@@ -451,7 +451,10 @@ impl Endpoint {
         let live = |sa: &IkeSa| {
             matches!(
                 sa.state,
-                State::InitSent(_) | State::AuthSent(_) | State::Established
+                State::InitSent(_)
+                    | State::Intermediate(_)
+                    | State::AuthSent(_)
+                    | State::Established
             ) && sa.initiator_or_established()
         };
         self.sas
@@ -683,9 +686,10 @@ impl IkeSa {
                 self.tasks.push_front(Task::DeleteIke);
                 self.pump(ctx);
             }
-            State::InitSent(_) | State::AuthSent(_) | State::HalfOpen(_) => {
-                self.fail(ctx, "terminated")
-            }
+            State::InitSent(_)
+            | State::Intermediate(_)
+            | State::AuthSent(_)
+            | State::HalfOpen(_) => self.fail(ctx, "terminated"),
             State::Deleting | State::Closed => {}
         }
     }

@@ -204,7 +204,8 @@ pub enum SaEvent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum IkeSaState {
-    /// IKE_SA_INIT sent, waiting for the answer.
+    /// IKE_SA_INIT sent, waiting for the answer (or, after it, the
+    /// IKE_INTERMEDIATE additional key exchanges running).
     InitSent,
     /// IKE_AUTH sent, waiting for the answer.
     AuthSent,

@@ -38,10 +38,18 @@
 //!   configuration, SA payload negotiation, traffic selector narrowing,
 //!   SK protection with RFC 7383 fragmentation.
 //! - [`auth`]: identities, AUTH payloads, X.509.
+//! - `fuzzing` (feature `fuzzing`): the responder harness of the
+//!   `ike_responder` fuzz target.
 //!
-//! Not implemented here: EAP, configuration payloads (CP), MOBIKE, RFC 9370
-//! additional key exchanges (IKE_INTERMEDIATE / IKE_FOLLOWUP_KE; such
-//! proposals are neither offered nor accepted), windows larger than one.
+//! RFC 9370 additional key exchanges (hybrid post-quantum, e.g. x25519 +
+//! ML-KEM-768) run in IKE_INTERMEDIATE (RFC 9242) when the IKE SA is
+//! created. Windows above one (RFC 7296 §2.3) are announced with
+//! SET_WINDOW_SIZE and honoured.
+//!
+//! Not implemented here: EAP, configuration payloads (CP), MOBIKE,
+//! IKE_FOLLOWUP_KE (RFC 9370 §2.2.4): CREATE_CHILD_SA exchanges (IKE SA
+//! and Child SA rekeys, new Child SAs) offer no additional key exchange
+//! and accept one only as NONE.
 #![forbid(unsafe_code)]
 // STYLE.md: `unwrap()` is fine in tests.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -53,17 +61,17 @@ pub mod endpoint;
 pub mod error;
 pub mod events;
 mod exchange;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod ike_sa;
 pub mod limits;
 pub mod natd;
 pub mod proposal;
 pub mod protect;
-pub mod ts;
 mod timers;
+pub mod ts;
 
 pub use counters::{Counter, IkeCounters};
 pub use endpoint::Endpoint;
 pub use error::IkeError;
-pub use events::{
-    ChildSaInfo, ChildSaInstall, Datagram, IkeSaInfo, IkeSaState, SaEvent, Transmit,
-};
+pub use events::{ChildSaInfo, ChildSaInstall, Datagram, IkeSaInfo, IkeSaState, SaEvent, Transmit};

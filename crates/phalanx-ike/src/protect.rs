@@ -132,6 +132,9 @@ pub struct Opened {
     pub payloads: Vec<Payload>,
     /// Total Fragments of a reassembled message; 0 when it came whole.
     pub fragments: u16,
+    /// The decrypted inner payloads as received, padding removed: what
+    /// RFC 9242 §3.3.2 calls IntAuth_*_P of an IKE_INTERMEDIATE message.
+    pub plaintext: Zeroizing<Vec<u8>>,
 }
 
 /// Where the encrypted payload of a received message is.
@@ -376,6 +379,7 @@ impl Protection {
             unencrypted: located.unencrypted,
             payloads,
             fragments: 0,
+            plaintext,
         })
     }
 

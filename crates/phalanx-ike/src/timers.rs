@@ -140,7 +140,10 @@ mod tests {
     fn configured_delays_are_clamped() {
         let t0 = Instant::now();
         assert_eq!(after(t0, Duration::MAX), t0 + MAX_TIMER_DELAY);
-        assert_eq!(after(t0, Duration::from_secs(5)), t0 + Duration::from_secs(5));
+        assert_eq!(
+            after(t0, Duration::from_secs(5)),
+            t0 + Duration::from_secs(5)
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use phalanx_ike::config::{Connection, LocalAuth, RemoteAuth};
 use phalanx_ike::{Counter, SaEvent};
 use phalanx_testkit::ike_pair::{Fate, IkePair, Side};
 use phalanx_wire::ike::iana::ExchangeType;
+use phalanx_wire::ike::{MessageRepr, Payload};
 use rcgen::{
     date_time_ymd, BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
     SignatureAlgorithm,
@@ -89,8 +90,17 @@ fn cert_pair(
     seed: u64,
 ) -> IkePair {
     let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let a = with_certs(connection(Side::A, DEFAULT_IKE), &pki, alg_a, "a.example");
-    let b = with_certs(connection(Side::B, DEFAULT_IKE), &pki, alg_b, "b.example");
+    cert_pair_of(&pki, alg_a, alg_b, seed)
+}
+
+fn cert_pair_of(
+    pki: &Pki,
+    alg_a: &'static SignatureAlgorithm,
+    alg_b: &'static SignatureAlgorithm,
+    seed: u64,
+) -> IkePair {
+    let a = with_certs(connection(Side::A, DEFAULT_IKE), pki, alg_a, "a.example");
+    let b = with_certs(connection(Side::B, DEFAULT_IKE), pki, alg_b, "b.example");
     let mut p = pair_of(a, b, seed);
     let now = p.now;
     for side in [Side::A, Side::B] {
@@ -225,4 +235,56 @@ fn unfragmented_ike_auth_is_lost_at_a_small_mtu() {
     p.run_for(Duration::from_secs(60));
     assert_eq!(kinds(&p, Side::A), ["IkeSaFailed"]);
     assert!(p.wire().iter().any(|w| w.fate == Fate::TooBig));
+}
+
+/// SHA-1 of a DER SubjectPublicKeyInfo.
+fn sha1(der: &[u8]) -> Vec<u8> {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, der)
+        .as_ref()
+        .to_vec()
+}
+
+// CERTREQ names the trust anchors by the SHA-1 hash of their
+// SubjectPublicKeyInfo (RFC 7296 §3.7).
+#[test]
+fn certreq_names_the_trust_anchors() {
+    let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let other = Pki::new(&rcgen::PKCS_ED25519);
+    let hashes = pki.anchors.key_hashes();
+    assert_eq!(hashes.len(), 1);
+    assert_eq!(hashes[0].to_vec(), sha1(&pki.ca_key.public_key_der()));
+    let both = TrustAnchors::from_der(&[pki.ca.der().as_ref(), other.ca.der().as_ref()]).unwrap();
+    assert_eq!(
+        both.key_hashes().concat(),
+        [
+            sha1(&pki.ca_key.public_key_der()),
+            sha1(&other.ca_key.public_key_der())
+        ]
+        .concat()
+    );
+
+    // On the wire: the responder's IKE_SA_INIT answer (unencrypted).
+    let mut p = cert_pair_of(
+        &pki,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        230,
+    );
+    established(&mut p);
+    let answer = p
+        .wire()
+        .iter()
+        .find(|w| w.info.exchange == ExchangeType::IKE_SA_INIT && w.info.response)
+        .unwrap();
+    let message = MessageRepr::parse(&answer.transmit.bytes).unwrap();
+    let certreq = message
+        .payloads
+        .iter()
+        .find_map(|p| match p {
+            Payload::CertReq(c) => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let named: Vec<&[u8]> = certreq.ca_key_hashes().unwrap().collect();
+    assert_eq!(named, [&hashes[0][..]]);
 }

@@ -9,14 +9,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
-use phalanx_crypto::ike::{IkeRng, KeyExchangeState};
-use phalanx_crypto::{
-    AeadKey, CbcKey, CryptoError, CryptoProvider, IntegrityKey, KeGroup, PrfAlgorithm, PrfKey,
-};
 use phalanx_ike::{Counter, Datagram};
-use phalanx_testkit::ike_pair::{IkePair, Side, WireRecord};
-use phalanx_testkit::NullProvider;
-use phalanx_wire::{EncrId, IntegId};
+use phalanx_testkit::ike_pair::{IkeFuzzProvider, IkePair, Side, WireRecord};
 use proptest::prelude::*;
 
 /// A recorded session: establishment, a child rekey, an IKE rekey and a
@@ -107,47 +101,29 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
 /// **Insecure**: the testkit's NULL ciphers (every tag accepted) with real
 /// PRFs and key exchanges, so mutated messages get past the integrity
 /// check and reach payload parsing and the state machine.
-struct PastAuthentication;
-
-impl CryptoProvider for PastAuthentication {
-    fn name(&self) -> &'static str {
-        "null ciphers (insecure, fuzzing)"
-    }
-    fn aead(&self, encr: EncrId, key: &[u8]) -> Result<Box<dyn AeadKey>, CryptoError> {
-        NullProvider::ACCEPT_ALL.aead(encr, key)
-    }
-    fn cbc(&self, encr: EncrId, key: &[u8]) -> Result<Box<dyn CbcKey>, CryptoError> {
-        NullProvider::ACCEPT_ALL.cbc(encr, key)
-    }
-    fn integrity(&self, integ: IntegId, key: &[u8]) -> Result<Box<dyn IntegrityKey>, CryptoError> {
-        NullProvider::ACCEPT_ALL.integrity(integ, key)
-    }
-    fn prf(&self, alg: PrfAlgorithm, key: &[u8]) -> Result<Box<dyn PrfKey>, CryptoError> {
-        phalanx_crypto::default_provider().prf(alg, key)
-    }
-    fn key_exchange(
-        &self,
-        group: KeGroup,
-        rng: &mut dyn IkeRng,
-    ) -> Result<Box<dyn KeyExchangeState>, CryptoError> {
-        phalanx_crypto::default_provider().key_exchange(group, rng)
-    }
-}
-
-static PAST_AUTHENTICATION: PastAuthentication = PastAuthentication;
+static PAST_AUTHENTICATION: IkeFuzzProvider = IkeFuzzProvider::PAST_INTEGRITY;
 
 /// A whole session (establish, child rekey, IKE rekey, delete) through a
 /// network that corrupts one datagram.
 fn corrupted_session(index: usize, mutations: Vec<Mutation>) -> IkePair {
-    let mut a = connection(Side::A, "aes256gcm16-prfsha256-x25519,aes128-sha256-x25519");
+    corrupted(
+        "aes256gcm16-prfsha256-x25519,aes128-sha256-x25519",
+        1,
+        index,
+        mutations,
+    )
+}
+
+/// The same with `ike` proposals and windows of `window` on both sides.
+fn corrupted(ike: &str, window: u32, index: usize, mutations: Vec<Mutation>) -> IkePair {
+    let mut a = connection(Side::A, ike);
     a.ike_lifetime.rekey_time = Duration::from_secs(50);
     a.ike_lifetime.jitter = Duration::ZERO;
     let mut cfg_a = config(a);
     cfg_a.limits.fragment_mtu = 300;
-    let cfg_b = config(connection(
-        Side::B,
-        "aes256gcm16-prfsha256-x25519,aes128-sha256-x25519",
-    ));
+    cfg_a.limits.window_size = window;
+    let mut cfg_b = config(connection(Side::B, ike));
+    cfg_b.limits.window_size = window;
     let mut p = IkePair::with_provider(
         (cfg_a, ip(ADDR_A)),
         (cfg_b, ip(ADDR_B)),
@@ -220,6 +196,16 @@ proptest! {
         }
     }
 
+    // The same with hybrid ML-KEM proposals (IKE_INTERMEDIATE) and windows
+    // of four.
+    #[test]
+    fn corrupted_hybrid_session_past_authentication(index in 0usize..40, mutations in proptest::collection::vec(mutation(), 1..4)) {
+        let p = corrupted(HYBRID_WINDOWED, 4, index, mutations);
+        for ((_, _, _), (installs, removes)) in p.sa_balance() {
+            prop_assert!(removes <= installs);
+        }
+    }
+
     // Mutated IKE_SA_INIT requests reach the unauthenticated responder code.
     #[test]
     fn mutated_init_requests(mutations in proptest::collection::vec(mutation(), 1..6)) {
@@ -249,6 +235,22 @@ fn replayed_session_out_of_context() {
         );
     }
     assert!(p.endpoint_ref(Side::B).counters().get(Counter::UnknownSpi) > 0);
+}
+
+/// Hybrid proposals for the corrupted sessions.
+const HYBRID_WINDOWED: &str = "aes256gcm16-prfsha256-x25519-ke1_mlkem768,aes128-sha256-x25519";
+
+// The hybrid corrupting session without corruption runs to its end.
+#[test]
+fn uncorrupted_hybrid_session_completes() {
+    let p = corrupted(HYBRID_WINDOWED, 4, usize::MAX, Vec::new());
+    let a = p.endpoint_ref(Side::A).counters();
+    assert_eq!(a.get(Counter::IkeSasEstablished), 1);
+    assert_eq!(a.get(Counter::AdditionalKeyExchanges), 1);
+    assert_eq!(a.get(Counter::ChildSasRekeyed), 1);
+    assert_eq!(a.get(Counter::IkeSasRekeyed), 1);
+    assert!(p.endpoint_ref(Side::B).ike_sas().is_empty());
+    p.check_removed_once().unwrap();
 }
 
 // The corrupting session without corruption runs to its end: the fuzz

@@ -19,17 +19,109 @@
 //!
 //! Loss is drawn from a seeded ChaCha RNG; the endpoints get their own
 //! seeded RNGs. The same seeds replay the same run.
+//!
+//! [`IkeFuzzProvider`] is the **insecure** provider the IKE fuzz target
+//! and the no-panic tests run endpoints with: the [`NullProvider`]'s
+//! ciphers, and optionally a PRF whose output is all zeros, so that
+//! arbitrary input gets past integrity checks and even past AUTH.
 
 use core::net::{IpAddr, SocketAddr};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use phalanx_crypto::ike::{IkeRng, KexResponse, KeyExchangeState};
+use phalanx_crypto::{
+    AeadKey, CbcKey, CryptoError, CryptoProvider, IntegrityKey, KeGroup, PrfAlgorithm, PrfKey,
+};
 use phalanx_ike::config::EndpointConfig;
 use phalanx_ike::{Datagram, Endpoint, SaEvent, Transmit};
 use phalanx_wire::ike::iana::{ExchangeType, PayloadType};
 use phalanx_wire::ike::IkeHeader;
+use phalanx_wire::{EncrId, IntegId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+
+use crate::NullProvider;
+
+/// **Insecure** (see [`NullProvider`]): a provider for fuzzing IKE
+/// endpoints. Its ciphers are [`NullProvider::ACCEPT_ALL`]'s (nothing is
+/// encrypted and every ICV verifies), its key exchanges are the default
+/// provider's (real X25519, ECP, MODP, ML-KEM), and its PRF is either the
+/// default provider's or, with [`IkeFuzzProvider::PAST_AUTHENTICATION`],
+/// one whose every output is zeros: then every IKE key is zeros and a
+/// shared-key AUTH payload is zeros too, so a fuzzer can complete
+/// IKE_AUTH and reach the exchanges of an established IKE SA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IkeFuzzProvider {
+    zero_prf: bool,
+}
+
+impl IkeFuzzProvider {
+    /// NULL ciphers, real PRFs: messages get past the integrity check but
+    /// AUTH must still be right.
+    pub const PAST_INTEGRITY: IkeFuzzProvider = IkeFuzzProvider { zero_prf: false };
+    /// NULL ciphers and an all-zeros PRF: a forged AUTH of zeros verifies.
+    pub const PAST_AUTHENTICATION: IkeFuzzProvider = IkeFuzzProvider { zero_prf: true };
+}
+
+impl CryptoProvider for IkeFuzzProvider {
+    fn name(&self) -> &'static str {
+        if self.zero_prf {
+            "null ciphers, zero PRF (INSECURE, fuzzing)"
+        } else {
+            "null ciphers (INSECURE, fuzzing)"
+        }
+    }
+
+    fn aead(&self, encr: EncrId, key: &[u8]) -> Result<Box<dyn AeadKey>, CryptoError> {
+        NullProvider::ACCEPT_ALL.aead(encr, key)
+    }
+
+    fn cbc(&self, encr: EncrId, key: &[u8]) -> Result<Box<dyn CbcKey>, CryptoError> {
+        NullProvider::ACCEPT_ALL.cbc(encr, key)
+    }
+
+    fn integrity(&self, integ: IntegId, key: &[u8]) -> Result<Box<dyn IntegrityKey>, CryptoError> {
+        NullProvider::ACCEPT_ALL.integrity(integ, key)
+    }
+
+    fn prf(&self, alg: PrfAlgorithm, key: &[u8]) -> Result<Box<dyn PrfKey>, CryptoError> {
+        if self.zero_prf {
+            return Ok(Box::new(ZeroPrf(alg)));
+        }
+        phalanx_crypto::default_provider().prf(alg, key)
+    }
+
+    fn key_exchange(
+        &self,
+        group: KeGroup,
+        rng: &mut dyn IkeRng,
+    ) -> Result<Box<dyn KeyExchangeState>, CryptoError> {
+        phalanx_crypto::default_provider().key_exchange(group, rng)
+    }
+
+    fn kem_encapsulate(
+        &self,
+        group: KeGroup,
+        peer_public: &[u8],
+        rng: &mut dyn IkeRng,
+    ) -> Result<KexResponse, CryptoError> {
+        phalanx_crypto::default_provider().kem_encapsulate(group, peer_public, rng)
+    }
+}
+
+/// **Insecure**: a "PRF" whose output is all zeros, whatever the key.
+struct ZeroPrf(PrfAlgorithm);
+
+impl PrfKey for ZeroPrf {
+    fn algorithm(&self) -> PrfAlgorithm {
+        self.0
+    }
+
+    fn compute(&self, _parts: &[&[u8]], out: &mut [u8]) {
+        out.fill(0);
+    }
+}
 
 /// One of the two endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -211,7 +303,7 @@ impl IkePair {
     }
 
     /// As [`IkePair::new`], both endpoints with `provider` (e.g. one whose
-    /// ciphers are [`NullProvider`](crate::NullProvider)s, so that fuzzed
+    /// ciphers are [`NullProvider`]s, so that fuzzed
     /// messages get past authentication).
     pub fn with_provider(
         a: (EndpointConfig, IpAddr),

@@ -27,8 +27,8 @@ mod x509;
 pub use error::{AuthError, AUTHENTICATION_FAILED};
 pub use identity::Identity;
 pub use octets::{
-    initiator_signed_octets, psk_auth, responder_signed_octets, signed_octets, verify_psk_auth,
-    Prf, KEY_PAD,
+    initiator_signed_octets, psk_auth, responder_signed_octets, signed_octets,
+    signed_octets_with_int_auth, verify_psk_auth, Prf, KEY_PAD,
 };
 pub use rustls_pki_types::UnixTime;
 pub use signature::{

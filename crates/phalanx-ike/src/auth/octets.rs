@@ -59,6 +59,32 @@ pub fn signed_octets(
     octets
 }
 
+/// The signed octets of one side after IKE_INTERMEDIATE exchanges
+/// (RFC 9242 §3.3.2):
+///
+/// ```text
+/// InitiatorSignedOctets = RealMessage1 | NonceRData | MACedIDForI | IntAuth
+/// ResponderSignedOctets = RealMessage2 | NonceIData | MACedIDForR | IntAuth
+/// IntAuth = IntAuth_iN | IntAuth_rN | IKE_AUTH_MID
+/// ```
+///
+/// `int_auth` is IntAuth, the same for both sides; the other arguments are
+/// those of [`signed_octets`], `sk_p` being the SK_pi / SK_pr in force
+/// after the last IKE_INTERMEDIATE exchange. An empty `int_auth` (no
+/// IKE_INTERMEDIATE exchange took place) gives exactly [`signed_octets`].
+pub fn signed_octets_with_int_auth(
+    prf: Prf<'_>,
+    own_sa_init: &[u8],
+    peer_nonce: &[u8],
+    sk_p: &[u8],
+    rest_of_id_payload: &[u8],
+    int_auth: &[u8],
+) -> Vec<u8> {
+    let mut octets = signed_octets(prf, own_sa_init, peer_nonce, sk_p, rest_of_id_payload);
+    octets.extend_from_slice(int_auth);
+    octets
+}
+
 /// InitiatorSignedOctets = RealMessage1 | NonceRData | prf(SK_pi, RestOfInitIDPayload).
 pub fn initiator_signed_octets(
     prf: Prf<'_>,

@@ -86,6 +86,30 @@ impl TrustAnchors {
     pub fn is_empty(&self) -> bool {
         self.anchors.is_empty()
     }
+
+    /// The SHA-1 hash of each anchor's SubjectPublicKeyInfo, in the order
+    /// added: the Certification Authority data of a CERTREQ payload
+    /// (RFC 7296 §3.7: "a concatenated list of SHA-1 hashes of the public
+    /// keys of trusted Certification Authorities ... encoded as the SHA-1
+    /// hash of the Subject Public Key Info element").
+    pub fn key_hashes(&self) -> Vec<[u8; 20]> {
+        self.anchors
+            .iter()
+            .map(|anchor| {
+                // webpki keeps the SPKI's contents; the hash is over the
+                // whole DER element, SEQUENCE header included.
+                let spki = webpki::spki_for_anchor(anchor);
+                let digest = aws_lc_rs::digest::digest(
+                    &aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY,
+                    spki.as_ref(),
+                );
+                let mut hash = [0u8; 20];
+                // SHA-1 output is always 20 octets.
+                hash.copy_from_slice(digest.as_ref());
+                hash
+            })
+            .collect()
+    }
 }
 
 /// A peer certificate whose path to a trust anchor was validated.

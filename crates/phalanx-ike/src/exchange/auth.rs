@@ -11,7 +11,8 @@
 //! ```
 //!
 //! AUTH covers the peer's IKE_SA_INIT message, the other side's nonce and
-//! prf(SK_p, ID) (§2.15). A peer that fails authentication gets
+//! prf(SK_p, ID) (§2.15), and after IKE_INTERMEDIATE exchanges IntAuth
+//! (RFC 9242 §3.3.2). A peer that fails authentication gets
 //! AUTHENTICATION_FAILED and the IKE SA is gone (§2.21.2). A Child SA that
 //! cannot be created does not stop the IKE SA: the responder answers with
 //! the Child SA's error notify instead of SAr2/TSi/TSr (§1.2).
@@ -22,10 +23,10 @@ use phalanx_wire::ike::iana::{AuthMethod, CertEncoding, ExchangeType, IdType, No
 use phalanx_wire::ike::{AuthPayload, CertPayload, CertReqPayload, IdPayload, Payload};
 
 use crate::auth::{
-    choose_scheme, initiator_signed_octets, psk_auth, responder_signed_octets, sign_auth,
-    sign_auth_rfc4754, verify_auth, verify_peer_chain, verify_psk_auth, AuthError, Identity, Prf,
+    choose_scheme, psk_auth, sign_auth, sign_auth_rfc4754, signed_octets_with_int_auth,
+    verify_auth, verify_peer_chain, verify_psk_auth, AuthError, Identity, Prf,
 };
-use crate::config::{LocalAuth, RemoteAuth};
+use crate::config::{Connection, LocalAuth, RemoteAuth};
 use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::SaEvent;
@@ -44,6 +45,8 @@ pub(crate) struct AuthInputs {
     pub(crate) ni: Vec<u8>,
     /// Nr.
     pub(crate) nr: Vec<u8>,
+    /// IntAuth (RFC 9242 §3.3.2), empty without IKE_INTERMEDIATE.
+    pub(crate) int_auth: Vec<u8>,
 }
 
 /// Initiator, IKE_AUTH sent.
@@ -58,7 +61,7 @@ pub(crate) struct AuthSent {
 /// HMAC takes keys of any length, so keying cannot fail for a negotiated
 /// PRF; if the provider refused anyway, the empty output fails the AUTH
 /// comparison (never a false accept).
-fn prf_closure(
+pub(crate) fn prf_closure(
     provider: &'static dyn CryptoProvider,
     alg: PrfAlgorithm,
 ) -> impl Fn(&[u8], &[&[u8]]) -> Vec<u8> {
@@ -76,6 +79,21 @@ fn id_payload(identity: &Identity) -> IdPayload {
         id_type: IdType(identity.id_type()),
         data: identity.to_id_body(),
     }
+}
+
+/// CERTREQ naming our trust anchors by the SHA-1 hashes of their public
+/// keys (RFC 7296 §3.7), when we verify certificates and are configured to
+/// ask for them.
+pub(crate) fn certificate_request(conn: &Connection) -> Option<Payload> {
+    let RemoteAuth::Signature { anchors } = &conn.remote_auth else {
+        return None;
+    };
+    conn.send_certreq.then(|| {
+        Payload::CertReq(CertReqPayload {
+            encoding: CertEncoding::X509_SIGNATURE,
+            authorities: anchors.key_hashes().concat(),
+        })
+    })
 }
 
 /// RestOfIDPayload: ID Type, three RESERVED octets, the data (§2.15).
@@ -100,7 +118,8 @@ impl IkeSa {
             _ => None,
         };
         match self.auth_request_payloads(ctx, &inputs, child.as_ref()) {
-            Ok(payloads) => {
+            Ok(mut payloads) => {
+                payloads.extend(self.announce_window(ctx));
                 self.transition(ctx, State::AuthSent(Box::new(AuthSent { inputs, child })));
                 if self
                     .send_request(ctx, ExchangeType::IKE_AUTH, payloads, Pending::Auth)
@@ -130,22 +149,18 @@ impl IkeSa {
         let idi = id_payload(&self.conn.local_id);
         let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let prf = prf_closure(ctx.provider, crypto.prf);
-        let octets = initiator_signed_octets(
+        let octets = signed_octets_with_int_auth(
             &prf,
             &inputs.init_request,
             &inputs.nr,
             &crypto.keys.sk_pi,
             &rest_of_id(&idi),
+            &inputs.int_auth,
         );
         let auth = self.our_auth(&prf, &octets)?;
         let mut payloads = vec![Payload::Idi(idi)];
         payloads.extend(self.our_certificates());
-        if self.conn.send_certreq && matches!(self.conn.remote_auth, RemoteAuth::Signature { .. }) {
-            payloads.push(Payload::CertReq(CertReqPayload {
-                encoding: CertEncoding::X509_SIGNATURE,
-                authorities: Vec::new(),
-            }));
-        }
+        payloads.extend(certificate_request(&self.conn));
         if let Some(remote_id) = &self.conn.remote_id {
             payloads.push(Payload::Idr(id_payload(remote_id)));
         }
@@ -261,6 +276,16 @@ impl IkeSa {
         let State::HalfOpen(st) = self.transition(ctx, State::Closed) else {
             return Reply::default();
         };
+        if !st.additional.is_empty() {
+            // RFC 9370 §2.2.2: every negotiated exchange precedes IKE_AUTH.
+            return self.refuse_auth(
+                ctx,
+                NotifyType::AUTHENTICATION_FAILED,
+                "IKE_AUTH before the additional key exchanges",
+            );
+        }
+        // IKE_AUTH_MID: this request's Message ID (RFC 9242 §3.3.2).
+        let int_auth = st.chain.value(self.window.expected_request_id);
         let found = Found::scan(payloads);
         let (Some(idi), Some(auth)) = (found.idi, found.auth) else {
             return self.refuse_auth(
@@ -274,12 +299,13 @@ impl IkeSa {
                 return Reply::default();
             };
             let prf = prf_closure(ctx.provider, crypto.prf);
-            initiator_signed_octets(
+            signed_octets_with_int_auth(
                 &prf,
                 &st.request,
                 &st.nr,
                 &crypto.keys.sk_pi,
                 &rest_of_id(idi),
+                &int_auth,
             )
         };
         let identity = match self.verify_peer(ctx, idi, auth, &found.certs, &octets) {
@@ -288,7 +314,7 @@ impl IkeSa {
                 return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string())
             }
         };
-        let ours = match self.responder_auth_payloads(ctx, &st.response, &st.ni) {
+        let ours = match self.responder_auth_payloads(ctx, &st.response, &st.ni, &int_auth) {
             Ok(ours) => ours,
             Err(e) => {
                 return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string())
@@ -296,8 +322,10 @@ impl IkeSa {
         };
         self.remote_identity = Some(identity);
         self.initial_contact = found.has(NotifyType::INITIAL_CONTACT);
+        self.learn_peer_window(&found);
         self.establish(ctx);
         let mut reply = Reply::of(ours);
+        reply.payloads.extend(self.announce_window(ctx));
         if found.sa.is_some() {
             match self.respond_child(ctx, &found, (&st.ni, &st.nr), false, None) {
                 Ok((payloads, spi_in)) => {
@@ -311,22 +339,24 @@ impl IkeSa {
     }
 
     /// IDr, CERT and AUTH of the responder (§2.15: AUTH over RealMessage2,
-    /// Ni and prf(SK_pr, IDr)).
+    /// Ni, prf(SK_pr, IDr) and IntAuth).
     fn responder_auth_payloads(
         &self,
         ctx: &Ctx<'_>,
         init_response: &[u8],
         ni: &[u8],
+        int_auth: &[u8],
     ) -> Result<Vec<Payload>, IkeError> {
         let idr = id_payload(&self.conn.local_id);
         let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let prf = prf_closure(ctx.provider, crypto.prf);
-        let octets = responder_signed_octets(
+        let octets = signed_octets_with_int_auth(
             &prf,
             init_response,
             ni,
             &crypto.keys.sk_pr,
             &rest_of_id(&idr),
+            int_auth,
         );
         let auth = self.our_auth(&prf, &octets)?;
         let mut payloads = vec![Payload::Idr(idr)];
@@ -373,12 +403,13 @@ impl IkeSa {
             };
             let prf = prf_closure(ctx.provider, crypto.prf);
             let inputs = &st.inputs;
-            responder_signed_octets(
+            signed_octets_with_int_auth(
                 &prf,
                 &inputs.init_response,
                 &inputs.ni,
                 &crypto.keys.sk_pr,
                 &rest_of_id(idr),
+                &inputs.int_auth,
             )
         };
         match self.verify_peer(ctx, idr, auth, &found.certs, &octets) {
@@ -400,6 +431,7 @@ impl IkeSa {
                 return;
             }
         }
+        self.learn_peer_window(&found);
         self.establish(ctx);
         if let Some(offer) = st.child {
             let nonces = (st.inputs.ni, st.inputs.nr);

@@ -15,6 +15,12 @@
 //! Simultaneous rekeys (§2.8.1): the new IKE SA made with the lowest of the
 //! four nonces is redundant and deleted by its initiator; the other one
 //! takes the Child SAs, and its initiator deletes the old IKE SA.
+//!
+//! RFC 9370 additional key exchanges (IKE_FOLLOWUP_KE, §2.2.4) are not
+//! run on rekeys: our offers leave them out and an offer that requires
+//! one is refused with NO_PROPOSAL_CHOSEN. The new IKE SA's SKEYSEED
+//! still comes from the old SK_d, which carries every earlier
+//! exchange's secret forward.
 
 use phalanx_crypto::ike::{respond, start_initiator, IkeSaKeys, KdfInputs, KexState};
 use phalanx_crypto::KeGroup;
@@ -24,7 +30,7 @@ use phalanx_wire::ike::{KePayload, NoncePayload, Payload, SaPayload};
 use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::SaEvent;
-use crate::exchange::init::ike_offers;
+use crate::exchange::init::ike_offers_without_additional_ke;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{Ctx, IkeSa, Pending, Reply, SaCrypto, State, Task};
 use crate::limits::{
@@ -77,7 +83,10 @@ impl IkeSa {
         let spi = ctx.new_ike_spi();
         let offer = IkeRekeyOffer {
             spi,
-            offered: ike_sa_payload(&ike_offers(&self.conn), Some(spi.to_be_bytes())),
+            offered: ike_sa_payload(
+                &ike_offers_without_additional_ke(&self.conn),
+                Some(spi.to_be_bytes()),
+            ),
             kex,
             ni: ctx.random_bytes(NONCE_LEN),
             retries,
@@ -103,10 +112,9 @@ impl IkeSa {
 
     /// Responder: the peer rekeys this IKE SA.
     pub(crate) fn respond_ike_rekey(&mut self, ctx: &mut Ctx<'_>, found: &Found<'_>) -> Reply {
-        let child_rekey_in_flight =
-            self.window.outstanding.as_ref().is_some_and(|o| {
-                matches!(o.pending, Pending::Child(_) | Pending::DeleteChildren(_))
-            });
+        let child_rekey_in_flight = self
+            .window
+            .any_pending(|p| matches!(p, Pending::Child(_) | Pending::DeleteChildren(_)));
         if !self.is_established() || self.successor.is_some() || child_rekey_in_flight {
             // §2.25.2: not while it is being closed or its children change.
             ctx.count(Counter::TemporaryFailures);
@@ -135,11 +143,12 @@ impl IkeSa {
             .ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
         let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
         let negotiated =
-            select_ike_for_kei(&ike_offers(&self.conn), sa, ke.group).map_err(|e| match e {
-                ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
-                ProposalError::Malformed => IkeError::Malformed,
-                _ => IkeError::NoProposalChosen,
-            })?;
+            select_ike_for_kei(&ike_offers_without_additional_ke(&self.conn), sa, ke.group)
+                .map_err(|e| match e {
+                    ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
+                    ProposalError::Malformed => IkeError::Malformed,
+                    _ => IkeError::NoProposalChosen,
+                })?;
         let peer_spi = negotiated
             .peer_spi
             .map(u64::from_be_bytes)
@@ -342,6 +351,9 @@ impl IkeSa {
         sa.encap = self.encap;
         sa.fragmentation = self.fragmentation;
         sa.peer_hashes = self.peer_hashes.clone();
+        // §2.3 windows are the peers' capabilities; they carry over.
+        sa.window.peer_window = self.window.peer_window;
+        sa.window.receive_window = self.window.receive_window;
         sa.remote_identity = self.remote_identity.clone();
         sa.established_at = Some(ctx.now);
         // A redundant SA of a collision the peer never deletes goes by itself.

@@ -15,16 +15,49 @@
 //! removes its outbound SA on the request, its inbound SA on the answer,
 //! and does not name the SA in its answer (§1.4.1). An empty request is a
 //! liveness check (§1.4, "dead peer detection").
+//!
+//! Windows (§2.3): each side announces in IKE_AUTH, with
+//! N(SET_WINDOW_SIZE), how many requests it accepts outstanding when that
+//! is more than one; the announcement is honoured there and in
+//! INFORMATIONAL requests. A rekeyed IKE SA keeps both windows.
 
 use phalanx_wire::ike::iana::{ExchangeType, NotifyType, ProtocolId};
 use phalanx_wire::ike::{DeletePayload, Payload};
 
 use crate::counters::Counter;
-use crate::exchange::Found;
+use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, ChildStatus, Ctx, IkeSa, Pending, Reply, State, Task};
 use crate::timers::{after, IkeTimer};
 
 impl IkeSa {
+    /// N(SET_WINDOW_SIZE) with our window when it is above one (RFC 7296
+    /// §2.3, §3.10.1: a four-octet count); from now on as many responses
+    /// are kept for retransmitted requests.
+    pub(crate) fn announce_window(&mut self, ctx: &Ctx<'_>) -> Option<Payload> {
+        let size = ctx.limits.window_size;
+        if size <= 1 {
+            return None;
+        }
+        self.window.receive_window = self.window.receive_window.max(size);
+        Some(notify(
+            NotifyType::SET_WINDOW_SIZE,
+            size.to_be_bytes().to_vec(),
+        ))
+    }
+
+    /// Takes the peer's N(SET_WINDOW_SIZE), if any: up to that many of our
+    /// requests may be outstanding (never more than our own window).
+    pub(crate) fn learn_peer_window(&mut self, found: &Found<'_>) {
+        let announced = found
+            .notify(NotifyType::SET_WINDOW_SIZE)
+            .and_then(|n| <[u8; 4]>::try_from(n.data.as_slice()).ok())
+            .map(u32::from_be_bytes);
+        // A window of zero would stop every request: not a window.
+        if let Some(size) = announced.filter(|s| *s > 0) {
+            self.window.peer_window = size;
+        }
+    }
+
     /// Starts deleting Child SAs by our inbound SPIs; those gone or
     /// already being deleted are skipped.
     pub(crate) fn start_delete_children(&mut self, ctx: &mut Ctx<'_>, spis: Vec<u32>) {
@@ -171,6 +204,7 @@ impl IkeSa {
         payloads: &[Payload],
     ) -> Reply {
         let found = Found::scan(payloads);
+        self.learn_peer_window(&found);
         // §2.21.2: an initiator that could not authenticate us says so in
         // an INFORMATIONAL; the IKE SA is as good as deleted.
         let refused = found.has(NotifyType::AUTHENTICATION_FAILED);

@@ -19,23 +19,31 @@
 //! Both sides then derive SKEYSEED and SK_* (§2.14), and if a NAT is
 //! detected (§2.23) or encapsulation is forced, the initiator moves IKE to
 //! port 4500 for IKE_AUTH and every Child SA is UDP-encapsulated.
+//!
+//! Proposals may carry RFC 9370 additional key exchanges (ADDKE1..7).
+//! The initiator then announces N(INTERMEDIATE_EXCHANGE_SUPPORTED)
+//! (RFC 9242 §3.2); a responder selects additional key exchanges only
+//! from an initiator that announced it (otherwise only NONE, RFC 9370
+//! §2.2.1), and announces it back when it selected one. The exchanges
+//! themselves run in IKE_INTERMEDIATE before IKE_AUTH
+//! ([`intermediate`](super::intermediate)).
 
 use core::net::SocketAddr;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use phalanx_crypto::ike::{respond, start_initiator, IkeSaKeys, KdfInputs, KexState};
 use phalanx_crypto::KeGroup;
-use phalanx_wire::ike::iana::{CertEncoding, ExchangeType, KeId, NotifyType, PayloadType};
-use phalanx_wire::ike::{
-    CertReqPayload, IkeHeader, KePayload, MessageRepr, NoncePayload, Payload, SaPayload,
-};
+use phalanx_wire::ike::iana::{ExchangeType, KeId, NotifyType, PayloadType};
+use phalanx_wire::ike::{IkeHeader, KePayload, MessageRepr, NoncePayload, Payload, SaPayload};
 
 use crate::auth::SUPPORTED_HASH_ALGORITHMS;
 use crate::config::{Connection, IkeProposal, LocalAuth, RemoteAuth};
 use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::Datagram;
-use crate::exchange::auth::AuthInputs;
+use crate::exchange::auth::{certificate_request, AuthInputs};
+use crate::exchange::intermediate::IntAuthChain;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{Ctx, IkeSa, Pending, SaCrypto, State, Task};
 use crate::limits::{HALF_OPEN_TIMEOUT, MAX_COOKIE_LEN, MAX_INIT_RESTARTS, NATT_PORT, NONCE_LEN};
@@ -70,12 +78,26 @@ pub(crate) struct HalfOpen {
     pub(crate) ni: Vec<u8>,
     /// Nr.
     pub(crate) nr: Vec<u8>,
+    /// RFC 9370 additional key exchanges still to run in IKE_INTERMEDIATE,
+    /// in ADDKE type order.
+    pub(crate) additional: VecDeque<KeId>,
+    /// The IKE_INTERMEDIATE exchanges so far (RFC 9242 §3.3.2).
+    pub(crate) chain: IntAuthChain,
 }
 
-/// Our IKE proposals as offered and accepted. RFC 9370 additional key
-/// exchanges need IKE_INTERMEDIATE, which this state machine does not run,
-/// so they are left out of what we offer and accept.
+/// Our IKE proposals as offered and accepted in IKE_SA_INIT, RFC 9370
+/// additional key exchanges included.
 pub(crate) fn ike_offers(conn: &Connection) -> Vec<IkeProposal> {
+    conn.ike_proposals.clone()
+}
+
+/// Our IKE proposals without additional key exchanges: what we offer and
+/// accept when IKE_INTERMEDIATE cannot carry them (an initiator that did
+/// not announce it), and on IKE SA rekeys, which would need
+/// IKE_FOLLOWUP_KE (RFC 9370 §2.2.4), not run here. An offer that
+/// requires an additional key exchange is then refused
+/// (NO_PROPOSAL_CHOSEN); one that allows NONE gets NONE.
+pub(crate) fn ike_offers_without_additional_ke(conn: &Connection) -> Vec<IkeProposal> {
     conn.ike_proposals
         .iter()
         .map(|p| IkeProposal {
@@ -83,6 +105,14 @@ pub(crate) fn ike_offers(conn: &Connection) -> Vec<IkeProposal> {
             ..p.clone()
         })
         .collect()
+}
+
+/// Whether any of our proposals carries ADDKE transforms (RFC 9370
+/// §2.2.1: then IKE_INTERMEDIATE must be negotiated too).
+fn offers_additional_ke(conn: &Connection) -> bool {
+    conn.ike_proposals
+        .iter()
+        .any(|p| !p.additional_ke.is_empty())
 }
 
 /// Whether signatures authenticate either side (RFC 7427 §4: then we
@@ -271,6 +301,13 @@ impl IkeSa {
         }));
         payloads.extend(nat);
         payloads.extend(capabilities);
+        if offers_additional_ke(&self.conn) {
+            // RFC 9370 §2.2.1: additional key exchanges need IKE_INTERMEDIATE.
+            payloads.push(notify(
+                NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED,
+                Vec::new(),
+            ));
+        }
         let message = MessageRepr {
             initiator_spi: self.spi_i,
             responder_spi: 0,
@@ -363,7 +400,7 @@ impl IkeSa {
     }
 
     fn restart_init(&mut self, ctx: &mut Ctx<'_>) -> Result<(), IkeError> {
-        self.window.outstanding = None;
+        self.window.outstanding.clear();
         self.timers.stop(IkeTimer::Retransmit);
         self.send_init(ctx)
     }
@@ -390,9 +427,13 @@ impl IkeSa {
         let negotiated =
             accept_ike_answer(&st.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
         let ours: KeId = st.kex.group().into();
+        let additional: VecDeque<KeId> = negotiated.additional_exchanges().collect();
+        // RFC 9370 §2.2.1: a responder that selects an additional key
+        // exchange announces IKE_INTERMEDIATE, which runs it.
+        let intermediate = found.has(NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED);
         if negotiated.ke != ke.group
             || ke.group != ours
-            || negotiated.additional_exchanges().next().is_some()
+            || (!additional.is_empty() && !intermediate)
         {
             return Err(IkeError::NoProposalChosen);
         }
@@ -408,7 +449,7 @@ impl IkeSa {
             ctx, negotiated, &shared, &inputs, true,
         )?);
         self.learn_peer(ctx, found, nat_status(found, self.spi_i, self.spi_r, dgram));
-        self.window.outstanding = None;
+        self.window.outstanding.clear();
         self.timers.stop(IkeTimer::Retransmit);
         if self.encap {
             // RFC 7296 §2.23: after a NAT is detected the initiator moves
@@ -421,8 +462,9 @@ impl IkeSa {
             init_response: dgram.bytes.to_vec(),
             ni: st.ni,
             nr: nr.data.clone(),
+            int_auth: Vec::new(),
         };
-        self.start_auth(ctx, inputs);
+        self.next_intermediate(ctx, inputs, IntAuthChain::default(), additional);
         Ok(())
     }
 
@@ -463,7 +505,7 @@ pub(crate) fn respond_init(
     sa.spi_i = msg.initiator_spi;
     let answer = sa.answer_init(ctx, &found, &ni.data)?;
     sa.learn_peer(ctx, &found, nat_status(&found, sa.spi_i, 0, dgram));
-    let payloads = sa.init_answer_payloads(ctx, answer.payloads);
+    let payloads = sa.init_answer_payloads(ctx, answer.payloads, !answer.additional.is_empty());
     let response = MessageRepr {
         initiator_spi: sa.spi_i,
         responder_spi: sa.spi_r,
@@ -489,6 +531,8 @@ pub(crate) fn respond_init(
         response: bytes,
         ni: ni.data.clone(),
         nr: answer.nr,
+        additional: answer.additional,
+        chain: IntAuthChain::default(),
     }));
     sa.init_key = Some((dgram.remote, sa.spi_i));
     sa.timers
@@ -502,6 +546,8 @@ struct InitAnswer {
     payloads: [Payload; 3],
     /// Nr.
     nr: Vec<u8>,
+    /// The additional key exchanges selected (RFC 9370 §2.2.1).
+    additional: VecDeque<KeId>,
 }
 
 impl IkeSa {
@@ -515,12 +561,18 @@ impl IkeSa {
     ) -> Result<InitAnswer, IkeError> {
         let sa_payload = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
         let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
-        let negotiated = select_ike_for_kei(&ike_offers(&self.conn), sa_payload, ke.group)
-            .map_err(|e| match e {
-                crate::proposal::ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
-                crate::proposal::ProposalError::Malformed => IkeError::Malformed,
-                _ => IkeError::NoProposalChosen,
-            })?;
+        // RFC 9370 §2.2.1: additional key exchanges only with an initiator
+        // that can run IKE_INTERMEDIATE.
+        let ours = if found.has(NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED) {
+            ike_offers(&self.conn)
+        } else {
+            ike_offers_without_additional_ke(&self.conn)
+        };
+        let negotiated = select_ike_for_kei(&ours, sa_payload, ke.group).map_err(|e| match e {
+            crate::proposal::ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
+            crate::proposal::ProposalError::Malformed => IkeError::Malformed,
+            _ => IkeError::NoProposalChosen,
+        })?;
         let group = KeGroup::try_from(ke.group).map_err(|_| IkeError::InvalidKe(negotiated.ke))?;
         // A public value of the wrong size is a malformed KE payload (§3.4).
         let kex = respond(ctx.provider, group, &ke.data, &mut *ctx.rng)
@@ -534,6 +586,7 @@ impl IkeSa {
             spi_r: self.spi_r.to_be_bytes(),
         };
         let sa_answer = negotiated.answer_payload(None);
+        let additional = negotiated.additional_exchanges().collect();
         match SaCrypto::from_init(ctx, negotiated, &kex.shared_secret, &inputs, false) {
             Ok(crypto) => self.crypto = Some(crypto),
             Err(e) => {
@@ -549,12 +602,22 @@ impl IkeSa {
             }),
             Payload::Nonce(NoncePayload { data: nr.clone() }),
         ];
-        Ok(InitAnswer { payloads, nr })
+        Ok(InitAnswer {
+            payloads,
+            nr,
+            additional,
+        })
     }
 
-    /// SAr1, KEr, Nr and the notifies (NAT detection, capabilities) and
-    /// CERTREQ of the responder's answer.
-    fn init_answer_payloads(&self, ctx: &mut Ctx<'_>, negotiated: [Payload; 3]) -> Vec<Payload> {
+    /// SAr1, KEr, Nr and the notifies (NAT detection, capabilities,
+    /// IKE_INTERMEDIATE when `intermediate`) and CERTREQ of the
+    /// responder's answer.
+    fn init_answer_payloads(
+        &self,
+        ctx: &mut Ctx<'_>,
+        negotiated: [Payload; 3],
+        intermediate: bool,
+    ) -> Vec<Payload> {
         let mut payloads = Vec::from(negotiated);
         let forge = self.conn.force_encap;
         payloads.extend(nat_notifies(
@@ -566,12 +629,13 @@ impl IkeSa {
             forge,
         ));
         payloads.extend(capability_notifies(&self.conn, self.fragmentation));
-        if self.conn.send_certreq && matches!(self.conn.remote_auth, RemoteAuth::Signature { .. }) {
-            payloads.push(Payload::CertReq(CertReqPayload {
-                encoding: CertEncoding::X509_SIGNATURE,
-                authorities: Vec::new(),
-            }));
+        if intermediate {
+            payloads.push(notify(
+                NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED,
+                Vec::new(),
+            ));
         }
+        payloads.extend(certificate_request(&self.conn));
         payloads
     }
 }

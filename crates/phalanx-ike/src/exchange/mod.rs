@@ -2,6 +2,8 @@
 //!
 //! - [`init`]: IKE_SA_INIT, both roles, cookies and NAT detection
 //!   (RFC 7296 §1.2, §2.6, §2.10, §2.23);
+//! - [`intermediate`]: IKE_INTERMEDIATE with RFC 9370 additional key
+//!   exchanges, both roles (RFC 9242, RFC 9370 §2.2.2);
 //! - [`auth`]: IKE_AUTH, both roles (§1.2, §2.15, §3.5–§3.8);
 //! - [`child`]: Child SA negotiation shared by IKE_AUTH and CREATE_CHILD_SA
 //!   (§1.2, §2.9, §2.17);
@@ -19,6 +21,7 @@ pub(crate) mod create_child;
 pub(crate) mod ike_rekey;
 pub(crate) mod info;
 pub(crate) mod init;
+pub(crate) mod intermediate;
 
 use phalanx_wire::ike::iana::NotifyType;
 use phalanx_wire::ike::{

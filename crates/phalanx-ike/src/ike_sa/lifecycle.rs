@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::counters::Counter;
 use crate::events::SaEvent;
 use crate::ike_sa::window::retransmit_timeout;
-use crate::ike_sa::{Ctx, IkeSa, State, Task};
+use crate::ike_sa::{Ctx, IkeSa, Pending, State, Task};
 use crate::limits::{MAX_QUEUED_REQUESTS, MESSAGE_ID_REKEY_THRESHOLD};
 use crate::timers::{ChildTimer, IkeTimer, TimerTable};
 
@@ -32,7 +32,7 @@ impl IkeSa {
         self.timers.set(IkeTimer::Retry, next);
     }
 
-    /// Starts queued work while the window is free.
+    /// Starts queued work while the window has room (RFC 7296 §2.3).
     pub(crate) fn pump(&mut self, ctx: &mut Ctx<'_>) {
         if self.window.next_request_id >= MESSAGE_ID_REKEY_THRESHOLD
             && self.is_established()
@@ -41,7 +41,7 @@ impl IkeSa {
             // RFC 7296 §2.2: rekey before Message IDs run out.
             self.tasks.push_front(Task::RekeyIke { retries: 0 });
         }
-        while self.window.is_free() {
+        while self.window.has_room(ctx.limits.window_size) {
             let ready = match self.state {
                 State::Established => true,
                 State::Rekeyed => matches!(self.tasks.front(), Some(Task::DeleteIke)),
@@ -50,11 +50,56 @@ impl IkeSa {
             if !ready {
                 return;
             }
-            let Some(task) = self.tasks.pop_front() else {
+            let Some(task) = self.next_startable().and_then(|i| self.tasks.remove(i)) else {
                 return;
             };
             self.start_task(ctx, task);
         }
+    }
+
+    /// The first queued task that may start beside the requests in
+    /// flight. With a window above one several exchanges run at once;
+    /// these rules keep them from crossing: rekeying or deleting the IKE
+    /// SA runs alone, and waits at the head of the queue until nothing is
+    /// outstanding; work on a Child SA waits while another request works
+    /// on the same one.
+    fn next_startable(&self) -> Option<usize> {
+        let alone = |p: &Pending| matches!(p, Pending::RekeyIke(_) | Pending::DeleteIke);
+        if self.window.any_pending(alone) {
+            return None;
+        }
+        for (i, task) in self.tasks.iter().enumerate() {
+            if matches!(task, Task::RekeyIke { .. } | Task::DeleteIke) {
+                return self.window.is_idle().then_some(i);
+            }
+            if !self.crosses(task) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Whether `task` works on what an outstanding request works on.
+    fn crosses(&self, task: &Task) -> bool {
+        self.window.any_pending(|p| match (task, p) {
+            (Task::CreateChild { child, .. }, Pending::Child(offer)) => {
+                offer.rekey_of.is_none() && offer.config == *child
+            }
+            (Task::RekeyChild { spi_in, .. }, Pending::Child(offer)) => {
+                offer.rekey_of == Some(*spi_in)
+            }
+            (Task::RekeyChild { spi_in, .. }, Pending::DeleteChildren(spis)) => {
+                spis.contains(spi_in)
+            }
+            (Task::DeleteChildren { spis }, Pending::Child(offer)) => {
+                offer.rekey_of.is_some_and(|old| spis.contains(&old))
+            }
+            (Task::DeleteChildren { spis }, Pending::DeleteChildren(sent)) => {
+                spis.iter().any(|spi| sent.contains(spi))
+            }
+            (Task::Dpd, Pending::Informational) => true,
+            _ => false,
+        })
     }
 
     /// Starts one task; some turn out to be moot and send nothing.
@@ -120,33 +165,43 @@ impl IkeSa {
         }
     }
 
-    /// Resends the outstanding request, or gives up on the peer
-    /// (RFC 7296 §2.1, §2.4).
+    /// Resends the outstanding requests that are due, or gives up on the
+    /// peer (RFC 7296 §2.1, §2.4).
     fn retransmit(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(out) = self.window.outstanding.as_mut() else {
-            return;
-        };
-        if out.tries >= ctx.limits.retransmit_tries {
+        let now = ctx.now;
+        let spent = self
+            .window
+            .outstanding
+            .iter()
+            .any(|o| o.retransmit_at <= now && o.tries >= ctx.limits.retransmit_tries);
+        if spent {
             self.peer_dead(ctx);
             return;
         }
-        out.tries += 1;
-        let at = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, out.tries);
-        let datagrams = out.datagrams.clone();
-        ctx.count(Counter::RetransmitsSent);
+        let mut datagrams = Vec::new();
+        for out in self.window.outstanding.iter_mut() {
+            if out.retransmit_at > now {
+                continue;
+            }
+            out.tries += 1;
+            out.retransmit_at = retransmit_timeout(now, ctx.limits.retransmit_base, out.tries);
+            datagrams.extend(out.datagrams.iter().cloned());
+            ctx.count(Counter::RetransmitsSent);
+        }
         for datagram in datagrams {
             ctx.transmit(self.local, self.remote, datagram);
         }
-        self.timers.set(IkeTimer::Retransmit, at);
+        self.arm_retransmit();
     }
 
     /// No answer after every retransmission: the IKE SA is dead.
     fn peer_dead(&mut self, ctx: &mut Ctx<'_>) {
-        self.window.outstanding = None;
+        self.window.outstanding.clear();
         match self.state {
-            State::InitSent(_) | State::AuthSent(_) | State::HalfOpen(_) => {
-                self.fail(ctx, "peer not answering")
-            }
+            State::InitSent(_)
+            | State::Intermediate(_)
+            | State::AuthSent(_)
+            | State::HalfOpen(_) => self.fail(ctx, "peer not answering"),
             State::Established | State::Rekeyed => {
                 ctx.count(Counter::IkeSasDead);
                 self.down(ctx, "peer not answering (dead peer)");
@@ -161,7 +216,7 @@ impl IkeSa {
         }
         if matches!(
             self.state,
-            State::InitSent(_) | State::AuthSent(_) | State::HalfOpen(_)
+            State::InitSent(_) | State::Intermediate(_) | State::AuthSent(_) | State::HalfOpen(_)
         ) {
             self.fail(ctx, "establishment timed out");
         }
@@ -231,7 +286,7 @@ impl IkeSa {
         self.remove_children(ctx);
         self.transition(ctx, State::Closed);
         self.timers = TimerTable::default();
-        self.window.outstanding = None;
+        self.window.outstanding.clear();
         self.tasks.clear();
         self.delayed.clear();
     }

@@ -36,9 +36,10 @@ use crate::counters::Counter;
 use crate::events::{Datagram, IkeSaInfo, IkeSaState, SaEvent};
 use crate::exchange::auth::AuthSent;
 use crate::exchange::init::{HalfOpen, InitSent};
+use crate::exchange::intermediate::{received_blob, Intermediate};
 use crate::limits::NATT_PORT;
 use crate::proposal::NegotiatedIke;
-use crate::protect::{ProtectError, Protection, Reassembler};
+use crate::protect::{Opened, ProtectError, Protection, Reassembler};
 use crate::timers::{IkeTimer, TimerTable};
 
 pub(crate) use child::{ChildSa, ChildStatus};
@@ -50,6 +51,9 @@ use window::{retransmit_timeout, Outstanding, RequestId, Window};
 pub(crate) enum State {
     /// Initiator: IKE_SA_INIT sent.
     InitSent(Box<InitSent>),
+    /// Initiator: an IKE_INTERMEDIATE additional key exchange sent
+    /// (RFC 9370 §2.2.2).
+    Intermediate(Box<Intermediate>),
     /// Initiator: IKE_AUTH sent.
     AuthSent(Box<AuthSent>),
     /// Responder: IKE_SA_INIT answered, IKE_AUTH awaited.
@@ -85,6 +89,9 @@ pub(crate) enum AfterSend {
     InstallOutbound(u32),
     /// The IKE SA is finished; linger to answer retransmissions.
     Close,
+    /// Protect everything from now on with these keys (responder, after
+    /// an IKE_INTERMEDIATE additional key exchange, RFC 9370 §2.2.2).
+    SwitchKeys(Box<IkeSaKeys>),
 }
 
 /// A response to send, and what follows it.
@@ -125,7 +132,7 @@ pub(crate) struct IkeSa {
     pub(crate) state: State,
     /// Keys, once IKE_SA_INIT completed.
     pub(crate) crypto: Option<SaCrypto>,
-    /// Message IDs, outstanding request, response cache.
+    /// Message IDs, outstanding requests, response cache (RFC 7296 §2.3).
     pub(crate) window: Window,
     /// Its Child SAs.
     pub(crate) children: Vec<ChildSa>,
@@ -319,15 +326,24 @@ impl IkeSa {
         for datagram in &datagrams {
             ctx.transmit(self.local, self.remote, datagram.clone());
         }
-        self.window.outstanding = Some(Outstanding {
+        let retransmit_at = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, 0);
+        self.window.outstanding.push(Outstanding {
             id,
             exchange,
             datagrams,
             tries: 0,
+            retransmit_at,
             pending,
         });
-        let at = retransmit_timeout(ctx.now, ctx.limits.retransmit_base, 0);
-        self.timers.set(IkeTimer::Retransmit, at);
+        self.arm_retransmit();
+    }
+
+    /// Arms the retransmission timer for the earliest outstanding request.
+    pub(crate) fn arm_retransmit(&mut self) {
+        match self.window.next_retransmit() {
+            Some(at) => self.timers.set(IkeTimer::Retransmit, at),
+            None => self.timers.stop(IkeTimer::Retransmit),
+        }
     }
 
     /// Sends an encrypted response and caches it for retransmitted
@@ -391,18 +407,31 @@ impl IkeSa {
                 self.handle_init_response(ctx, dgram, hdr);
                 self.pump(ctx);
             }
-            (State::HalfOpen(_), false) => self.resend_response(ctx),
+            (State::HalfOpen(_), false) => self.resend_init_response(ctx),
             _ => ctx.count(Counter::UnexpectedResponse),
         }
     }
 
-    /// Resends our last response (RFC 7296 §2.1: never reprocess).
-    pub(crate) fn resend_response(&mut self, ctx: &mut Ctx<'_>) {
-        let Some((_, datagrams)) = &self.window.last_response else {
+    /// Resends our IKE_SA_INIT answer to a retransmitted request. After
+    /// IKE_INTERMEDIATE exchanges the cached last response is another
+    /// message, so the answer kept in the half-open state is sent.
+    pub(crate) fn resend_init_response(&mut self, ctx: &mut Ctx<'_>) {
+        let State::HalfOpen(st) = &self.state else {
             return;
         };
         ctx.count(Counter::RetransmitsAnswered);
-        for datagram in datagrams.clone() {
+        ctx.transmit(self.local, self.remote, st.response.clone());
+    }
+
+    /// Resends our response to the request with Message ID `id`
+    /// (RFC 7296 §2.1: never reprocess).
+    pub(crate) fn resend_response(&mut self, ctx: &mut Ctx<'_>, id: u32) {
+        let Some(datagrams) = self.window.cached_response(id) else {
+            return;
+        };
+        let datagrams = datagrams.to_vec();
+        ctx.count(Counter::RetransmitsAnswered);
+        for datagram in datagrams {
             ctx.transmit(self.local, self.remote, datagram);
         }
     }
@@ -412,11 +441,7 @@ impl IkeSa {
     /// counted; the caller answers [`ProtectError::InvalidSyntax`] (a
     /// request that verified but does not parse, RFC 7296 §2.21.2) and
     /// drops the rest.
-    fn open(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        bytes: &[u8],
-    ) -> Result<Option<Vec<Payload>>, ProtectError> {
+    fn open(&mut self, ctx: &mut Ctx<'_>, bytes: &[u8]) -> Result<Option<Opened>, ProtectError> {
         let crypto = self.crypto.as_mut().ok_or(ProtectError::NotEncrypted)?;
         let fragment = IkeHeader::new_checked(bytes)
             .map(|h| h.next_payload() == PayloadType::SKF)
@@ -438,7 +463,7 @@ impl IkeSa {
             crypto.protection.open(bytes)
         };
         match opened {
-            Ok(opened) => Ok(Some(opened.payloads)),
+            Ok(opened) => Ok(Some(opened)),
             Err(e) => {
                 let counter = match e {
                     ProtectError::Integrity => Counter::IntegrityFailed,
@@ -456,21 +481,24 @@ impl IkeSa {
             RequestId::New => {}
             RequestId::Retransmit => {
                 if first_fragment_or_whole(dgram.bytes) {
-                    self.resend_response(ctx);
+                    self.resend_response(ctx, hdr.message_id);
                 }
                 return;
             }
+            // Reordered within our window: processed when it comes again
+            // after the one before it.
+            RequestId::Ahead => return,
             RequestId::OutOfWindow => {
                 ctx.count(Counter::InvalidMessageId);
                 return;
             }
         }
         let reply = match self.open(ctx, dgram.bytes) {
-            Ok(Some(payloads)) => {
+            Ok(Some(opened)) => {
                 self.heard(ctx, dgram);
                 ctx.count_exchange(hdr.exchange_type, false, false);
-                ctx.count_received_notifies(&payloads);
-                self.dispatch_request(ctx, hdr, &payloads)
+                ctx.count_received_notifies(&opened.payloads);
+                self.dispatch_request(ctx, hdr, &opened, dgram.bytes)
             }
             Ok(None) => return,
             Err(ProtectError::InvalidSyntax) => {
@@ -489,13 +517,15 @@ impl IkeSa {
         }
     }
 
-    /// Routes a verified request to its exchange.
+    /// Routes a verified request (`datagram`, opened) to its exchange.
     fn dispatch_request(
         &mut self,
         ctx: &mut Ctx<'_>,
         hdr: &IkeHeaderRepr,
-        payloads: &[Payload],
+        opened: &Opened,
+        datagram: &[u8],
     ) -> Reply {
+        let payloads = &opened.payloads;
         if let Some(ty) = unsupported_critical(payloads) {
             // RFC 7296 §2.5: refuse the whole message.
             ctx.count(Counter::UnsupportedCritical);
@@ -509,8 +539,12 @@ impl IkeSa {
             ExchangeType::IKE_AUTH => self.process_auth_request(ctx, payloads),
             ExchangeType::CREATE_CHILD_SA => self.process_create_child_request(ctx, payloads),
             ExchangeType::INFORMATIONAL => self.process_informational_request(ctx, payloads),
+            ExchangeType::IKE_INTERMEDIATE => {
+                let blob = received_blob(datagram, opened);
+                self.process_intermediate_request(ctx, hdr.message_id, payloads, blob.as_deref())
+            }
             _ => {
-                // An exchange we do not implement (IKE_INTERMEDIATE, …):
+                // An exchange we do not implement (IKE_FOLLOWUP_KE, …):
                 // answer empty so the peer's window moves on.
                 ctx.count(Counter::UnexpectedExchange);
                 Reply::default()
@@ -526,37 +560,49 @@ impl IkeSa {
                 }
             }
             AfterSend::Close => self.close_and_linger(ctx),
+            AfterSend::SwitchKeys(keys) => {
+                if let Err(e) = self.switch_keys(ctx, *keys) {
+                    self.fail(ctx, &format!("IKE_INTERMEDIATE: {e}"));
+                }
+            }
         }
     }
 
     /// The response to our outstanding request (RFC 7296 §2.1).
     fn handle_response(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
-        let matches = self
+        if self
             .window
-            .outstanding
-            .as_ref()
-            .is_some_and(|o| o.id == hdr.message_id && o.exchange == hdr.exchange_type);
-        if !matches {
+            .find(hdr.message_id, hdr.exchange_type)
+            .is_none()
+        {
             ctx.count(Counter::UnexpectedResponse);
             return;
         }
-        let Ok(Some(payloads)) = self.open(ctx, dgram.bytes) else {
+        let Ok(Some(opened)) = self.open(ctx, dgram.bytes) else {
             return;
         };
-        let Some(outstanding) = self.window.outstanding.take() else {
+        let payloads = &opened.payloads;
+        let Some(outstanding) = self
+            .window
+            .take_outstanding(hdr.message_id, hdr.exchange_type)
+        else {
             return;
         };
-        self.timers.stop(IkeTimer::Retransmit);
+        self.arm_retransmit();
         self.heard(ctx, dgram);
         ctx.count_exchange(hdr.exchange_type, true, false);
-        ctx.count_received_notifies(&payloads);
+        ctx.count_received_notifies(payloads);
         match outstanding.pending {
             Pending::Init => {}
-            Pending::Auth => self.process_auth_response(ctx, &payloads),
-            Pending::Child(offer) => self.process_child_response(ctx, *offer, &payloads),
-            Pending::RekeyIke(offer) => self.process_ike_rekey_response(ctx, *offer, &payloads),
+            Pending::Intermediate => {
+                let blob = received_blob(dgram.bytes, &opened);
+                self.process_intermediate_response(ctx, payloads, blob)
+            }
+            Pending::Auth => self.process_auth_response(ctx, payloads),
+            Pending::Child(offer) => self.process_child_response(ctx, *offer, payloads),
+            Pending::RekeyIke(offer) => self.process_ike_rekey_response(ctx, *offer, payloads),
             Pending::DeleteChildren(spis) => {
-                self.process_delete_children_response(ctx, &spis, &payloads)
+                self.process_delete_children_response(ctx, &spis, payloads)
             }
             Pending::DeleteIke => self.close_after_delete(ctx),
             Pending::Informational => {}
@@ -619,7 +665,8 @@ impl IkeSa {
     /// The status snapshot for `phalanxctl`.
     pub(crate) fn info(&self) -> IkeSaInfo {
         let state = match &self.state {
-            State::InitSent(_) => IkeSaState::InitSent,
+            // IKE_INTERMEDIATE comes between IKE_SA_INIT and IKE_AUTH.
+            State::InitSent(_) | State::Intermediate(_) => IkeSaState::InitSent,
             State::AuthSent(_) => IkeSaState::AuthSent,
             State::HalfOpen(_) => IkeSaState::HalfOpen,
             State::Established if self.rekey_in_flight() => IkeSaState::Rekeying,
@@ -657,9 +704,7 @@ impl IkeSa {
     /// Whether our rekey of this IKE SA is in flight.
     pub(crate) fn rekey_in_flight(&self) -> bool {
         self.window
-            .outstanding
-            .as_ref()
-            .is_some_and(|o| matches!(o.pending, Pending::RekeyIke(_)))
+            .any_pending(|p| matches!(p, Pending::RekeyIke(_)))
     }
 
     /// The SA mode for a child: transport, or tunnel between the IKE
@@ -681,8 +726,12 @@ impl IkeSa {
 fn describe_suite(crypto: &SaCrypto) -> String {
     let n = &crypto.negotiated;
     let integ = n.integ.map(|i| format!(", {i:?}")).unwrap_or_default();
+    let additional: String = n
+        .additional_exchanges()
+        .map(|ke| format!(" + {ke:?}"))
+        .collect();
     format!(
-        "{:?}/{}{integ}, {:?}, {:?}",
+        "{:?}/{}{integ}, {:?}, {:?}{additional}",
         n.encr.id, n.encr.key_bits, n.prf, n.ke
     )
 }

@@ -49,6 +49,9 @@ pub(crate) enum Task {
 pub(crate) enum Pending {
     /// IKE_SA_INIT; the state holds the rest.
     Init,
+    /// IKE_INTERMEDIATE with an additional key exchange; the state holds
+    /// the rest.
+    Intermediate,
     /// IKE_AUTH; the state holds the rest.
     Auth,
     /// CREATE_CHILD_SA for a new or rekeyed Child SA.

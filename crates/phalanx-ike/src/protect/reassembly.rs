@@ -186,16 +186,15 @@ impl Reassembler {
             return Ok(None);
         }
         let done = self.partial.remove(index);
-        let payloads = parse_payloads(
-            done.first_inner.unwrap_or(PayloadType::NONE),
-            &done.joined(),
-        )
-        .map_err(|_| ProtectError::InvalidSyntax)?;
+        let plaintext = done.joined();
+        let payloads = parse_payloads(done.first_inner.unwrap_or(PayloadType::NONE), &plaintext)
+            .map_err(|_| ProtectError::InvalidSyntax)?;
         Ok(Some(Opened {
             header,
             unencrypted: located.unencrypted,
             payloads,
             fragments: total,
+            plaintext,
         }))
     }
 
