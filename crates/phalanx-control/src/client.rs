@@ -58,7 +58,7 @@ impl Client {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         if let Err(e) = self
             .writer
-            .write_all(encode_request(id, request).as_bytes())
+            .write_all(encode_request(id, &request).as_bytes())
         {
             // A daemon that refuses the connection (busy) answers and closes
             // before reading: the write fails, yet its answer is waiting.
@@ -84,7 +84,7 @@ impl Client {
             });
         }
         let response = envelope.outcome.map_err(ControlError::Remote)?;
-        if !response.answers(request) {
+        if !response.answers(&request) {
             return Err(ControlError::UnexpectedResponse);
         }
         Ok(response)

@@ -29,8 +29,16 @@ pub const MAX_REQUEST_LINE_BYTES: usize = 64 * 1024;
 /// policy, so the bound is generous: about 100,000 SAs.
 pub const MAX_RESPONSE_LINE_BYTES: usize = 64 * 1024 * 1024;
 
+/// A request as written.
+#[derive(Serialize)]
+struct RequestOut<'a> {
+    version: u32,
+    id: u64,
+    request: &'a Request,
+}
+
 /// A decoded request line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestEnvelope {
     /// Always [`PROTOCOL_VERSION`] once decoded.
     pub version: u32,
@@ -98,8 +106,8 @@ fn to_line<T: Serialize>(value: &T) -> String {
 }
 
 /// Encodes request `id` asking `request`.
-pub fn encode_request(id: u64, request: Request) -> String {
-    to_line(&RequestEnvelope {
+pub fn encode_request(id: u64, request: &Request) -> String {
+    to_line(&RequestOut {
         version: PROTOCOL_VERSION,
         id,
         request,

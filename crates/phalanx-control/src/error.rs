@@ -27,6 +27,15 @@ impl ErrorCode {
     pub const RELOAD_FAILED: ErrorCode = ErrorCode(6);
     /// The daemon failed to answer for a reason of its own.
     pub const INTERNAL: ErrorCode = ErrorCode(7);
+    /// No connection of that name is configured.
+    pub const UNKNOWN_CONNECTION: ErrorCode = ErrorCode(8);
+    /// The IKE request failed (the message says why: no remote address,
+    /// authentication failed, peer unreachable, ...).
+    pub const IKE_FAILED: ErrorCode = ErrorCode(9);
+    /// IKE did not answer within the wait; the request may still complete.
+    pub const TIMED_OUT: ErrorCode = ErrorCode(10);
+    /// IKE is not enabled in this daemon (no `[ike]` or `[[connection]]`).
+    pub const IKE_DISABLED: ErrorCode = ErrorCode(11);
 
     /// A snake_case name, or `"unknown"` for codes this build lacks.
     pub const fn name(self) -> &'static str {
@@ -38,6 +47,10 @@ impl ErrorCode {
             5 => "busy",
             6 => "reload_failed",
             7 => "internal",
+            8 => "unknown_connection",
+            9 => "ike_failed",
+            10 => "timed_out",
+            11 => "ike_disabled",
             _ => "unknown",
         }
     }

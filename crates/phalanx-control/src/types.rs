@@ -4,10 +4,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ike::{ActionResult, IkeSaReport};
+
 /// What a client asks the daemon.
 ///
-/// On the wire an object tagged by `type`: `{"type":"status"}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// On the wire an object tagged by `type`: `{"type":"status"}`,
+/// `{"type":"initiate","connection":"site-b","wait_seconds":20}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Request {
@@ -23,17 +26,39 @@ pub enum Request {
     /// Re-read the configuration file and apply it atomically:
     /// answered with [`Response::Reload`] or an error that changed nothing.
     Reload,
+    /// Every IKE SA with its Child SAs: answered with [`Response::Ike`].
+    Ike,
+    /// Start IKE for a connection: answered with [`Response::Initiate`]
+    /// once the request is queued, or, with `wait_seconds`, once the IKE
+    /// SA and all its Child SAs are up (an error names the reason when
+    /// they are not).
+    Initiate {
+        /// The connection's name (`[[connection]] name`).
+        connection: String,
+        /// How long to wait for the SAs; `None`: do not wait.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_seconds: Option<u32>,
+    },
+    /// Delete a connection's IKE SAs and their Child SAs (INFORMATIONAL
+    /// Delete): answered with [`Response::Terminate`].
+    Terminate {
+        /// The connection's name.
+        connection: String,
+    },
 }
 
 impl Request {
     /// The wire name of the request (`"status"`, `"sas"`, ...).
-    pub const fn name(self) -> &'static str {
+    pub const fn name(&self) -> &'static str {
         match self {
             Request::Status => "status",
             Request::Sas => "sas",
             Request::Policies => "policies",
             Request::Counters => "counters",
             Request::Reload => "reload",
+            Request::Ike => "ike",
+            Request::Initiate { .. } => "initiate",
+            Request::Terminate { .. } => "terminate",
         }
     }
 }
@@ -63,11 +88,17 @@ pub enum Response {
     Counters(CounterReport),
     /// Answer to [`Request::Reload`].
     Reload(ReloadSummary),
+    /// Answer to [`Request::Ike`].
+    Ike(Vec<IkeSaReport>),
+    /// Answer to [`Request::Initiate`].
+    Initiate(ActionResult),
+    /// Answer to [`Request::Terminate`].
+    Terminate(ActionResult),
 }
 
 impl Response {
     /// Whether this is the kind of answer `request` calls for.
-    pub fn answers(&self, request: Request) -> bool {
+    pub fn answers(&self, request: &Request) -> bool {
         matches!(
             (self, request),
             (Response::Status(_), Request::Status)
@@ -75,6 +106,9 @@ impl Response {
                 | (Response::Policies(_), Request::Policies)
                 | (Response::Counters(_), Request::Counters)
                 | (Response::Reload(_), Request::Reload)
+                | (Response::Ike(_), Request::Ike)
+                | (Response::Initiate(_), Request::Initiate { .. })
+                | (Response::Terminate(_), Request::Terminate { .. })
         )
     }
 
@@ -88,6 +122,8 @@ impl Response {
             Response::Policies(p) => serde_json::to_value(p),
             Response::Counters(c) => serde_json::to_value(c),
             Response::Reload(r) => serde_json::to_value(r),
+            Response::Ike(i) => serde_json::to_value(i),
+            Response::Initiate(a) | Response::Terminate(a) => serde_json::to_value(a),
         };
         result.unwrap_or(serde_json::Value::Null)
     }
@@ -231,6 +267,10 @@ pub struct CounterReport {
     pub daemon: Vec<NamedCounter>,
     /// Per-worker load.
     pub workers: Vec<WorkerLoad>,
+    /// IKE counters (every exchange, error and Notify sent or received,
+    /// by name); empty from a daemon without IKE, absent from older ones.
+    #[serde(default)]
+    pub ike: Vec<NamedCounter>,
 }
 
 /// How many packets were dropped for one reason.

@@ -2,7 +2,9 @@
 //!
 //! Speaks the `phalanx-control` protocol over the daemon's Unix socket and
 //! prints each answer as aligned tables, or with `--json` as the answer's
-//! JSON payload (one document on stdout, for scripts).
+//! JSON payload (one document on stdout, for scripts). Commands: `status`,
+//! `sas`, `policies`, `counters`, `reload`, and for IKE `ike`,
+//! `initiate NAME [--wait SECONDS]`, `terminate NAME`.
 //!
 //! Exit status: 0 on success, 1 when the daemon answered with an error
 //! (for example a refused reload: nothing changed), 2 for a usage error,
@@ -45,7 +47,7 @@ struct Cli {
 const EXIT_HELP: &str = "Exit status: 0 success, 1 the daemon refused (nothing changed), \
 2 usage error, 3 daemon unreachable or unreadable answer.";
 
-#[derive(Clone, Copy, Debug, Subcommand)]
+#[derive(Clone, Debug, Subcommand)]
 enum Command {
     /// Daemon version, uptime, configuration and sizes.
     Status,
@@ -53,20 +55,53 @@ enum Command {
     Sas,
     /// Installed policies.
     Policies,
-    /// Every drop reason (zeros too), daemon counters and worker load.
+    /// Every drop reason (zeros too), daemon counters, worker load and the
+    /// IKE counters.
     Counters,
     /// Re-read the configuration file; a broken file changes nothing.
     Reload,
+    /// IKE SAs with their Child SAs (SPIs, algorithms, selectors, traffic).
+    Ike,
+    /// Start IKE for a connection.
+    Initiate {
+        /// The connection's name (`[[connection]] name`).
+        name: String,
+        /// Wait up to SECONDS until its IKE SA and Child SAs are up; fail
+        /// with the reason otherwise.
+        #[arg(long, value_name = "SECONDS")]
+        wait: Option<u32>,
+    },
+    /// Delete a connection's IKE SA and Child SAs (INFORMATIONAL Delete).
+    Terminate {
+        /// The connection's name.
+        name: String,
+    },
 }
 
 impl Command {
-    fn request(self) -> Request {
+    fn request(&self) -> Request {
         match self {
             Command::Status => Request::Status,
             Command::Sas => Request::Sas,
             Command::Policies => Request::Policies,
             Command::Counters => Request::Counters,
             Command::Reload => Request::Reload,
+            Command::Ike => Request::Ike,
+            Command::Initiate { name, wait } => Request::Initiate {
+                connection: name.clone(),
+                wait_seconds: *wait,
+            },
+            Command::Terminate { name } => Request::Terminate {
+                connection: name.clone(),
+            },
+        }
+    }
+
+    /// How long the daemon may take: `--wait` plus the `--timeout` margin.
+    fn timeout(&self, base: u64) -> u64 {
+        match self {
+            Command::Initiate { wait: Some(w), .. } => base.max(1) + u64::from(*w),
+            _ => base.max(1),
         }
     }
 }
@@ -85,7 +120,7 @@ fn main() -> ExitCode {
 /// Connects, asks, and returns the answer.
 fn call(cli: &Cli) -> Result<Response, ControlError> {
     let mut client = Client::connect(&cli.socket)?;
-    client.set_timeout(Some(Duration::from_secs(cli.timeout.max(1))))?;
+    client.set_timeout(Some(Duration::from_secs(cli.command.timeout(cli.timeout))))?;
     client.call(cli.command.request())
 }
 

@@ -1,7 +1,8 @@
 //! Human-readable output for each answer.
 
 use phalanx_control::{
-    CounterReport, Direction, PolicyInfo, ReloadSummary, Response, SaInfo, Status,
+    ActionResult, CounterReport, Direction, IkeSaReport, PolicyInfo, ReloadSummary, Response,
+    SaInfo, Status,
 };
 
 use crate::table::{Align, Table};
@@ -14,6 +15,8 @@ pub(crate) fn human(response: &Response) -> String {
         Response::Policies(p) => policy_table(p),
         Response::Counters(c) => counters(c),
         Response::Reload(r) => reload(r),
+        Response::Ike(sas) => ike(sas),
+        Response::Initiate(a) | Response::Terminate(a) => action(a),
         // A newer daemon's answer kind this build cannot lay out.
         other => format!("{:#}\n", other.data_json()),
     }
@@ -163,12 +166,106 @@ fn counters(c: &CounterReport) -> String {
             w.packets.to_string(),
         ]);
     }
-    format!(
+    let mut out = format!(
         "drops ({total} in total):\n{}\ndaemon counters:\n{}\nworkers:\n{}",
         drops.render(2),
         daemon.render(2),
         workers.render(2)
-    )
+    );
+    if !c.ike.is_empty() {
+        let mut ike = Table::new(&[("NAME", Align::Left), ("COUNT", Align::Right)]);
+        for n in &c.ike {
+            ike.row(vec![n.name.clone(), n.count.to_string()]);
+        }
+        out.push_str(&format!("IKE counters:\n{}", ike.render(2)));
+    }
+    out
+}
+
+/// One block per IKE SA, its Child SAs in a table below it.
+fn ike(sas: &[IkeSaReport]) -> String {
+    if sas.is_empty() {
+        return "no IKE SAs\n".to_owned();
+    }
+    let mut out = String::new();
+    for sa in sas {
+        let role = if sa.initiator {
+            "initiator"
+        } else {
+            "responder"
+        };
+        out.push_str(&format!(
+            "{}: {} ({role}), {} <-> {}{}\n",
+            sa.connection,
+            sa.state,
+            sa.local,
+            sa.remote,
+            if sa.nat { ", UDP-encapsulated" } else { "" }
+        ));
+        out.push_str(&format!(
+            "  ids    {} <-> {}\n",
+            sa.local_id,
+            or_dash(&sa.remote_id)
+        ));
+        out.push_str(&format!("  spis   {}_i {}_r\n", sa.spi_i, sa.spi_r));
+        out.push_str(&format!("  algs   {}\n", or_dash(&sa.algorithms)));
+        out.push_str(&format!(
+            "  up     {}, rekey in {}\n",
+            sa.established_seconds
+                .map_or_else(|| "-".to_owned(), |s| format!("{} ago", duration(s))),
+            sa.rekey_in_seconds.map_or_else(|| "-".to_owned(), duration)
+        ));
+        if !sa.children.is_empty() {
+            out.push_str(&children(sa));
+        }
+    }
+    out
+}
+
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() {
+        "-"
+    } else {
+        s
+    }
+}
+
+fn children(sa: &IkeSaReport) -> String {
+    let mut t = Table::new(&[
+        ("CHILD", Align::Left),
+        ("STATE", Align::Left),
+        ("SPI IN", Align::Left),
+        ("SPI OUT", Align::Left),
+        ("ALGORITHMS", Align::Left),
+        ("LOCAL TS", Align::Left),
+        ("REMOTE TS", Align::Left),
+        ("REKEY IN", Align::Right),
+        ("IN pkts/bytes", Align::Right),
+        ("OUT pkts/bytes", Align::Right),
+    ]);
+    for c in &sa.children {
+        let mut algs = c.algorithms.clone();
+        if c.esn {
+            algs.push_str("/ESN");
+        }
+        t.row(vec![
+            c.name.clone(),
+            c.state.clone(),
+            format!("0x{:08x}", c.spi_in),
+            format!("0x{:08x}", c.spi_out),
+            algs,
+            c.local_ts.join(","),
+            c.remote_ts.join(","),
+            c.rekey_in_seconds.map_or_else(|| "-".to_owned(), duration),
+            format!("{}/{}", c.packets_in, c.bytes_in),
+            format!("{}/{}", c.packets_out, c.bytes_out),
+        ]);
+    }
+    t.render(2)
+}
+
+fn action(a: &ActionResult) -> String {
+    format!("{}: {} ({})\n", a.connection, a.outcome, a.message)
 }
 
 /// A share as a percentage with one decimal, `-` when unknown.
@@ -351,9 +448,17 @@ mod tests {
                     busy_seconds: None,
                 },
             ],
+            ike: vec![NamedCounter {
+                name: "notify_sent_cookie".into(),
+                count: 3,
+            }],
         };
         let out = human(&Response::Counters(report));
         assert!(out.starts_with("drops (2 in total):"));
+        assert!(out.contains("IKE counters:"));
+        assert!(out
+            .lines()
+            .any(|l| l.split_whitespace().eq(["notify_sent_cookie", "3"])));
         assert!(out
             .lines()
             .any(|l| l.split_whitespace().eq(["replayed", "0", "replay"])));

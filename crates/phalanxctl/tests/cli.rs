@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
 use phalanx_control::{
-    decode_request, encode_error, encode_response, CounterReport, Direction, DropCounter,
-    ErrorBody, ErrorCode, NamedCounter, PolicyInfo, ReloadSummary, Request, Response, SaInfo,
-    Status, WorkerLoad,
+    decode_request, encode_error, encode_response, ActionResult, ChildSaReport, CounterReport,
+    Direction, DropCounter, ErrorBody, ErrorCode, IkeSaReport, NamedCounter, PolicyInfo,
+    ReloadSummary, Request, Response, SaInfo, Status, WorkerLoad,
 };
 
 fn socket_path() -> PathBuf {
@@ -44,8 +44,71 @@ fn sa() -> SaInfo {
     }
 }
 
+fn ike_sa() -> IkeSaReport {
+    IkeSaReport {
+        connection: "site-b".into(),
+        state: "ESTABLISHED".into(),
+        initiator: true,
+        local: "192.0.2.1:4500".into(),
+        remote: "192.0.2.2:4500".into(),
+        local_id: "gw-a.example".into(),
+        remote_id: "gw-b.example".into(),
+        spi_i: "0123456789abcdef".into(),
+        spi_r: "fedcba9876543210".into(),
+        algorithms: "AES_GCM_16_128/PRF_HMAC_SHA2_256/CURVE25519".into(),
+        nat: true,
+        established_seconds: Some(65),
+        rekey_in_seconds: Some(3600),
+        children: vec![ChildSaReport {
+            name: "net".into(),
+            state: "INSTALLED".into(),
+            spi_in: 0xc1a2_b3c4,
+            spi_out: 0xd1a2_b3c4,
+            algorithms: "AES_GCM_16_128".into(),
+            esn: true,
+            mode: "tunnel".into(),
+            encap: true,
+            local_ts: vec!["10.1.0.0/24".into(), "fd01::/64".into()],
+            remote_ts: vec!["10.2.0.0/24".into()],
+            installed_seconds: 65,
+            rekey_in_seconds: Some(3000),
+            bytes_in: 840,
+            packets_in: 10,
+            bytes_out: 1680,
+            packets_out: 20,
+        }],
+    }
+}
+
 fn answer(request: Request, reload_ok: bool) -> Result<Response, ErrorBody> {
     Ok(match request {
+        Request::Ike => Response::Ike(vec![ike_sa()]),
+        Request::Initiate {
+            connection,
+            wait_seconds,
+        } if connection == "site-b" => Response::Initiate(ActionResult {
+            connection,
+            outcome: if wait_seconds.is_some() {
+                "established"
+            } else {
+                "queued"
+            }
+            .into(),
+            message: format!("waited {wait_seconds:?}"),
+        }),
+        Request::Initiate { connection, .. } | Request::Terminate { connection }
+            if connection != "site-b" =>
+        {
+            return Err(ErrorBody::new(
+                ErrorCode::UNKNOWN_CONNECTION,
+                format!("no connection {connection:?}"),
+            ))
+        }
+        Request::Terminate { connection } => Response::Terminate(ActionResult {
+            connection,
+            outcome: "terminating".into(),
+            message: "INFORMATIONAL Delete sent".into(),
+        }),
         Request::Status => Response::Status(Status {
             version: "9.9.9".into(),
             uptime_seconds: 3725,
@@ -86,6 +149,7 @@ fn answer(request: Request, reload_ok: bool) -> Result<Response, ErrorBody> {
                 busy_avg: Some(0.25),
                 busy_seconds: Some(9.0),
             }],
+            ike: vec![],
         }),
         Request::Reload if reload_ok => Response::Reload(ReloadSummary {
             added: vec!["new-sa".into()],
@@ -221,6 +285,41 @@ fn socket_from_the_environment() {
         .output()
         .expect("run phalanxctl");
     assert!(stdout(&out).contains("9.9.9"));
+    drop(std::fs::remove_file(socket));
+}
+
+#[test]
+fn ike_commands() {
+    let socket = fake_daemon(true);
+    let ike = stdout(&phalanxctl(&socket, &["ike"]));
+    for part in [
+        "site-b: ESTABLISHED (initiator)",
+        "0123456789abcdef_i",
+        "AES_GCM_16_128/PRF_HMAC_SHA2_256/CURVE25519",
+        "0xc1a2b3c4",
+        "0xd1a2b3c4",
+        "AES_GCM_16_128/ESN",
+        "10.1.0.0/24,fd01::/64",
+        "10/840",
+        "1m 5s ago",
+    ] {
+        assert!(ike.contains(part), "{part} missing in\n{ike}");
+    }
+    let json = stdout(&phalanxctl(&socket, &["ike", "--json"]));
+    let sas: Vec<IkeSaReport> = serde_json::from_str(&json).expect("IKE SA list");
+    assert_eq!(sas, vec![ike_sa()]);
+    let up = stdout(&phalanxctl(&socket, &["initiate", "site-b", "--wait", "7"]));
+    assert!(up.contains("site-b: established (waited Some(7))"), "{up}");
+    let queued = stdout(&phalanxctl(&socket, &["--json", "initiate", "site-b"]));
+    let result: ActionResult = serde_json::from_str(&queued).expect("JSON");
+    assert_eq!(result.outcome, "queued");
+    let down = stdout(&phalanxctl(&socket, &["terminate", "site-b"]));
+    assert!(down.contains("terminating"), "{down}");
+    let out = phalanxctl(&socket, &["terminate", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no connection \"nope\""));
+    let out = phalanxctl(&socket, &["initiate"]);
+    assert_eq!(out.status.code(), Some(2), "the name is required");
     drop(std::fs::remove_file(socket));
 }
 

@@ -4,9 +4,12 @@
 //! [`MAX_CONNECTIONS`] at once (the next one is told [`ErrorCode::BUSY`] and
 //! closed). A connection carries any number of requests, one JSON line each,
 //! answered in order. Lines longer than
-//! [`MAX_REQUEST_LINE_BYTES`](phalanx_control::MAX_REQUEST_LINE_BYTES) are
+//! [`MAX_REQUEST_LINE_BYTES`] are
 //! answered with [`ErrorCode::LINE_TOO_LONG`] and the connection closes;
 //! malformed lines are answered with an error and the connection stays.
+//! IKE requests (`ike`, `initiate`, `terminate`) go to the IKE thread with a
+//! bounded wait (see `crate::ike::control`): a stuck IKE thread makes them
+//! fail with `timed_out`, never hangs the connection past it.
 //!
 //! Access control is the file mode: the socket is `0600`, so only its owner
 //! (the user that started the daemon, normally root) and root can connect.
@@ -29,10 +32,12 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use phalanx_control::{
-    decode_request, encode_error, encode_response, read_line_bounded, CounterReport, ErrorBody,
-    ErrorCode, LineRead, PolicyInfo, ReloadSummary, Request, Response, SaInfo, Status,
-    MAX_REQUEST_LINE_BYTES,
+    decode_request, encode_error, encode_response, read_line_bounded, ActionResult, CounterReport,
+    ErrorBody, ErrorCode, IkeSaReport, LineRead, PolicyInfo, ReloadSummary, Request, Response,
+    SaInfo, Status, MAX_REQUEST_LINE_BYTES,
 };
+
+use crate::limits::MAX_INITIATE_WAIT_SECONDS;
 
 /// Connections served at once; more are answered `busy` and closed.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -61,6 +66,35 @@ pub trait ControlHandler: Send + Sync {
     /// Re-reads the configuration and applies it atomically; on error
     /// nothing changed and the message names file, line and field.
     fn reload(&self) -> Result<ReloadSummary, String>;
+    /// Every IKE SA with its Child SAs. The default: IKE is off.
+    fn ike(&self) -> Result<Vec<IkeSaReport>, ErrorBody> {
+        Err(ike_disabled())
+    }
+    /// Starts IKE for `connection`; with `wait`, answers when it is up or
+    /// has failed. Must not block longer than `wait` plus a few seconds,
+    /// whatever IKE does. The default: IKE is off.
+    fn initiate(
+        &self,
+        connection: &str,
+        wait: Option<Duration>,
+    ) -> Result<ActionResult, ErrorBody> {
+        let _ = (connection, wait);
+        Err(ike_disabled())
+    }
+    /// Deletes `connection`'s IKE SAs and Child SAs. The default: IKE is
+    /// off.
+    fn terminate(&self, connection: &str) -> Result<ActionResult, ErrorBody> {
+        let _ = connection;
+        Err(ike_disabled())
+    }
+}
+
+/// The error of IKE requests to a daemon without IKE.
+pub fn ike_disabled() -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::IKE_DISABLED,
+        "IKE is not enabled: the configuration has no [ike] or [[connection]]",
+    )
 }
 
 /// The running control server; dropping it stops it and removes the socket.
@@ -287,12 +321,22 @@ fn answer(line: &[u8], state: &dyn ControlHandler) -> String {
 
 /// Runs one request against the handler; a handler panic becomes an error.
 fn dispatch(request: Request, state: &dyn ControlHandler) -> Result<Response, ErrorBody> {
-    let run = AssertUnwindSafe(|| match request {
+    let run = AssertUnwindSafe(|| match &request {
         Request::Status => Ok(Response::Status(state.status())),
         Request::Sas => Ok(Response::Sas(state.sas())),
         Request::Policies => Ok(Response::Policies(state.policies())),
         Request::Counters => Ok(Response::Counters(finite_loads(state.counters()))),
         Request::Reload => reload(state),
+        Request::Ike => state.ike().map(Response::Ike),
+        Request::Initiate {
+            connection,
+            wait_seconds,
+        } => {
+            let wait = wait_seconds
+                .map(|s| Duration::from_secs(u64::from(s.min(MAX_INITIATE_WAIT_SECONDS))));
+            state.initiate(connection, wait).map(Response::Initiate)
+        }
+        Request::Terminate { connection } => state.terminate(connection).map(Response::Terminate),
         other => Err(ErrorBody::new(
             ErrorCode::UNKNOWN_REQUEST,
             format!("request {other} is not served by this daemon"),
@@ -429,6 +473,7 @@ mod tests {
                     busy_avg: Some(0.5),
                     busy_seconds: None,
                 }],
+                ike: vec![],
             }
         }
         fn reload(&self) -> Result<ReloadSummary, String> {
@@ -515,6 +560,30 @@ mod tests {
         assert!(client.call(Request::Status).is_ok());
     }
 
+    /// A daemon without IKE answers the IKE requests with `ike_disabled`.
+    #[test]
+    fn ike_requests_without_ike_are_refused() {
+        let (_daemon, server) = start();
+        let mut client = Client::connect(server.path()).expect("connect");
+        let requests = [
+            Request::Ike,
+            Request::Initiate {
+                connection: "site".into(),
+                wait_seconds: Some(1),
+            },
+            Request::Terminate {
+                connection: "site".into(),
+            },
+        ];
+        for request in requests {
+            let e = client.call(request).expect_err("IKE is off");
+            assert!(
+                matches!(e, ControlError::Remote(ref b) if b.code == ErrorCode::IKE_DISABLED),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn malformed_lines_are_answered_and_the_connection_stays() {
         let (_daemon, server) = start();
@@ -545,7 +614,7 @@ mod tests {
             assert_eq!(answer.outcome.expect_err("error").code, code);
         }
         writer
-            .write_all(encode_request(6, Request::Sas).as_bytes())
+            .write_all(encode_request(6, &Request::Sas).as_bytes())
             .expect("write");
         let mut line = String::new();
         reader.read_line(&mut line).expect("read");
@@ -624,7 +693,7 @@ mod tests {
             .collect();
         let line = raw_exchange(
             server.path(),
-            &encode_request(1, Request::Status).into_bytes(),
+            &encode_request(1, &Request::Status).into_bytes(),
         );
         let answer = decode_response(line.as_bytes()).expect("decodes");
         assert_eq!(answer.outcome.expect_err("busy").code, ErrorCode::BUSY);
@@ -640,7 +709,7 @@ mod tests {
         loop {
             let line = raw_exchange(
                 server.path(),
-                &encode_request(2, Request::Status).into_bytes(),
+                &encode_request(2, &Request::Status).into_bytes(),
             );
             if decode_response(line.as_bytes())
                 .expect("decodes")

@@ -8,12 +8,14 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use phalanx_control::{
-    CounterReport, DropCounter, NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status, WorkerLoad,
+    ActionResult, CounterReport, DropCounter, ErrorBody, IkeSaReport, NamedCounter, PolicyInfo,
+    ReloadSummary, SaInfo, Status, WorkerLoad,
 };
 
-use crate::config::Config;
-use crate::control::ControlHandler;
+use crate::config::{connection_changes, Config};
+use crate::control::{ike_disabled, ControlHandler};
 use crate::dataplane::{StatsSlot, WorkerStats};
+use crate::ike::{Failure, IkeControl};
 use crate::install::{ApplySummary, InstallError, SaStore};
 use crate::report;
 
@@ -27,6 +29,7 @@ pub struct Daemon {
     started: Instant,
     loaded_at_unix: AtomicU64,
     workers: OnceLock<Vec<Arc<StatsSlot>>>,
+    ike: OnceLock<IkeControl>,
     reloads: AtomicU64,
     reload_failures: AtomicU64,
 }
@@ -43,6 +46,7 @@ impl Daemon {
             started: Instant::now(),
             loaded_at_unix: AtomicU64::new(unix_now()),
             workers: OnceLock::new(),
+            ike: OnceLock::new(),
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
         })
@@ -64,6 +68,23 @@ impl Daemon {
         let _ = self.workers.set(slots);
     }
 
+    /// Registers the IKE thread's handle (once, after it starts).
+    pub fn attach_ike(&self, control: IkeControl) {
+        // A second call would be a wiring bug; the first registration stays.
+        let _ = self.ike.set(control);
+    }
+
+    /// The IKE thread's counters (empty without IKE).
+    pub fn ike_counters(&self) -> Vec<NamedCounter> {
+        let Some(ike) = self.ike.get() else {
+            return Vec::new();
+        };
+        let status = ike.status();
+        let mut out = crate::ike::report::counters(&status.counters);
+        out.extend(status.daemon);
+        out
+    }
+
     /// Re-reads the configuration file and applies it (SIGHUP, `phalanxctl
     /// reload`). Nothing changes on error.
     pub fn reload_file(&self) -> Result<ApplySummary, String> {
@@ -79,10 +100,13 @@ impl Daemon {
         result
     }
 
-    /// Applies an already validated configuration: its SAs and policies.
-    /// The devices cannot change without a restart, so a file whose
-    /// `[clear]` or `[protected]` section differs is refused as a whole.
-    pub fn apply(&self, new: Config) -> Result<ApplySummary, String> {
+    /// Applies an already validated configuration: its SAs and policies,
+    /// and its connections (handed to the IKE thread, which keeps the SAs
+    /// of unchanged connections and replaces the others). The devices and
+    /// sockets cannot change without a restart, so a file whose `[clear]`
+    /// or `[protected]` section or IKE port differs, or that turns IKE on,
+    /// is refused as a whole.
+    pub fn apply(&self, mut new: Config) -> Result<ApplySummary, String> {
         let mut current = self.config.lock();
         if new.clear != current.clear {
             return Err(format!(
@@ -99,13 +123,51 @@ impl Daemon {
         if new.daemon != current.daemon {
             tracing::warn!("[daemon] changed; those settings apply at the next restart");
         }
-        let summary = self
+        self.check_ike_reload(&current, &mut new)?;
+        let mut summary = self
             .store
             .apply_config(&new, Instant::now())
             .map_err(|e| format!("{}: {e} (nothing applied)", new.path.display()))?;
+        let changes = connection_changes(current.ike.as_ref(), new.ike.as_ref());
+        let named = |names: Vec<String>| names.into_iter().map(|n| format!("connection {n}"));
+        summary.added.extend(named(changes.added));
+        summary.changed.extend(named(changes.changed));
+        summary.removed.extend(named(changes.removed));
+        summary.unchanged += changes.unchanged;
+        if let Some(ike) = self.ike.get() {
+            let endpoint = new
+                .ike
+                .as_ref()
+                .map(|s| s.endpoint.clone())
+                .unwrap_or_default();
+            if let Err(e) = ike.reconfigure(endpoint) {
+                tracing::error!(error = %e.message, "the IKE thread did not take the new connections");
+            }
+        }
         *current = new;
         self.loaded_at_unix.store(unix_now(), Ordering::Relaxed);
         Ok(summary)
+    }
+
+    /// What a reload may not change about IKE (the socket is opened at
+    /// start), and the credentials an unchanged connection keeps.
+    fn check_ike_reload(&self, current: &Config, new: &mut Config) -> Result<(), String> {
+        let path = new.path.display().to_string();
+        match (&current.ike, &mut new.ike) {
+            (None, Some(_)) if self.ike.get().is_none() => Err(format!(
+                "{path}: [ike]/[[connection]] added; IKE starts at the next restart (nothing applied)"
+            )),
+            (Some(old), Some(fresh)) => {
+                if old.port != fresh.port {
+                    return Err(format!(
+                        "{path}: [ike] port changed; the IKE socket needs a restart (nothing applied)"
+                    ));
+                }
+                fresh.adopt_unchanged_credentials(old);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Every worker's counters, in worker order.
@@ -123,6 +185,10 @@ impl Daemon {
             self.reload_failures.load(Ordering::Relaxed),
         )
     }
+}
+
+fn error_body(failure: Failure) -> ErrorBody {
+    ErrorBody::new(failure.code, failure.message)
 }
 
 fn unix_now() -> u64 {
@@ -217,7 +283,33 @@ impl ControlHandler for Daemon {
             drops,
             daemon,
             workers,
+            ike: self.ike_counters(),
         }
+    }
+
+    fn ike(&self) -> Result<Vec<IkeSaReport>, ErrorBody> {
+        let ike = self.ike.get().ok_or_else(ike_disabled)?;
+        let status = ike.status();
+        let rt = self.store.snapshot();
+        Ok(crate::ike::report::ike_sas(
+            &status.sas,
+            &rt,
+            Instant::now(),
+        ))
+    }
+
+    fn initiate(
+        &self,
+        connection: &str,
+        wait: Option<Duration>,
+    ) -> Result<ActionResult, ErrorBody> {
+        let ike = self.ike.get().ok_or_else(ike_disabled)?;
+        ike.initiate(connection, wait).map_err(error_body)
+    }
+
+    fn terminate(&self, connection: &str) -> Result<ActionResult, ErrorBody> {
+        let ike = self.ike.get().ok_or_else(ike_disabled)?;
+        ike.terminate(connection).map_err(error_body)
     }
 
     fn reload(&self) -> Result<ReloadSummary, String> {
@@ -300,6 +392,72 @@ sa = "out1"
         assert!(err.contains("[clear] changed"), "{err}");
         assert!(Arc::ptr_eq(&before, &d.store().snapshot()));
         assert_eq!(d.config().clear.tun, "phx0");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    const IKE: &str = r#"
+[ike]
+port = 500
+
+[[connection]]
+name = "site-b"
+remote_addr = "192.0.2.2"
+auth = "psk"
+psk = "a long shared secret"
+force_encap = true
+
+[[connection.child]]
+name = "net"
+local_ts = ["10.1.0.0/24"]
+remote_ts = ["10.2.0.0/24"]
+"#;
+
+    /// IKE's socket is opened at start: a reload may not turn IKE on or
+    /// move its port; a reload that keeps the connection reports it
+    /// unchanged, one that edits it reports it changed.
+    #[test]
+    fn reloads_and_ike() {
+        let path = temp_config("ike-on", FILE);
+        let d = daemon(&path);
+        std::fs::write(&path, format!("{FILE}{IKE}")).unwrap();
+        let err = d.reload_file().unwrap_err();
+        assert!(err.contains("IKE starts at the next restart"), "{err}");
+        assert!(d.config().ike.is_none());
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+
+        let path = temp_config("ike-port", &format!("{FILE}{IKE}"));
+        let d = daemon(&path);
+        let slots = d.store().snapshot().slots.clone();
+        assert_eq!(slots.len(), 1);
+        std::fs::write(
+            &path,
+            format!("{FILE}{}", IKE.replace("port = 500", "port = 501")),
+        )
+        .unwrap();
+        let err = d.reload_file().unwrap_err();
+        assert!(err.contains("[ike] port changed"), "{err}");
+        std::fs::write(&path, format!("{FILE}{IKE}")).unwrap();
+        let summary = d.reload_file().unwrap();
+        assert!(
+            summary.changed.is_empty() && summary.added.is_empty(),
+            "{summary:?}"
+        );
+        assert_eq!(
+            summary.unchanged, 4,
+            "3 [[sa]]/[[policy]] and the connection"
+        );
+        assert_eq!(
+            *d.store().snapshot().slots,
+            *slots,
+            "the child keeps its slot"
+        );
+        std::fs::write(
+            &path,
+            format!("{FILE}{}", IKE.replace("10.2.0.0/24", "10.3.0.0/24")),
+        )
+        .unwrap();
+        let summary = d.reload_file().unwrap();
+        assert_eq!(summary.changed, ["connection site-b"]);
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 

@@ -16,7 +16,18 @@
 //! - [`SaStore::install_sa`] / [`SaStore::remove_sa`] add or remove one SA
 //!   (the IKE path): the live SADs are updated in place (read-copy-update
 //!   inside phalanx-sa), so the cost is that of one SAD update, not a
-//!   rebuild.
+//!   rebuild. An SA is usable by every worker when the call returns: the
+//!   SAD a worker reads is the same object the insert went into, so a
+//!   worker that loaded its snapshot before the call sees it too.
+//! - IKE Child SAs ([`ike`]): each configured child has a *slot*, an id in
+//!   the outbound SAD that its policies protect with and that always holds
+//!   the child's current outbound SA (every outbound SA also keeps an id
+//!   of its own). Installing a child's outbound SA switches the slot in
+//!   one atomic replace (a rekey: packets move to the new SA, the old one
+//!   stays installed until it is removed); removing the current one empties
+//!   the slot, so the policies drop as `no_outbound_sa` (and, for
+//!   `start_action = "trap"`, ask IKE for an SA through [`Trap`]).
+//!   [`SaStore::apply_config`] keeps IKE SAs and slots across reloads.
 //!
 //! Policy ids double as the index of each worker's policy hit counters
 //! ([`PolicyHits`](crate::dataplane::PolicyHits)). A policy whose
@@ -36,7 +47,11 @@ use phalanx_sa::{
     InboundSa, OutboundSa, OutboundSad, Policy, PolicyAction, PolicyId, SaError, Sad, Spd, SpdError,
 };
 
-use crate::config::{Config, Direction, PolicyConfig, PolicyTarget, SaConfig};
+use crate::config::{ChildRef, Config, Direction, PolicyConfig, PolicyTarget, SaConfig};
+
+pub mod ike;
+
+pub use ike::{ChildSlot, Trap};
 
 /// The runtime object of an installed SA.
 #[derive(Debug, Clone)]
@@ -52,6 +67,15 @@ pub enum SaHandle {
     },
 }
 
+/// Where an installed SA came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SaOrigin {
+    /// An `[[sa]]` table of the configuration.
+    Config,
+    /// IKE, for this Child SA.
+    Ike(ChildRef),
+}
+
 /// An installed SA: its definition and runtime object.
 #[derive(Debug)]
 pub struct InstalledSa {
@@ -61,6 +85,8 @@ pub struct InstalledSa {
     pub handle: SaHandle,
     /// When it was installed.
     pub installed: Instant,
+    /// Who installed it.
+    pub origin: SaOrigin,
 }
 
 /// An installed policy.
@@ -90,14 +116,29 @@ pub struct Runtime {
     pub spd: Arc<Spd>,
     /// Every installed SA.
     pub sas: Vec<Arc<InstalledSa>>,
-    /// Every installed policy, in configuration order.
+    /// Every installed policy, in configuration order (the `[[policy]]`
+    /// tables, then the policies of the IKE children).
     pub policies: Vec<InstalledPolicy>,
+    /// The IKE children's outbound slots.
+    pub slots: Arc<HashMap<ChildRef, ChildSlot>>,
+    /// The trap of each slot id whose child has `start_action = "trap"`.
+    pub traps: Arc<HashMap<u32, Arc<Trap>>>,
 }
 
 impl Runtime {
     /// The installed SA named `name`.
     pub fn sa(&self, name: &str) -> Option<&Arc<InstalledSa>> {
         self.sas.iter().find(|sa| sa.config.name == name)
+    }
+
+    /// The trap behind outbound id `id`, if it is a trap child's slot
+    /// (the data plane asks this only when the id holds no SA).
+    #[inline]
+    pub fn trap(&self, id: u32) -> Option<&Arc<Trap>> {
+        if self.traps.is_empty() {
+            return None;
+        }
+        self.traps.get(&id)
     }
 }
 
@@ -175,6 +216,15 @@ struct Writer {
     next_outbound_id: u32,
 }
 
+impl Writer {
+    /// A fresh outbound id (never 0).
+    fn allocate_id(&mut self) -> u32 {
+        let id = self.next_outbound_id;
+        self.next_outbound_id = self.next_outbound_id.wrapping_add(1).max(1);
+        id
+    }
+}
+
 /// The installed SAs and policies, published to the workers.
 #[derive(Debug)]
 pub struct SaStore {
@@ -211,8 +261,9 @@ impl SaStore {
     }
 
     /// Makes `config`'s SAs and policies the installed set, in one
-    /// publication. Unchanged SAs keep their runtime objects. On error
-    /// nothing changes.
+    /// publication. Unchanged SAs keep their runtime objects; SAs IKE
+    /// installed stay, and so do the slots of the children still
+    /// configured. On error nothing changes.
     pub fn apply_config(
         &self,
         config: &Config,
@@ -224,7 +275,7 @@ impl SaStore {
         let mut sas = Vec::with_capacity(config.sas.len());
         for sa in &config.sas {
             match current.sa(&sa.name) {
-                Some(old) if old.config.same_definition(sa) => {
+                Some(old) if old.config.same_definition(sa) && old.origin == SaOrigin::Config => {
                     summary.unchanged += 1;
                     sas.push(Arc::clone(old));
                 }
@@ -235,19 +286,26 @@ impl SaStore {
                         &mut summary.added
                     };
                     list.push(sa.name.clone());
-                    sas.push(Arc::new(build(sa, &mut writer, now)?));
+                    sas.push(Arc::new(build(sa, SaOrigin::Config, &mut writer, now)?));
                 }
             }
         }
         for old in &current.sas {
-            if config.sa(&old.config.name).is_none() {
-                summary.removed.push(old.config.name.clone());
+            match old.origin {
+                SaOrigin::Ike(_) => sas.push(Arc::clone(old)),
+                SaOrigin::Config if config.sa(&old.config.name).is_none() => {
+                    summary.removed.push(old.config.name.clone());
+                }
+                SaOrigin::Config => {}
             }
         }
         let (inbound, outbound) = sads(&sas)?;
+        let (slots, traps) = ike::place_slots(config, &current, &mut writer);
+        ike::alias_current(&slots, &sas, &outbound)?;
         let generation = current.generation + 1;
-        let policies = place_policies(&config.policies, &current.policies, generation);
-        let spd = spd(&policies, &sas)?;
+        let wanted = ike::all_policies(config);
+        let policies = place_policies(&wanted, &current.policies, generation);
+        let spd = spd(&policies, &sas, &slots)?;
         diff_policies(&current.policies, &config.policies, &mut summary);
         self.current.store(Arc::new(Runtime {
             generation,
@@ -256,6 +314,8 @@ impl SaStore {
             spd: Arc::new(spd),
             sas,
             policies,
+            slots: Arc::new(slots),
+            traps: Arc::new(traps),
         }));
         Ok(summary)
     }
@@ -263,12 +323,22 @@ impl SaStore {
     /// Installs one new SA (the IKE path). Its name must be new, and an
     /// inbound SA's SPI unused.
     pub fn install_sa(&self, sa: SaConfig, now: Instant) -> Result<(), InstallError> {
+        self.install_with_origin(sa, SaOrigin::Config, now)
+    }
+
+    /// [`install_sa`](Self::install_sa) for an SA of `origin`.
+    fn install_with_origin(
+        &self,
+        sa: SaConfig,
+        origin: SaOrigin,
+        now: Instant,
+    ) -> Result<(), InstallError> {
         let mut writer = self.writer.lock();
         let current = self.current.load_full();
         if current.sa(&sa.name).is_some() {
             return Err(InstallError::Duplicate(sa.name));
         }
-        let installed = Arc::new(build(&sa, &mut writer, now)?);
+        let installed = Arc::new(build(&sa, origin, &mut writer, now)?);
         match &installed.handle {
             SaHandle::Inbound(inbound) => current
                 .inbound
@@ -281,24 +351,27 @@ impl SaStore {
         }
         let mut sas = current.sas.clone();
         sas.push(installed);
-        self.publish_same_tables(&current, sas);
+        self.publish_same_tables(&current, sas, None);
         Ok(())
     }
 
     /// Removes the SA named `name` (the IKE path); policies that protect
     /// with it then drop their packets as `no_outbound_sa` until another
-    /// configuration names a new one.
+    /// configuration names a new one. The current outbound SA of an IKE
+    /// child leaves its slot empty.
     pub fn remove_sa(&self, name: &str) -> Result<(), InstallError> {
         let _writer = self.writer.lock();
         let current = self.current.load_full();
         let Some(old) = current.sa(name) else {
             return Err(InstallError::NotFound(name.to_owned()));
         };
+        let mut slots = None;
         match &old.handle {
             SaHandle::Inbound(sa) => {
                 current.inbound.remove(sa.spi(), sa.params.protocol);
             }
             SaHandle::Outbound { id, .. } => {
+                slots = ike::vacate_slot(&current, name);
                 current.outbound.remove(*id);
             }
         }
@@ -308,12 +381,18 @@ impl SaStore {
             .filter(|sa| sa.config.name != name)
             .cloned()
             .collect();
-        self.publish_same_tables(&current, sas);
+        self.publish_same_tables(&current, sas, slots);
         Ok(())
     }
 
-    /// Publishes `sas` with the tables of `current` (already updated in place).
-    fn publish_same_tables(&self, current: &Runtime, sas: Vec<Arc<InstalledSa>>) {
+    /// Publishes `sas` (and `slots`, when they changed) with the tables of
+    /// `current` (already updated in place).
+    fn publish_same_tables(
+        &self,
+        current: &Runtime,
+        sas: Vec<Arc<InstalledSa>>,
+        slots: Option<HashMap<ChildRef, ChildSlot>>,
+    ) {
         self.current.store(Arc::new(Runtime {
             generation: current.generation + 1,
             inbound: Arc::clone(&current.inbound),
@@ -321,12 +400,19 @@ impl SaStore {
             spd: Arc::clone(&current.spd),
             sas,
             policies: current.policies.clone(),
+            slots: slots.map_or_else(|| Arc::clone(&current.slots), Arc::new),
+            traps: Arc::clone(&current.traps),
         }));
     }
 }
 
 /// Keys the transform and creates the runtime SA.
-fn build(sa: &SaConfig, writer: &mut Writer, now: Instant) -> Result<InstalledSa, InstallError> {
+fn build(
+    sa: &SaConfig,
+    origin: SaOrigin,
+    writer: &mut Writer,
+    now: Instant,
+) -> Result<InstalledSa, InstallError> {
     let transform = SaTransform::new(
         phalanx_crypto::default_provider(),
         sa.suite(),
@@ -349,8 +435,7 @@ fn build(sa: &SaConfig, writer: &mut Writer, now: Instant) -> Result<InstalledSa
             SaHandle::Inbound(Arc::new(inbound))
         }
         Direction::Out => {
-            let id = writer.next_outbound_id;
-            writer.next_outbound_id = writer.next_outbound_id.wrapping_add(1).max(1);
+            let id = writer.allocate_id();
             SaHandle::Outbound {
                 id,
                 sa: Arc::new(OutboundSa::new(sa.params.clone(), transform, now)),
@@ -361,6 +446,7 @@ fn build(sa: &SaConfig, writer: &mut Writer, now: Instant) -> Result<InstalledSa
         config: sa.clone(),
         handle,
         installed: now,
+        origin,
     })
 }
 
@@ -426,9 +512,14 @@ fn place_policies(
 
 /// A fresh SPD of `policies`, inserted in file order: equal priorities
 /// keep file order (phalanx-sa breaks ties by insertion order).
-fn spd(policies: &[InstalledPolicy], sas: &[Arc<InstalledSa>]) -> Result<Spd, InstallError> {
+fn spd(
+    policies: &[InstalledPolicy],
+    sas: &[Arc<InstalledSa>],
+    slots: &HashMap<ChildRef, ChildSlot>,
+) -> Result<Spd, InstallError> {
     let ids: HashMap<&str, u32> = sas
         .iter()
+        .filter(|sa| sa.origin == SaOrigin::Config)
         .filter_map(|sa| match sa.handle {
             SaHandle::Outbound { id, .. } => Some((sa.config.name.as_str(), id)),
             SaHandle::Inbound(_) => None,
@@ -444,6 +535,15 @@ fn spd(policies: &[InstalledPolicy], sas: &[Arc<InstalledSa>]) -> Result<Spd, In
                     return Err(InstallError::UnknownSa {
                         policy: policy.name.clone(),
                         sa: name.clone(),
+                    })
+                }
+            },
+            PolicyTarget::Child(child) => match slots.get(child) {
+                Some(slot) => PolicyAction::Protect(slot.id),
+                None => {
+                    return Err(InstallError::UnknownSa {
+                        policy: policy.name.clone(),
+                        sa: child.to_string(),
                     })
                 }
             },
@@ -464,8 +564,13 @@ fn spd(policies: &[InstalledPolicy], sas: &[Arc<InstalledSa>]) -> Result<Spd, In
     Ok(spd)
 }
 
-/// Adds the policies' names to the summary.
+/// Adds the names of the `[[policy]]` tables to the summary (the
+/// policies of IKE children follow their connections, reported apart).
 fn diff_policies(old: &[InstalledPolicy], new: &[PolicyConfig], summary: &mut ApplySummary) {
+    let old: Vec<&InstalledPolicy> = old
+        .iter()
+        .filter(|o| !matches!(o.config.target, PolicyTarget::Child(_)))
+        .collect();
     for policy in new {
         match old.iter().find(|o| o.config.name == policy.name) {
             Some(o) if o.config.same_definition(policy) => summary.unchanged += 1,

@@ -3,10 +3,13 @@
 //!
 //! Contract: the daemon carries traffic between a TUN device (cleartext)
 //! and the protected network (ESP in UDP, RFC 3948, and plain ESP over a
-//! raw socket) with manually keyed SAs from one TOML file
-//! ([`config`]). SAs reach the data plane only through [`install`], the
-//! path IKE will use too. Workers ([`dataplane`]) are plain threads that
-//! never block on the control plane and never allocate or log per packet.
+//! raw socket) with SAs keyed by hand in one TOML file ([`config`]) or
+//! negotiated by IKEv2 ([`ike`]: one thread driving the sans-IO
+//! `phalanx_ike::Endpoint`). SAs reach the data plane only through
+//! [`install`], for both. Workers ([`dataplane`]) are plain threads that
+//! never block on the control plane and never allocate or log per packet
+//! (IKE messages, acquires and lifetime events go to the IKE thread over
+//! a bounded queue they never wait on).
 //! After the devices are open the process keeps no privilege
 //! ([`privileges`]). The control socket ([`control`]) and Prometheus
 //! metrics ([`metrics`]) read the [`daemon::Daemon`] state.
@@ -19,6 +22,7 @@ pub mod control;
 pub mod daemon;
 pub mod dataplane;
 pub mod devices;
+pub mod ike;
 pub mod install;
 pub mod limits;
 pub mod metrics;

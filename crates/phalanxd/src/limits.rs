@@ -88,3 +88,77 @@ pub const FLOW_CACHE_ENTRIES: usize = 4096;
 
 /// Frames a worker-pool crypto engine may hold in flight per worker.
 pub const MAX_FRAMES_IN_FLIGHT: usize = 8;
+
+/// The IKE port (RFC 7296 §2: "IKE messages use UDP ports 500 and/or 4500").
+pub const IKE_PORT: u16 = 500;
+
+/// Liveness check after this much silence from the peer, unless
+/// `dpd_delay` says otherwise (RFC 7296 §2.4 leaves the interval to the
+/// implementation; strongSwan's examples use 30 s).
+pub const DEFAULT_DPD_DELAY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// IKE SA rekey time unless `rekey_time` says otherwise (strongSwan's
+/// default, 4 h).
+pub const DEFAULT_IKE_REKEY: std::time::Duration = std::time::Duration::from_secs(4 * 3600);
+
+/// Child SA rekey time unless `rekey_time` says otherwise (strongSwan's
+/// default, 1 h).
+pub const DEFAULT_CHILD_REKEY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Longest connection or child name (they appear in SA and policy names).
+pub const MAX_IKE_NAME_LEN: usize = 64;
+
+/// Shortest pre-shared key accepted, in bytes: a floor against empty or
+/// trivial secrets (RFC 7296 §2.15 wants one "as strong as a key"; use a
+/// long random one).
+pub const MIN_PSK_LEN: usize = 8;
+
+/// Largest `[ike] half_open_max` and `cookie_threshold`.
+pub const MAX_HALF_OPEN: u32 = 1_000_000;
+
+/// Largest `[ike] retransmit_tries`.
+pub const MAX_RETRANSMIT_TRIES: u32 = 20;
+
+/// Smallest `[ike] fragment_mtu`: every IPv4 host accepts 576-byte
+/// datagrams (RFC 791 §3.1; RFC 7383 §2.5.1).
+pub const MIN_FRAGMENT_MTU: u32 = 576;
+
+/// Messages the workers may queue for the IKE thread (IKE datagrams
+/// received on the NAT-T port, acquires, lifetime events); beyond it they
+/// are dropped and counted (`ike_queue_full`), never waited for.
+pub const IKE_QUEUE_CAPACITY: usize = 1024;
+
+/// Control requests queued for the IKE thread at most.
+pub const IKE_CONTROL_QUEUE: usize = 64;
+
+/// Acquires per trap child at most this often (milliseconds), over all
+/// workers: packets keep arriving while IKE runs.
+pub const ACQUIRE_INTERVAL_MS: u64 = 1000;
+
+/// How long a control request waits for the IKE thread's answer before
+/// it is told IKE is not answering.
+pub const IKE_CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Longest `phalanxctl initiate --wait`.
+pub const MAX_INITIATE_WAIT_SECONDS: u32 = 600;
+
+/// How often the IKE thread publishes its status for the control socket
+/// and checks the data plane's SAs for hard expiry, at the latest.
+pub const IKE_HOUSEKEEPING: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Sequence numbers skipped when an outbound SA is rebuilt for a new peer
+/// address (RFC 7296 §2.23 NAT mapping change): workers that loaded the old
+/// SA before the switch may still take numbers from it for one batch.
+pub const PEER_MOVE_SEQUENCE_GAP: u64 = 1 << 16;
+
+/// Largest IKE datagram read (RFC 7296 §2: implementations MUST accept
+/// 1280 octets and SHOULD accept up to 3000; fragments are smaller).
+pub const MAX_IKE_DATAGRAM: usize = 65_535;
+
+/// How long past its hard lifetime the data plane still accepts a Child SA
+/// negotiated by IKE. IKE deletes the SA at its hard lifetime itself (the
+/// endpoint's timer, RFC 7296 §2.8), and the peer keeps sending on it
+/// until that Delete arrives (a rekey responder switches only then); the
+/// data plane's own limit is the backstop should IKE not, a few round
+/// trips later, so no packet in flight is refused at the boundary.
+pub const IKE_HARD_LIFETIME_GRACE: std::time::Duration = std::time::Duration::from_secs(5);

@@ -2,16 +2,17 @@
 //!
 //! Start-up order (each step before the next, see PRIVILEGES.md): read and
 //! validate the file (errors name file, line and field; exit 2) → install
-//! the SAs and policies → open the TUN queues, UDP sockets and raw socket
-//! → register SIGHUP/SIGTERM/SIGINT → drop every privilege (still single
-//! threaded) → start the control socket, metrics and the workers → wait
-//! for signals. SIGHUP reloads the file (a broken file changes nothing);
+//! the SAs and policies → open the TUN queues, UDP sockets, raw socket and
+//! the IKE socket (port 500) → register SIGHUP/SIGTERM/SIGINT → drop every
+//! privilege (still single threaded) → start the IKE thread, the control
+//! socket, metrics and the workers → wait for signals. SIGHUP reloads the file (a broken file changes nothing);
 //! SIGTERM/SIGINT stop the workers, remove the control socket, and close
 //! the TUN device (which removes it). The daemon never forks: it runs in
 //! the foreground and logs to stderr (run it under systemd or a script).
 
 use std::error::Error;
 use std::io::IsTerminal;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,7 +26,7 @@ use phalanxd::config::{Config, LogFormat};
 use phalanxd::control::{self, ControlHandler};
 use phalanxd::daemon::Daemon;
 use phalanxd::dataplane::worker::{self, WorkerSettings};
-use phalanxd::{devices, metrics, privileges};
+use phalanxd::{devices, ike, metrics, privileges};
 
 /// Command line.
 #[derive(Debug, Parser)]
@@ -62,8 +63,12 @@ fn main() -> ExitCode {
         }
     };
     if args.check {
+        let connections = config
+            .ike
+            .as_ref()
+            .map_or(0, |i| i.endpoint.connections.len());
         println!(
-            "{}: OK ({} SAs, {} policies)",
+            "{}: OK ({} SAs, {} policies, {connections} IKE connections)",
             args.config.display(),
             config.sas.len(),
             config.policies.len()
@@ -107,6 +112,7 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
     let workers = devices::worker_count(&config);
     let daemon = Arc::new(Daemon::new(config.clone())?);
     let opened = devices::open(&config, workers)?;
+    let ike_socket = ike::open_socket(&config)?;
     let mut signals = Signals::new([SIGHUP, SIGTERM, SIGINT])?;
     let account = match config.daemon.user.as_deref() {
         Some(name) => Some(privileges::account(name)?),
@@ -117,6 +123,20 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
     }
     let dropped = privileges::drop_all(account.as_ref())?;
     tracing::info!(user = ?dropped.user, capabilities_before = dropped.had, "privileges dropped: no capability kept");
+    let ike = match (ike_socket, &config.ike) {
+        (Some(socket), Some(settings)) => {
+            // Send-only duplicate of a worker's NAT-T socket (RFC 7296 §2.23).
+            let natt = match opened.first() {
+                Some(d) => Some(d.udp.as_fd().try_clone_to_owned()?),
+                None => None,
+            };
+            let store = Arc::clone(daemon.store());
+            let thread = ike::spawn(settings, socket, natt, config.protected.udp_port, store)?;
+            daemon.attach_ike(thread.control.clone());
+            Some(thread)
+        }
+        _ => None,
+    };
     let handler: Arc<dyn ControlHandler> = daemon.clone();
     let control =
         control::serve(Arc::clone(&handler), &config.daemon.control_socket).map_err(|e| {
@@ -147,6 +167,7 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
             devices,
             Arc::clone(daemon.store()),
             Arc::clone(&stop),
+            ike.as_ref().map(|t| t.link.clone()),
         )?);
     }
     daemon.attach_workers(handles.iter().map(|h| Arc::clone(&h.stats)).collect());
@@ -159,6 +180,8 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         raw_esp = config.protected.raw_esp,
         sas = config.sas.len(),
         policies = config.policies.len(),
+        ike_port = config.ike.as_ref().map(|i| i.port),
+        connections = config.ike.as_ref().map_or(0, |i| i.endpoint.connections.len()),
         "phalanxd running"
     );
     for signal in signals.forever() {
@@ -176,6 +199,9 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
     }
     for handle in handles {
         handle.join();
+    }
+    if let Some(ike) = ike {
+        ike.stop();
     }
     drop(metrics);
     drop(control);

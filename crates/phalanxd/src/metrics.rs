@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use phalanx_control::{CounterReport, PolicyInfo, SaInfo, Status};
+use phalanx_control::{CounterReport, IkeSaReport, PolicyInfo, SaInfo, Status};
 
 use crate::control::ControlHandler;
 
@@ -251,8 +251,59 @@ pub fn render(state: &dyn ControlHandler) -> String {
     render_status(&mut out, &state.status());
     render_sas(&mut out, &state.sas());
     render_policies(&mut out, &state.policies());
-    render_counters(&mut out, &state.counters());
+    let counters = state.counters();
+    render_counters(&mut out, &counters);
+    if let Ok(ike) = state.ike() {
+        render_ike(&mut out, &ike, &counters);
+    }
     out
+}
+
+/// The IKE state names `phalanx_ike_sas` always has a sample for.
+const IKE_STATES: [&str; 7] = [
+    "INIT_SENT",
+    "AUTH_SENT",
+    "HALF_OPEN",
+    "ESTABLISHED",
+    "REKEYING",
+    "REKEYED",
+    "DELETING",
+];
+
+/// IKE SAs by state, installed Child SAs, IKE counters (only with IKE on).
+fn render_ike(out: &mut String, sas: &[IkeSaReport], report: &CounterReport) {
+    family(out, "phalanx_ike_sas", "gauge", "IKE SAs, by state.");
+    for state in IKE_STATES {
+        let n = sas.iter().filter(|sa| sa.state == state).count();
+        sample(
+            out,
+            "phalanx_ike_sas",
+            &[("state", &state.to_ascii_lowercase())],
+            n,
+        );
+    }
+    family(
+        out,
+        "phalanx_child_sas",
+        "gauge",
+        "Child SAs installed in both directions (rekeyed ones waiting for deletion not counted).",
+    );
+    let children = sas
+        .iter()
+        .flat_map(|sa| &sa.children)
+        .filter(|c| c.state == "INSTALLED")
+        .count();
+    sample(out, "phalanx_child_sas", &[], children);
+    let name = "phalanx_ike_counter_total";
+    family(
+        out,
+        name,
+        "counter",
+        "IKE events, by name: exchanges, errors, Notify payloads sent and received.",
+    );
+    for counter in &report.ike {
+        sample(out, name, &[("name", &counter.name)], counter.count);
+    }
 }
 
 /// Outbound decisions per policy, where the daemon counts them.
@@ -585,10 +636,55 @@ mod tests {
                         busy_seconds: None,
                     },
                 ],
+                ike: vec![NamedCounter {
+                    name: "ike_sas_established".into(),
+                    count: 3,
+                }],
             }
         }
         fn reload(&self) -> Result<ReloadSummary, String> {
             Err("not in this test".into())
+        }
+        fn ike(&self) -> Result<Vec<IkeSaReport>, phalanx_control::ErrorBody> {
+            let child = |state: &str| phalanx_control::ChildSaReport {
+                name: "net".into(),
+                state: state.into(),
+                spi_in: 1,
+                spi_out: 2,
+                algorithms: "AES_GCM_16_128".into(),
+                esn: false,
+                mode: "tunnel".into(),
+                encap: false,
+                local_ts: vec![],
+                remote_ts: vec![],
+                installed_seconds: 0,
+                rekey_in_seconds: None,
+                bytes_in: 0,
+                packets_in: 0,
+                bytes_out: 0,
+                packets_out: 0,
+            };
+            let sa = |state: &str, children| IkeSaReport {
+                connection: "site".into(),
+                state: state.into(),
+                initiator: true,
+                local: String::new(),
+                remote: String::new(),
+                local_id: String::new(),
+                remote_id: String::new(),
+                spi_i: String::new(),
+                spi_r: String::new(),
+                algorithms: String::new(),
+                nat: false,
+                established_seconds: None,
+                rekey_in_seconds: None,
+                children,
+            };
+            Ok(vec![
+                sa("ESTABLISHED", vec![child("INSTALLED"), child("REKEYED")]),
+                sa("ESTABLISHED", vec![child("INSTALLED")]),
+                sa("HALF_OPEN", vec![]),
+            ])
         }
     }
 
@@ -733,6 +829,21 @@ mod tests {
         assert_eq!(
             value(&s, "phalanx_worker_busy_seconds_total", &[("worker", "0")]),
             12.5
+        );
+        assert_eq!(
+            value(&s, "phalanx_ike_sas", &[("state", "established")]),
+            2.0
+        );
+        assert_eq!(value(&s, "phalanx_ike_sas", &[("state", "half_open")]), 1.0);
+        assert_eq!(value(&s, "phalanx_ike_sas", &[("state", "deleting")]), 0.0);
+        assert_eq!(value(&s, "phalanx_child_sas", &[]), 2.0);
+        assert_eq!(
+            value(
+                &s,
+                "phalanx_ike_counter_total",
+                &[("name", "ike_sas_established")]
+            ),
+            3.0
         );
         // Values the daemon does not report have no sample, not a zero.
         assert!(!s

@@ -1,6 +1,7 @@
 use std::io::Cursor;
 
 use super::*;
+use crate::ike::{ActionResult, ChildSaReport, IkeSaReport};
 use crate::types::{
     CounterReport, Direction, DropCounter, NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status,
     WorkerLoad,
@@ -77,6 +78,22 @@ fn sample_responses() -> Vec<Response> {
                 busy_avg: Some(0.125),
                 busy_seconds: Some(1.5),
             }],
+            ike: vec![NamedCounter {
+                name: "ike_sas_established".into(),
+                count: 2,
+            }],
+        }),
+        Response::Ike(vec![sample_ike_sa()]),
+        Response::Ike(vec![]),
+        Response::Initiate(ActionResult {
+            connection: "site-b".into(),
+            outcome: "established".into(),
+            message: "IKE SA and 1 Child SA up".into(),
+        }),
+        Response::Terminate(ActionResult {
+            connection: "site-b".into(),
+            outcome: "terminating".into(),
+            message: "INFORMATIONAL Delete sent".into(),
         }),
         Response::Reload(ReloadSummary {
             added: vec!["x".into()],
@@ -87,18 +104,68 @@ fn sample_responses() -> Vec<Response> {
     ]
 }
 
-const ALL_REQUESTS: [Request; 5] = [
-    Request::Status,
-    Request::Sas,
-    Request::Policies,
-    Request::Counters,
-    Request::Reload,
-];
+fn sample_ike_sa() -> IkeSaReport {
+    IkeSaReport {
+        connection: "site-b".into(),
+        state: "ESTABLISHED".into(),
+        initiator: true,
+        local: "192.0.2.1:4500".into(),
+        remote: "192.0.2.2:4500".into(),
+        local_id: "gw-a.example".into(),
+        remote_id: "gw-b.example".into(),
+        spi_i: "0123456789abcdef".into(),
+        spi_r: "fedcba9876543210".into(),
+        algorithms: "AES_GCM_16_128/PRF_HMAC_SHA2_256/CURVE25519".into(),
+        nat: true,
+        established_seconds: Some(12),
+        rekey_in_seconds: None,
+        children: vec![ChildSaReport {
+            name: "net".into(),
+            state: "INSTALLED".into(),
+            spi_in: 0xc000_0001,
+            spi_out: 0xc100_0002,
+            algorithms: "AES_GCM_16_128".into(),
+            esn: false,
+            mode: "tunnel".into(),
+            encap: true,
+            local_ts: vec!["10.1.0.0/24".into()],
+            remote_ts: vec!["10.2.0.0/24".into()],
+            installed_seconds: 12,
+            rekey_in_seconds: Some(3000),
+            bytes_in: 840,
+            packets_in: 10,
+            bytes_out: 840,
+            packets_out: 10,
+        }],
+    }
+}
+
+fn all_requests() -> Vec<Request> {
+    vec![
+        Request::Status,
+        Request::Sas,
+        Request::Policies,
+        Request::Counters,
+        Request::Reload,
+        Request::Ike,
+        Request::Initiate {
+            connection: "site-b".into(),
+            wait_seconds: Some(20),
+        },
+        Request::Initiate {
+            connection: "site-b".into(),
+            wait_seconds: None,
+        },
+        Request::Terminate {
+            connection: "site-b".into(),
+        },
+    ]
+}
 
 #[test]
 fn request_round_trips() {
-    for (id, request) in (1..).zip(ALL_REQUESTS) {
-        let line = encode_request(id, request);
+    for (id, request) in (1..).zip(all_requests()) {
+        let line = encode_request(id, &request);
         assert!(line.ends_with('\n'));
         assert_eq!(line.matches('\n').count(), 1);
         let decoded = decode_request(line.as_bytes()).expect("decodes");
@@ -109,10 +176,21 @@ fn request_round_trips() {
 
 #[test]
 fn request_wire_shape() {
-    let line = encode_request(7, Request::Sas);
+    let line = encode_request(7, &Request::Sas);
     assert_eq!(
         line,
         "{\"version\":1,\"id\":7,\"request\":{\"type\":\"sas\"}}\n"
+    );
+    let line = encode_request(
+        8,
+        &Request::Initiate {
+            connection: "site-b".into(),
+            wait_seconds: Some(5),
+        },
+    );
+    assert_eq!(
+        line,
+        "{\"version\":1,\"id\":8,\"request\":{\"type\":\"initiate\",\"connection\":\"site-b\",\"wait_seconds\":5}}\n"
     );
 }
 
@@ -138,10 +216,22 @@ fn every_response_answers_only_its_request() {
             Request::Counters,
         ),
         (Response::Reload(ReloadSummary::default()), Request::Reload),
+        (Response::Ike(vec![]), Request::Ike),
+        (
+            Response::Terminate(ActionResult {
+                connection: "c".into(),
+                outcome: "terminating".into(),
+                message: String::new(),
+            }),
+            Request::Terminate {
+                connection: "c".into(),
+            },
+        ),
     ];
     for (response, own) in &kinds {
-        for request in ALL_REQUESTS {
-            assert_eq!(response.answers(request), request == *own);
+        for request in all_requests() {
+            let same = std::mem::discriminant(&request) == std::mem::discriminant(own);
+            assert_eq!(response.answers(&request), same, "{request}");
         }
     }
 }

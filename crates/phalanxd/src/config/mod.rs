@@ -6,9 +6,16 @@
 //! path tracked with `serde_path_to_error`), semantic errors (key lengths,
 //! duplicate names and SPIs, dangling policy references, prefixes, ports,
 //! replay windows, address families) at the offending value. The schema is
-//! documented in `crates/phalanxd/CONFIG.md`.
+//! documented in `crates/phalanxd/CONFIG.md`. IKE connections
+//! (`[ike]`, `[[connection]]`, `[[connection.child]]`) become a
+//! `phalanx_ike::config::EndpointConfig` ([`IkeSettings`]); files they name
+//! (certificates, keys, CAs) are read relative to the configuration file.
 
+mod connection;
+mod credentials;
+mod ike;
 mod raw;
+mod raw_ike;
 mod sa;
 mod validate;
 mod values;
@@ -22,6 +29,10 @@ use phalanx_crypto::Suite;
 use phalanx_sa::{SaParams, Selector};
 use zeroize::Zeroizing;
 
+pub use credentials::CredentialFingerprint;
+pub use ike::{
+    connection_changes, same_connection, ChildPolicySet, ChildRef, ConnectionChanges, IkeSettings,
+};
 pub use raw::{Direction, Encryption, Integrity, LogFormat};
 
 /// A configuration error with its place in the file.
@@ -210,6 +221,10 @@ pub enum PolicyTarget {
     Bypass,
     /// Drop.
     Discard,
+    /// Protect with the current outbound SA of an IKE Child SA (the
+    /// policies `[[connection.child]]` generates); no SA yet: dropped as
+    /// `no_outbound_sa`, and with `start_action = "trap"` IKE is started.
+    Child(ChildRef),
 }
 
 /// One policy, validated.
@@ -252,6 +267,9 @@ pub struct Config {
     pub sas: Vec<SaConfig>,
     /// `[[policy]]`, in file order.
     pub policies: Vec<PolicyConfig>,
+    /// `[ike]` and `[[connection]]`; `None` when the file has neither (no
+    /// IKE socket is opened).
+    pub ike: Option<IkeSettings>,
 }
 
 impl Config {
@@ -285,3 +303,12 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+
+/// Parsers other modules' tests use.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// A traffic selector in the file's syntax; panics when invalid.
+    pub(crate) fn traffic_selector(text: &str) -> phalanx_wire::ike::TrafficSelector {
+        super::values::traffic_selector(text).unwrap()
+    }
+}

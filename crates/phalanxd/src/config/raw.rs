@@ -11,6 +11,8 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::raw_ike::{RawConnection, RawIke};
+
 /// The whole file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +25,9 @@ pub(crate) struct RawConfig {
     pub(crate) sa: Vec<Spanned<RawSa>>,
     #[serde(default)]
     pub(crate) policy: Vec<Spanned<RawPolicy>>,
+    pub(crate) ike: Option<Spanned<RawIke>>,
+    #[serde(default)]
+    pub(crate) connection: Vec<Spanned<RawConnection>>,
 }
 
 /// `[daemon]`.

@@ -374,3 +374,480 @@ fn same_definition_ignores_the_line_only() {
     .unwrap();
     assert!(!a.sas[0].same_definition(&c.sas[0]));
 }
+
+/// A file with IKE: `[ike]`, a PSK connection with two children, and a
+/// responder-only one; tests break one line of it at a time.
+const IKE: &str = r#"[clear]
+tun = "phx0"
+
+[protected]
+local = "192.0.2.1"
+raw_esp = true
+
+[ike]
+port = 500
+half_open_max = 512
+cookie_threshold = 16
+retransmit_base = "250ms"
+retransmit_tries = 4
+fragment_mtu = 1200
+
+[[connection]]
+name = "site-b"
+remote_addr = "192.0.2.2"
+local_id = "@gw-a.example"
+remote_id = "gw-b.example"
+auth = "psk"
+psk = "a long shared secret"
+proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-modp2048"]
+start_action = "trap"
+dpd_delay = "20s"
+rekey_time = "2h"
+rekey_jitter = "5m"
+lifetime = "3h"
+fragmentation = false
+
+[[connection.child]]
+name = "net"
+local_ts = ["10.1.0.0/24", "fd01::/64"]
+remote_ts = ["10.2.0.0/24", "fd02::/64"]
+esp_proposals = ["aes128gcm16-esn-noesn"]
+rekey_time = "30m"
+rekey_bytes = 1000000
+replay_window = 2048
+
+[[connection.child]]
+name = "web"
+local_ts = ["10.1.0.10[tcp/80]"]
+remote_ts = ["10.2.0.0-10.2.0.9"]
+mode = "transport"
+
+[[connection]]
+name = "roadwarriors"
+auth = "psk"
+psk = "0x000102030405060708090a0b0c0d0e0f"
+force_encap = true
+
+[[connection.child]]
+name = "all"
+local_ts = ["0.0.0.0/0"]
+remote_ts = ["10.9.0.0/16"]
+"#;
+
+fn ike_edit(from: &str, to: &str) -> String {
+    assert!(
+        IKE.contains(from),
+        "test edits a line that is not there: {from}"
+    );
+    IKE.replacen(from, to, 1)
+}
+
+#[test]
+fn ike_connections_parse_with_defaults_filled_in() {
+    use phalanx_ike::config::{LocalAuth, StartAction};
+    use std::time::Duration;
+    let c = Config::parse("gw.toml", IKE).unwrap();
+    let ike = c.ike.as_ref().unwrap();
+    assert_eq!(ike.port, 500);
+    let limits = ike.endpoint.limits;
+    assert_eq!((limits.half_open_max, limits.cookie_threshold), (512, 16));
+    assert_eq!(limits.retransmit_base, Duration::from_millis(250));
+    assert_eq!((limits.retransmit_tries, limits.fragment_mtu), (4, 1200));
+    let site = ike.connection("site-b").unwrap();
+    assert_eq!(site.local_addr.to_string(), "192.0.2.1");
+    assert_eq!((site.local_port, site.remote_port), (500, 500));
+    assert_eq!(site.local_id.to_string(), "gw-a.example");
+    assert_eq!(site.ike_proposals.len(), 2);
+    assert_eq!(site.start_action, StartAction::Trap);
+    assert_eq!(site.dpd_delay, Some(Duration::from_secs(20)));
+    assert_eq!(site.ike_lifetime.rekey_time, Duration::from_secs(7200));
+    assert_eq!(site.ike_lifetime.jitter, Duration::from_secs(300));
+    assert_eq!(site.ike_lifetime.hard_time, Duration::from_secs(10_800));
+    assert!(!site.fragmentation && !site.force_encap);
+    assert!(
+        matches!(&site.local_auth, LocalAuth::Psk(k) if k.as_slice() == b"a long shared secret")
+    );
+    let net = &site.children[0];
+    assert_eq!((net.local_ts.len(), net.remote_ts.len()), (2, 2));
+    assert_eq!(net.esp_proposals[0].esn, vec![true, false]);
+    assert_eq!(net.lifetime.rekey_time, Duration::from_secs(1800));
+    assert_eq!(net.lifetime.jitter, Duration::from_secs(180), "a tenth");
+    assert_eq!(net.lifetime.hard_time, Duration::from_secs(1980), "110 %");
+    assert_eq!(net.lifetime.rekey_bytes, Some(1_000_000));
+    assert_eq!(net.replay_window, 2048);
+    assert!(matches!(net.mode, SaMode::Tunnel { .. }));
+    let web = &site.children[1];
+    assert_eq!(web.mode, SaMode::Transport);
+    assert_eq!(web.local_ts[0].ip_protocol, IpProtocol::TCP);
+    let road = ike.connection("roadwarriors").unwrap();
+    assert_eq!(road.remote_addr, None);
+    assert_eq!(
+        road.local_id.to_string(),
+        "192.0.2.1",
+        "default: local_addr"
+    );
+    assert_eq!(road.dpd_delay, Some(Duration::from_secs(30)));
+    assert!(matches!(&road.local_auth, LocalAuth::Psk(k) if k.len() == 16));
+    assert_eq!(
+        road.ike_proposals,
+        phalanx_ike::config::IkeProposal::default_set()
+    );
+    // Policies: v4 and v6 pairs for "net", one pair for "web".
+    let sets = &ike.child_policies;
+    assert_eq!(sets.len(), 3);
+    assert_eq!(sets[0].selectors.len(), 2);
+    assert!(sets[0].trap && !sets[2].trap);
+    assert_eq!(sets[0].policy_name(1), "site-b/net#1");
+    assert_eq!(sets[0].priority, 1000);
+    // No IKE at all: no settings.
+    assert!(Config::parse("gw.toml", BASE).unwrap().ike.is_none());
+}
+
+/// Every IKE field's error names the file, line, column and field.
+#[test]
+fn ike_errors_name_line_and_field() {
+    let cases: &[(&str, &str, usize, &str, &str)] = &[
+        (
+            "port = 500",
+            "port = 4500",
+            9,
+            "ike.port",
+            "ESP-in-UDP port",
+        ),
+        ("port = 500", "port = 0", 9, "ike.port", "out of range"),
+        (
+            "half_open_max = 512",
+            "half_open_max = 0",
+            10,
+            "ike.half_open_max",
+            "out of range",
+        ),
+        (
+            "retransmit_base = \"250ms\"",
+            "retransmit_base = \"soon\"",
+            12,
+            "ike.retransmit_base",
+            "not a duration",
+        ),
+        (
+            "retransmit_tries = 4",
+            "retransmit_tries = 99",
+            13,
+            "ike.retransmit_tries",
+            "out of range",
+        ),
+        (
+            "fragment_mtu = 1200",
+            "fragment_mtu = 100",
+            14,
+            "ike.fragment_mtu",
+            "out of range",
+        ),
+        ("port = 500", "prot = 500", 9, "ike.prot", "unknown field"),
+        (
+            "name = \"site-b\"",
+            "name = \"site b\"",
+            17,
+            "connection[0].name",
+            "not a name",
+        ),
+        (
+            "remote_addr = \"192.0.2.2\"",
+            "remote_addr = \"gw-b\"",
+            18,
+            "connection[0].remote_addr",
+            "not an IP address",
+        ),
+        (
+            "remote_addr = \"192.0.2.2\"",
+            "remote_addr = \"fd00::2\"",
+            18,
+            "connection[0].remote_addr",
+            "family",
+        ),
+        (
+            "remote_addr = \"192.0.2.2\"",
+            "remote_addr = \"192.0.2.2\"\nlocal_addr = \"192.0.2.9\"",
+            19,
+            "connection[0].local_addr",
+            "protected address",
+        ),
+        (
+            "remote_addr = \"192.0.2.2\"",
+            "remote_addr = \"192.0.2.2\"\nremote_port = 70000",
+            19,
+            "connection[0].remote_port",
+            "out of range",
+        ),
+        (
+            "local_id = \"@gw-a.example\"",
+            "local_id = \"C=CH, X\"",
+            19,
+            "connection[0].local_id",
+            "not an identity",
+        ),
+        (
+            "auth = \"psk\"",
+            "auth = \"eap\"",
+            21,
+            "connection[0].auth",
+            "unknown auth",
+        ),
+        (
+            "psk = \"a long shared secret\"",
+            "psk = \"short\"",
+            22,
+            "connection[0].psk",
+            "at least",
+        ),
+        (
+            "psk = \"a long shared secret\"",
+            "psk = \"0xzz\"",
+            22,
+            "connection[0].psk",
+            "not a hex key",
+        ),
+        (
+            "psk = \"a long shared secret\"\n",
+            "",
+            21,
+            "connection[0].psk",
+            "needs psk",
+        ),
+        (
+            "psk = \"a long shared secret\"",
+            "psk = \"a long shared secret\"\ncertificate = \"x.pem\"",
+            21,
+            "connection[0].certificate",
+            "not used with auth = \"psk\"",
+        ),
+        (
+            "\"aes256-sha256-modp2048\"]",
+            "\"aes999-sha256\"]",
+            23,
+            "connection[0].proposals[1]",
+            "unknown token \"aes999\"",
+        ),
+        (
+            "proposals = [\"aes128gcm16-prfsha256-x25519\", \"aes256-sha256-modp2048\"]",
+            "proposals = []",
+            23,
+            "connection[0].proposals",
+            "at least one",
+        ),
+        (
+            "start_action = \"trap\"",
+            "start_action = \"later\"",
+            24,
+            "connection[0].start_action",
+            "unknown start_action",
+        ),
+        (
+            "dpd_delay = \"20s\"",
+            "dpd_delay = \"20 s\"",
+            25,
+            "connection[0].dpd_delay",
+            "not a duration",
+        ),
+        (
+            "rekey_jitter = \"5m\"",
+            "rekey_jitter = \"3h\"",
+            27,
+            "connection[0].rekey_jitter",
+            "shorter than rekey_time",
+        ),
+        (
+            "lifetime = \"3h\"",
+            "lifetime = \"1h\"",
+            28,
+            "connection[0].lifetime",
+            "longer than rekey_time",
+        ),
+        (
+            "name = \"net\"",
+            "name = \"n/t\"",
+            32,
+            "connection[0].child[0].name",
+            "not a name",
+        ),
+        (
+            "name = \"web\"",
+            "name = \"net\"",
+            41,
+            "connection[0].child[1].name",
+            "duplicate child name",
+        ),
+        (
+            "local_ts = [\"10.1.0.0/24\", \"fd01::/64\"]",
+            "local_ts = [\"10.1.0.0/24\", \"fd01::/129\"]",
+            33,
+            "connection[0].child[0].local_ts[1]",
+            "at most 128",
+        ),
+        (
+            "remote_ts = [\"10.2.0.0-10.2.0.9\"]",
+            "remote_ts = [\"fd02::/64\"]",
+            43,
+            "connection[0].child[1].remote_ts",
+            "address family",
+        ),
+        (
+            "remote_ts = [\"10.2.0.0-10.2.0.9\"]",
+            "remote_ts = []",
+            43,
+            "connection[0].child[1].remote_ts",
+            "at least one",
+        ),
+        (
+            "esp_proposals = [\"aes128gcm16-esn-noesn\"]",
+            "esp_proposals = [\"aes128gcm16-prfsha256\"]",
+            35,
+            "connection[0].child[0].esp_proposals[0]",
+            "unknown token \"prfsha256\"",
+        ),
+        (
+            "mode = \"transport\"",
+            "mode = \"beet\"",
+            44,
+            "connection[0].child[1].mode",
+            "unknown mode",
+        ),
+        (
+            "rekey_time = \"30m\"",
+            "rekey_time = \"half an hour\"",
+            36,
+            "connection[0].child[0].rekey_time",
+            "not a duration",
+        ),
+        (
+            "replay_window = 2048",
+            "replay_window = 8",
+            38,
+            "connection[0].child[0].replay_window",
+            "0 (off) or 32..=65536",
+        ),
+        (
+            "rekey_bytes = 1000000",
+            "rekey_bytes = -1",
+            37,
+            "connection[0].child[0].rekey_bytes",
+            "invalid value",
+        ),
+        (
+            "name = \"roadwarriors\"",
+            "name = \"site-b\"",
+            47,
+            "connection[1].name",
+            "duplicate connection name",
+        ),
+        (
+            "name = \"all\"",
+            "nome = \"all\"",
+            53,
+            "connection[1].child[0].nome",
+            "unknown field",
+        ),
+    ];
+    for (from, to, line, field, fragment) in cases {
+        let text = ike_edit(from, to);
+        let e = error(&text);
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (*line, *field),
+            "{from} -> {to}: {e}"
+        );
+        assert!(e.message.contains(fragment), "{from} -> {to}: {e}");
+        assert!(
+            e.to_string().starts_with(&format!("gw.toml:{line}:")),
+            "{e}"
+        );
+    }
+    // A raw_esp-less file refuses plain ESP only when no NAT-T is forced.
+    let no_raw = ike_edit("raw_esp = true", "raw_esp = false");
+    assert_eq!(error(&no_raw).field, "connection[0].force_encap");
+    // start/trap need someone to initiate to.
+    let trap = ike_edit(
+        "force_encap = true",
+        "force_encap = true\nstart_action = \"start\"",
+    );
+    assert_error(&trap, 51, "connection[1].start_action", "needs remote_addr");
+}
+
+/// Certificates, keys and CAs are read relative to the config file;
+/// an unreadable or unusable file is an error at its field.
+#[test]
+fn pubkey_files_are_read_relative_to_the_file() {
+    let dir = std::env::temp_dir().join(format!("phalanxd-pki-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Phalanx test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["gw-a.example".to_owned()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "gw-a");
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    std::fs::write(dir.join("certs/gw.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("certs/gw.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("certs/ca.pem"), ca.pem()).unwrap();
+    let text = IKE.replace(
+        "auth = \"psk\"\npsk = \"a long shared secret\"",
+        "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/gw.key\"\nca = [\"certs/ca.pem\"]",
+    );
+    let path = dir.join("gw.toml");
+    std::fs::write(&path, &text).unwrap();
+    let c = Config::load(&path).unwrap();
+    let site = c.ike.as_ref().unwrap().connection("site-b").unwrap();
+    assert!(
+        site.send_cert && site.send_certreq,
+        "certificates: sent and asked for"
+    );
+    assert!(
+        matches!(&site.local_auth, phalanx_ike::config::LocalAuth::Signature { chain, .. } if chain.len() == 1)
+    );
+    // Reloading the same files keeps the key and anchor objects.
+    let mut again = Config::load(&path).unwrap();
+    let old = c.ike.as_ref().unwrap();
+    let fresh = again.ike.as_mut().unwrap();
+    assert!(!crate::config::same_connection(
+        &old.endpoint.connections[0],
+        &fresh.endpoint.connections[0]
+    ));
+    fresh.adopt_unchanged_credentials(old);
+    assert!(crate::config::same_connection(
+        &old.endpoint.connections[0],
+        &fresh.endpoint.connections[0]
+    ));
+    // Errors name the field.
+    std::fs::write(dir.join("certs/gw.key"), "not a key").unwrap();
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (23, "connection[0].private_key"),
+        "{e}"
+    );
+    std::fs::remove_file(dir.join("certs/ca.pem")).unwrap();
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(e.field, "connection[0].ca[0]", "{e}");
+    assert!(e.message.contains("cannot read"), "{e}");
+    let e = Config::parse("gw.toml", &text.replace("ca = [\"certs/ca.pem\"]\n", "")).unwrap_err();
+    assert_eq!(e.field, "connection[0].ca", "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_ike_examples_parse() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/");
+    for name in ["gateway-a-ike.toml", "gateway-b-ike.toml"] {
+        let path = std::path::PathBuf::from(dir).join(name);
+        let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let ike = c.ike.unwrap();
+        assert_eq!(ike.endpoint.connections.len(), 1, "{name}");
+        assert_eq!(ike.child_policies[0].selectors.len(), 2, "{name}");
+    }
+}

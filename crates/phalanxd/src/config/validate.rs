@@ -13,8 +13,8 @@ use toml::Spanned;
 
 use super::raw::{RawAction, RawClear, RawConfig, RawDaemon, RawPolicy, RawProtected, Word};
 use super::{
-    sa, values, ClearSettings, Config, ConfigError, DaemonSettings, PolicyConfig, PolicyTarget,
-    ProtectedSettings, Source,
+    ike, sa, values, ClearSettings, Config, ConfigError, DaemonSettings, PolicyConfig,
+    PolicyTarget, ProtectedSettings, Source,
 };
 use crate::limits;
 
@@ -62,6 +62,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
     let protected = protected(source, raw.protected)?;
     let sas = sa::all(source, raw.sa, &protected)?;
     let policies = policies(source, raw.policy, &sas)?;
+    let ike = ike::settings(source, raw.ike, raw.connection, &protected, &policies)?;
     Ok(Config {
         path: PathBuf::from(source.name),
         daemon,
@@ -69,6 +70,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
         protected,
         sas,
         policies,
+        ike,
     })
 }
 

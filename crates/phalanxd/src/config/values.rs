@@ -3,8 +3,11 @@
 //! the caller adds the place.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
+use phalanx_ike::ts::ts_from_prefix;
 use phalanx_sa::{IpPrefix, PortRange};
+use phalanx_wire::ike::{TrafficSelector, TsAddresses};
 use phalanx_wire::IpProtocol;
 use zeroize::Zeroizing;
 
@@ -106,9 +109,171 @@ pub(crate) fn ports(word: &Word) -> Result<PortRange, String> {
     }
 }
 
+/// A duration: a whole number with a unit, `ms`, `s`, `m`, `h` or `d`
+/// (`"500ms"`, `"30s"`, `"4h"`); a bare number is seconds.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "{text:?} is not a duration (write e.g. \"500ms\", \"30s\", \"10m\", \"4h\", \"1d\")"
+        )
+    };
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(unit_ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is too long a duration"))
+}
+
+/// A traffic selector in strongSwan syntax (RFC 7296 §3.13.1): a prefix
+/// (`"10.1.0.0/24"`), an address, or an inclusive range
+/// (`"10.0.0.1-10.0.0.9"`), optionally followed by `[proto]` or
+/// `[proto/port]` / `[proto/first-last]` (`"10.1.0.0/24[tcp/80]"`).
+/// Ports are only allowed with TCP, UDP and SCTP.
+pub(crate) fn traffic_selector(text: &str) -> Result<TrafficSelector, String> {
+    let (addresses, suffix) = match text.split_once('[') {
+        None => (text.trim(), None),
+        Some((a, rest)) => {
+            let inner = rest.strip_suffix(']').ok_or_else(|| {
+                format!("{text:?}: the protocol suffix must end with ']' (e.g. \"10.1.0.0/24[tcp/80]\")")
+            })?;
+            (a.trim(), Some(inner))
+        }
+    };
+    let (protocol, ports) = match suffix {
+        None => (IpProtocol(0), PortRange::ANY),
+        Some(inner) => ts_protocol(text, inner)?,
+    };
+    let addresses = ts_addresses(addresses)?;
+    Ok(TrafficSelector {
+        ip_protocol: protocol,
+        start_port: ports.start,
+        end_port: ports.end,
+        addresses,
+    })
+}
+
+/// The address part of a traffic selector.
+fn ts_addresses(text: &str) -> Result<TsAddresses, String> {
+    let Some((first, last)) = text.split_once('-') else {
+        let p = prefix(text)?;
+        return Ok(ts_from_prefix(p, IpProtocol(0), 0, u16::MAX).addresses);
+    };
+    let bad = || format!("{text:?} is not an address range (write \"10.0.0.1-10.0.0.9\")");
+    let first: IpAddr = first.trim().parse().map_err(|_| bad())?;
+    let last: IpAddr = last.trim().parse().map_err(|_| bad())?;
+    match (first, last) {
+        (IpAddr::V4(start), IpAddr::V4(end)) if start <= end => Ok(TsAddresses::V4 { start, end }),
+        (IpAddr::V6(start), IpAddr::V6(end)) if start <= end => Ok(TsAddresses::V6 { start, end }),
+        (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => {
+            Err(format!("{text:?}: the range is empty (first > last)"))
+        }
+        _ => Err(format!(
+            "{text:?}: both ends of a range must be of one address family"
+        )),
+    }
+}
+
+/// `proto` or `proto/ports` of a traffic selector.
+fn ts_protocol(text: &str, inner: &str) -> Result<(IpProtocol, PortRange), String> {
+    let (proto, ports_text) = match inner.split_once('/') {
+        None => (inner, None),
+        Some((p, q)) => (p, Some(q)),
+    };
+    let protocol = protocol(&Word::Text(proto.trim().to_owned()))?.unwrap_or(IpProtocol(0));
+    let Some(ports_text) = ports_text.map(str::trim).filter(|q| !q.is_empty()) else {
+        return Ok((protocol, PortRange::ANY));
+    };
+    let range = if ports_text == "%any" {
+        PortRange::ANY
+    } else {
+        ports(&Word::Text(ports_text.to_owned()))?
+    };
+    let has_ports = matches!(
+        protocol,
+        IpProtocol::TCP | IpProtocol::UDP | IpProtocol::SCTP
+    );
+    if !range.is_any() && !has_ports {
+        return Err(format!(
+            "{text:?}: ports need protocol tcp, udp or sctp (RFC 7296 §3.13.1)"
+        ));
+    }
+    Ok((protocol, range))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(duration("4h").unwrap(), Duration::from_secs(14_400));
+        assert_eq!(duration("1d").unwrap(), Duration::from_secs(86_400));
+        assert_eq!(duration("0s").unwrap(), Duration::ZERO);
+        for bad in ["", "h", "1.5h", "4 hours", "-1s", "10y"] {
+            assert!(
+                duration(bad).unwrap_err().contains("not a duration"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn traffic_selectors() {
+        let ts = traffic_selector("10.1.0.0/24").unwrap();
+        assert_eq!(
+            ts.addresses,
+            TsAddresses::V4 {
+                start: "10.1.0.0".parse().unwrap(),
+                end: "10.1.0.255".parse().unwrap()
+            }
+        );
+        assert_eq!(
+            (ts.ip_protocol, ts.start_port, ts.end_port),
+            (IpProtocol(0), 0, 65535)
+        );
+        let ts = traffic_selector("10.0.0.1-10.0.0.9[tcp/80]").unwrap();
+        assert_eq!(
+            (ts.ip_protocol, ts.start_port, ts.end_port),
+            (IpProtocol::TCP, 80, 80)
+        );
+        let ts = traffic_selector("fd01::/64[udp/1000-2000]").unwrap();
+        assert!(matches!(ts.addresses, TsAddresses::V6 { .. }));
+        assert_eq!((ts.start_port, ts.end_port), (1000, 2000));
+        let ts = traffic_selector("192.0.2.7[icmp]").unwrap();
+        assert_eq!(ts.ip_protocol, IpProtocol::ICMP);
+        assert!(traffic_selector("10.0.0.9-10.0.0.1")
+            .unwrap_err()
+            .contains("empty"));
+        assert!(traffic_selector("10.0.0.1-fd01::1")
+            .unwrap_err()
+            .contains("one address family"));
+        assert!(traffic_selector("10.1.0.0/24[icmp/8]")
+            .unwrap_err()
+            .contains("ports need"));
+        assert!(traffic_selector("10.1.0.0/24[tcp/80")
+            .unwrap_err()
+            .contains("']'"));
+        assert!(traffic_selector("10.1.0.0/40")
+            .unwrap_err()
+            .contains("at most 32"));
+        assert!(traffic_selector("10.1.0.0/24[tcpp]")
+            .unwrap_err()
+            .contains("unknown protocol"));
+    }
 
     #[test]
     fn keys_prefixes_protocols_ports() {

@@ -29,8 +29,8 @@ pub enum DaemonCounter {
     RawTxPackets,
     /// NAT-keepalives received (RFC 3948 §2.3), consumed.
     NattKeepalives,
-    /// IKE messages (non-ESP marker, RFC 3948 §2.2) on the ESP port; no
-    /// IKE daemon yet, so dropped.
+    /// IKE messages (non-ESP marker, RFC 3948 §2.2) on the ESP port,
+    /// handed to the IKE thread (dropped when IKE is off).
     IkeMessages,
     /// TUN packets that are not IP packets a selector can read.
     TunMalformed,
@@ -70,11 +70,17 @@ pub enum DaemonCounter {
     UdpSendCalls,
     /// UDP messages sent with `UDP_SEGMENT` (GSO).
     UdpGsoMessages,
+    /// Messages for the IKE thread (IKE datagrams, acquires, lifetime
+    /// events) dropped because its queue was full.
+    IkeQueueFull,
+    /// Acquires sent to IKE by trap policies (`start_action = "trap"`),
+    /// at most one per child per second.
+    TrapAcquires,
 }
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 25] = [
+    pub const ALL: [DaemonCounter; 27] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -100,6 +106,8 @@ impl DaemonCounter {
         DaemonCounter::UdpGroCoalesced,
         DaemonCounter::UdpSendCalls,
         DaemonCounter::UdpGsoMessages,
+        DaemonCounter::IkeQueueFull,
+        DaemonCounter::TrapAcquires,
     ];
 
     /// Number of counters.
@@ -133,6 +141,8 @@ impl DaemonCounter {
             DaemonCounter::UdpGroCoalesced => "udp_gro_coalesced",
             DaemonCounter::UdpSendCalls => "udp_send_calls",
             DaemonCounter::UdpGsoMessages => "udp_gso_messages",
+            DaemonCounter::IkeQueueFull => "ike_queue_full",
+            DaemonCounter::TrapAcquires => "trap_acquires",
         }
     }
 }

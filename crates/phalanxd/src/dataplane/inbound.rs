@@ -4,7 +4,8 @@
 //!
 //! Per packet: UDP payloads are classified first (RFC 3948 §2: a single
 //! 0xFF octet is a NAT-keepalive, a zero marker an IKE message; both are
-//! counted and consumed here, IKE comes with the next issue); the outer
+//! counted here, IKE messages handed to the IKE thread without the marker,
+//! keepalives consumed); the outer
 //! IP (and UDP) header is rebuilt in front of the ESP packet from the
 //! receive metadata, its TOS included, so an outer CE mark reaches the
 //! inner packet (RFC 6040 §4.2; see the `packet` module); `prepare_inbound` (SAD by
@@ -14,7 +15,7 @@
 //! SA's selectors (RFC 4301 §5.2); survivors go to [`Delivery`].
 
 use std::collections::VecDeque;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use phalanx_crypto::{Frame, PacketBuf};
@@ -29,6 +30,7 @@ use super::engine::CryptoEngine;
 use super::packet::{
     prepend_outer, rebuild_outer, BufPool, Input, OuterHeader, MAX_REBUILT_HEADER,
 };
+use crate::ike::{ToIke, WorkerLink};
 use crate::install::Runtime;
 
 /// Headroom of inbound buffers and of the socket receive batch: room to
@@ -80,6 +82,7 @@ pub struct InboundPath {
     soft: Vec<u32>,
     local: IpAddr,
     udp_port: u16,
+    link: Option<WorkerLink>,
 }
 
 /// What the completion of a frame needs, borrowed apart from the rest of
@@ -105,7 +108,14 @@ impl InboundPath {
             soft: Vec::new(),
             local,
             udp_port,
+            link: None,
         }
+    }
+
+    /// Hands IKE messages received on the NAT-T port and soft lifetime
+    /// events to the IKE thread over `link`.
+    pub fn set_link(&mut self, link: WorkerLink) {
+        self.link = Some(link);
     }
 
     /// Decapsulates every packet of `input` with the SAs of `rt` and hands
@@ -187,6 +197,13 @@ impl InboundPath {
                 spi = format_args!("{spi:#x}"),
                 "inbound SA reached a soft lifetime limit"
             );
+            let message = ToIke::SoftExpired {
+                spi,
+                outbound: false,
+            };
+            if self.link.as_ref().is_some_and(|l| !l.send(message)) {
+                stats.daemon.bump(DaemonCounter::IkeQueueFull);
+            }
         }
     }
 
@@ -209,8 +226,9 @@ impl InboundPath {
                     stats.daemon.bump(DaemonCounter::NattKeepalives);
                     return None;
                 }
-                Ok(UdpEncapPayload::Ike(_)) => {
+                Ok(UdpEncapPayload::Ike(message)) => {
                     stats.daemon.bump(DaemonCounter::IkeMessages);
+                    self.forward_ike(message, &meta, stats);
                     return None;
                 }
                 Err(_) => {
@@ -245,6 +263,22 @@ impl InboundPath {
                 self.bufs.put(buf);
                 None
             }
+        }
+    }
+
+    /// An IKE message from the NAT-T port (RFC 7296 §2.23), marker
+    /// stripped, to the IKE thread; never waits (a full queue is counted).
+    fn forward_ike(&self, message: &[u8], meta: &phalanx_io::PacketMeta, stats: &mut WorkerStats) {
+        let Some(link) = &self.link else {
+            return;
+        };
+        let sent = link.send(ToIke::Datagram {
+            local: SocketAddr::new(meta.local.unwrap_or(self.local), self.udp_port),
+            remote: meta.remote,
+            bytes: message.to_vec(),
+        });
+        if !sent {
+            stats.daemon.bump(DaemonCounter::IkeQueueFull);
         }
     }
 

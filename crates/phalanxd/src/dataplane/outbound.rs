@@ -35,6 +35,7 @@ use phalanx_wire::EncrId;
 use super::counters::{DaemonCounter, WorkerStats};
 use super::engine::CryptoEngine;
 use super::packet::{outer_route, BufPool, Input};
+use crate::ike::{ToIke, WorkerLink};
 use crate::install::Runtime;
 use crate::limits::{FLOW_CACHE_ENTRIES, HEADROOM};
 
@@ -78,6 +79,7 @@ pub struct OutboundPath {
     bufs: BufPool,
     spare: Vec<Frame>,
     local: IpAddr,
+    link: Option<WorkerLink>,
 }
 
 impl OutboundPath {
@@ -89,7 +91,14 @@ impl OutboundPath {
             bufs: BufPool::new(batch, buf_len),
             spare: vec![Frame::new()],
             local,
+            link: None,
         }
+    }
+
+    /// Sends acquires (trap policies) and soft lifetime events to the IKE
+    /// thread over `link`.
+    pub fn set_link(&mut self, link: WorkerLink) {
+        self.link = Some(link);
     }
 
     /// Protects every packet of `input` with the SAs and policies of `rt`
@@ -158,6 +167,7 @@ impl OutboundPath {
             }
             let Some((_, sa)) = &last else {
                 stats.daemon.bump(DaemonCounter::NoOutboundSa);
+                self.trap(rt, id, input.batch().packet(i), now, stats);
                 continue;
             };
             let Some(buf) = self.packet_buf(&mut input, i, stats) else {
@@ -205,8 +215,31 @@ impl OutboundPath {
         engine.drain(&mut |done| {
             complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
         });
-        soft_events(&mut seq_ctx.soft_expired, stats);
-        soft_events(&mut rand_ctx.soft_expired, stats);
+        soft_events(&mut seq_ctx.soft_expired, stats, self.link.as_ref());
+        soft_events(&mut rand_ctx.soft_expired, stats, self.link.as_ref());
+    }
+
+    /// A packet found the protect policy of outbound id `id` without an
+    /// SA: if the id is a trap child's slot, ask IKE for the SA (RFC 4301
+    /// §5.1 "acquire"), at most once per child per interval.
+    fn trap(&self, rt: &Runtime, id: u32, packet: &[u8], now: Instant, stats: &mut WorkerStats) {
+        let (Some(link), Some(trap)) = (&self.link, rt.trap(id)) else {
+            return;
+        };
+        if !trap.should_acquire(now) {
+            return;
+        }
+        let trigger = phalanx_wire::flow_of(packet).ok().map(|f| (f.src, f.dst));
+        let message = ToIke::Acquire {
+            child: trap.child.clone(),
+            trigger,
+        };
+        let counter = if link.send(message) {
+            DaemonCounter::TrapAcquires
+        } else {
+            DaemonCounter::IkeQueueFull
+        };
+        stats.daemon.bump(counter);
     }
 
     /// Packet `i` of `input` in a buffer for the ESP layer: swapped out
@@ -312,13 +345,20 @@ fn emit<E: Egress>(buf: PacketBuf, egress: &mut E, local: IpAddr) -> Result<Pack
 }
 
 /// Counts (and logs: once per SA in its life) the SAs that crossed a soft
-/// lifetime limit in this batch; the IKE daemon will rekey them.
-fn soft_events(spis: &mut Vec<u32>, stats: &mut WorkerStats) {
+/// lifetime limit in this batch, and tells IKE, which rekeys them.
+pub(super) fn soft_events(spis: &mut Vec<u32>, stats: &mut WorkerStats, link: Option<&WorkerLink>) {
     for spi in spis.drain(..) {
         stats.daemon.bump(DaemonCounter::SoftExpiredOut);
         tracing::info!(
             spi = format_args!("{spi:#x}"),
             "outbound SA reached a soft lifetime limit"
         );
+        let message = ToIke::SoftExpired {
+            spi,
+            outbound: true,
+        };
+        if link.is_some_and(|l| !l.send(message)) {
+            stats.daemon.bump(DaemonCounter::IkeQueueFull);
+        }
     }
 }

@@ -38,6 +38,7 @@ use super::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADROOM};
 use super::io::{SharedRaw, SocketEgress, TunDelivery};
 use super::load::LoadWindow;
 use super::outbound::OutboundPath;
+use crate::ike::WorkerLink;
 use crate::install::SaStore;
 use crate::limits::{
     HEADROOM, SEND_BATCH, SOCKET_BATCH, STATS_INTERVAL_MS, TAILROOM, TUN_BATCH, TUN_SEND_BATCH,
@@ -105,22 +106,28 @@ pub fn packet_room(mtu: u16) -> usize {
     (usize::from(mtu) + TAILROOM + HEADROOM).max(2048)
 }
 
-/// Starts worker `settings.index` on its own thread.
+/// Starts worker `settings.index` on its own thread; `link` reaches the
+/// IKE thread, when IKE is on.
 pub fn spawn(
     settings: WorkerSettings,
     devices: WorkerDevices,
     store: Arc<SaStore>,
     stop: Arc<AtomicBool>,
+    link: Option<WorkerLink>,
 ) -> io::Result<WorkerHandle> {
     let waker = Arc::new(Waker::new()?);
     let stats = Arc::new(StatsSlot::default());
-    let worker = Worker::new(
+    let mut worker = Worker::new(
         settings,
         devices,
         store,
         Arc::clone(&waker),
         Arc::clone(&stats),
     );
+    if let Some(link) = link {
+        worker.outbound.set_link(link.clone());
+        worker.inbound.set_link(link);
+    }
     let thread = thread::Builder::new()
         .name(format!("phalanx-worker-{}", settings.index))
         .spawn(move || worker.run(&stop))?;
