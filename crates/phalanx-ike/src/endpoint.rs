@@ -122,9 +122,28 @@ impl Endpoint {
         spi: u64,
         f: impl FnOnce(&mut IkeSa, &mut Ctx<'_>) -> R,
     ) -> Option<R> {
+        if !self.sas.contains_key(&spi) {
+            return None;
+        }
+        self.run(now, Some(spi), |sa, ctx| sa.map(|sa| f(sa, ctx)))
+    }
+
+    /// Runs `f` with a context but no IKE SA (creating one).
+    fn with_ctx<R>(&mut self, now: Instant, f: impl FnOnce(&mut Ctx<'_>) -> R) -> R {
+        self.run(now, None, |_, ctx| f(ctx))
+    }
+
+    /// Builds the context from the endpoint's parts (the IKE SA `spi`, if
+    /// any, borrowed beside them), runs `f`, then adopts what it left.
+    fn run<R>(
+        &mut self,
+        now: Instant,
+        spi: Option<u64>,
+        f: impl FnOnce(Option<&mut IkeSa>, &mut Ctx<'_>) -> R,
+    ) -> R {
         let mut left = Leftovers::default();
         let unix_time = self.unix_time(now);
-        let sa = self.sas.get_mut(&spi)?;
+        let sa = spi.and_then(|spi| self.sas.get_mut(&spi));
         let mut ctx = Ctx {
             now,
             unix_time,
@@ -140,30 +159,7 @@ impl Endpoint {
             handovers: &mut left.handovers,
         };
         let result = f(sa, &mut ctx);
-        self.after_call(now, Some(spi), left);
-        Some(result)
-    }
-
-    /// Runs `f` with a context but no IKE SA (creating one).
-    fn with_ctx<R>(&mut self, now: Instant, f: impl FnOnce(&mut Ctx<'_>) -> R) -> R {
-        let mut left = Leftovers::default();
-        let unix_time = self.unix_time(now);
-        let mut ctx = Ctx {
-            now,
-            unix_time,
-            provider: self.provider,
-            rng: &mut *self.rng,
-            limits: &self.limits,
-            counters: &mut self.counters,
-            transmits: &mut self.transmits,
-            events: &mut self.events,
-            ike_spis: &mut self.ike_spis,
-            child_spis: &mut self.child_spis,
-            spawned: &mut left.spawned,
-            handovers: &mut left.handovers,
-        };
-        let result = f(&mut ctx);
-        self.after_call(now, None, left);
+        self.after_call(now, spi, left);
         result
     }
 
