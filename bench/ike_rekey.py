@@ -130,7 +130,8 @@ def under_load(args):
         finally:
             topo.down()
     table = ["| gwA initiator | gwB responder | seconds | Child rekeys | IKE rekeys | pings sent | pings lost "
-             "| iperf3 UDP datagrams | lost (%) | UDP rcvbuf overflows gwA / gwB |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| iperf3 UDP datagrams | lost (%) | UDP rcvbuf overflows gwA / gwB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         table.append("| {dut} | {peer} | {seconds:.0f} | {child_rekeys} | {ike_rekeys} | {ping_sent} | **{ping_lost}** "
                      "| {udp_packets} | {udp_lost} ({pct}) | {a} / {b} |".format(

@@ -2,7 +2,7 @@
 """Rekeys under load, shared by tests/netns/test_ike_interop.py
 (`test_rekey_under_load`, 65 s) and bench/rekey-under-load.sh (minutes).
 
-    hostA --(iperf3 -u RATE, ICMP echo every 10 ms)--> gwA ==ESP/UDP==> gwB --> hostB
+    hostA --(iperf3 -u RATE [-R], ICMP echo every 10 ms)--> gwA ==ESP/UDP==> gwB --> hostB
              gwA: initiator, Child SA rekey every ~CHILD s, IKE SA every ~IKE s
              gwB: responder, lifetimes of hours (no rekey collisions)
 
@@ -83,9 +83,10 @@ def pair(topo, dut_impl, peer_impl, child_rekey="10s", ike_rekey="30s", esp="aes
     return ikegw.make_gateway(dut_impl, topo, "gwA", a), ikegw.make_gateway(peer_impl, topo, "gwB", b)
 
 
-def run(topo, dut, other, seconds, rate="50M", interval=0.01):
+def run(topo, dut, other, seconds, rate="50M", interval=0.01, reverse=False):
     """Established pair -> traffic for `seconds` while watching rekeys on
-    `dut`. Returns a dict of counts (see the keys below)."""
+    `dut`. reverse: the UDP bulk flows hostB -> hostA (iperf3 -R). Returns
+    a dict of counts (see the keys below)."""
     watcher = SpiWatcher(dut)
     watcher.start()
     t0 = time.monotonic()
@@ -93,14 +94,15 @@ def run(topo, dut, other, seconds, rate="50M", interval=0.01):
     pinger = ikegw.start_pinger(topo, "hostA", phxnet.HOSTB_V4, interval, pings)
     topo.lib("phx_iperf_server")
     rcvbuf0 = {g: udp_rcvbuf_errors(topo, g) for g in ("gwA", "gwB")}
-    iperf = topo.run("hostA", ["iperf3", "-c", phxnet.HOSTB_V4, "-u", "-b", rate, "-l", "1200",
-                               "-t", str(seconds), "-J"], timeout=seconds + 30, check=False)
+    iperf = topo.run("hostA", ["iperf3", "-c", phxnet.HOSTB_V4] + (["-R"] if reverse else []) +
+                     ["-u", "-b", rate, "-l", "1200", "-t", str(seconds), "-J"], timeout=seconds + 30, check=False)
     ping = ikegw.pinger_result(topo, pinger, timeout=max(10, seconds + 20 - (time.monotonic() - t0)))
     watcher.finish()
     report = json.loads(iperf.stdout) if iperf.stdout.strip() else {"error": iperf.stderr[-2000:]}
     udp = report.get("end", {}).get("sum", {})
     return {
         "dut": dut.impl, "peer": other.impl, "seconds": round(time.monotonic() - t0, 1), "rate": rate,
+        "direction": "hostB -> hostA" if reverse else "hostA -> hostB",
         "child_rekeys": len(watcher.child) - 1, "ike_rekeys": len(watcher.ike) - 1,
         "rekey_times": watcher.rekey_times(ping["start_wall"]), "watch_errors": watcher.errors[:5],
         "ping_sent": ping["sent"], "ping_lost": ping["sent"] - ping["received"], "ping_lost_at_s": ping["lost_at_s"],
@@ -113,6 +115,6 @@ def run(topo, dut, other, seconds, rate="50M", interval=0.01):
 def summary(r):
     """One line for logs and test output."""
     return ("rekey under load ({dut} <-> {peer}): {child_rekeys} child rekeys, {ike_rekeys} IKE rekeys in "
-            "{seconds:.0f}s; ping {ping_sent} sent, {ping_lost} lost; iperf3 UDP {rate}bit/s: {udp_lost} of "
+            "{seconds:.0f}s; ping {ping_sent} sent, {ping_lost} lost; iperf3 UDP {rate}bit/s {direction}: {udp_lost} of "
             "{udp_packets} datagrams lost ({pct} %); UDP receive buffer overflows {udp_rcvbuf_errors}"
-            ).format(pct="{:.3f}".format(r["udp_lost_percent"]) if r["udp_lost_percent"] is not None else "-", **r)
+            ).format(pct="-" if r["udp_lost_percent"] is None else "{:.3f}".format(r["udp_lost_percent"]), **r)

@@ -200,10 +200,12 @@ UDP_RATE = "50M"
 @pytest.mark.parametrize("peer", ["strongswan", "phalanx"])
 def test_rekey_under_load(topo, peer):
     """gwA (under test) initiates and rekeys its Child SA every ~10 s and
-    its IKE SA every ~30 s while hostA sends 50 Mbit/s of UDP (iperf3) and a
-    ping every 10 ms to hostB for 65 s; gwB (`peer`) answers the rekeys.
+    its IKE SA every ~30 s while 50 Mbit/s of UDP (iperf3; from hostB when
+    gwB is strongSwan, else from hostA) and a ping every 10 ms from hostA
+    cross the tunnel for 65 s; gwB (`peer`) answers the rekeys.
 
-        hostA --(iperf3 -u 50M, ping every 10 ms)--> gwA ==ESP/UDP==> gwB --> hostB
+        hostA <--(iperf3 -u 50M)--> gwA ==ESP/UDP== gwB <--> hostB
+        hostA --(ping every 10 ms)--> ... --> hostB --> ... --> hostA
                  gwA: CREATE_CHILD_SA {N(REKEY_SA) SA Ni TSi TSr} every ~10 s
                       CREATE_CHILD_SA {SA Ni KEi} (IKE SA rekey) every ~30 s
 
@@ -218,7 +220,13 @@ def test_rekey_under_load(topo, peer):
     dut.initiate()
     wait_established(dut, other)
     assert topo.wait_ping("hostA", phxnet.HOSTB_V4, 10)
-    r = rekeyload.run(topo, dut, other, REKEY_SECONDS, UDP_RATE)
+    # Against strongSwan the bulk flows hostB -> hostA: charon reads ESP in
+    # UDP with one thread from a default-sized (212 KB) socket buffer, and
+    # as the receiver of 50 Mbit/s on this busy 2-core machine it overflows
+    # (UdpRcvbufErrors) and loses pings at random, rekey or not. Phalanx
+    # decrypts the bulk; the pings still cross both gateways both ways.
+    reverse = other.impl == "strongswan"
+    r = rekeyload.run(topo, dut, other, REKEY_SECONDS, UDP_RATE, reverse=reverse)
     print(rekeyload.summary(r))
     assert r["iperf_error"] is None, "iperf3: {}".format(r["iperf_error"])
     assert not r["watch_errors"], "polling {} failed: {}".format(dut.gw, r["watch_errors"])
@@ -226,9 +234,8 @@ def test_rekey_under_load(topo, peer):
     assert r["ike_rekeys"] >= 2, "only {} IKE SA rekeys".format(r["ike_rekeys"])
     assert r["ping_lost"] == 0, (
         "lost {} of {} pings, at {} s after the start; rekeys seen at {} s; UDP receive buffer overflows "
-        "during the run: {} (charon reads ESP in UDP with one thread: on a busy machine it drops there, "
-        "rekey or not)".format(r["ping_lost"], r["ping_sent"], r["ping_lost_at_s"][:20], r["rekey_times"],
-                               r["udp_rcvbuf_errors"]))
+        "during the run: {} (charon drops there on a busy machine, rekey or not)".format(
+            r["ping_lost"], r["ping_sent"], r["ping_lost_at_s"][:20], r["rekey_times"], r["udp_rcvbuf_errors"]))
     # Both sides still agree on the current SAs.
     now = ikegw.current_spis(dut)
     assert now and now[0] == ikegw.current_spis(other)[0], "IKE SPIs differ after the run"

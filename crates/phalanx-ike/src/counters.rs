@@ -131,6 +131,8 @@ counters! {
     StateTransitions => "IKE SA state transitions",
     /// Additional key exchanges.
     AdditionalKeyExchanges => "additional key exchanges completed in IKE_INTERMEDIATE (RFC 9370 §2.2.2)",
+    /// NAT-keepalives sent.
+    NatKeepalivesSent => "NAT-keepalives sent because we are behind a NAT (RFC 3948 §2.3)",
 }
 
 /// Index of an exchange type in [`IkeCounters`]'s exchange table.

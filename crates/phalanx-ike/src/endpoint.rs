@@ -299,6 +299,7 @@ impl Endpoint {
             local,
             remote,
             bytes,
+            nat_keepalive: false,
         });
     }
 

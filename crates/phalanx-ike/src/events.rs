@@ -33,14 +33,18 @@ pub struct Transmit {
     /// prepends the four-octet non-ESP marker (RFC 7296 §2.23,
     /// `phalanx_wire::ike::with_non_esp_marker`).
     pub bytes: Vec<u8>,
+    /// A NAT-keepalive (RFC 3948 §2.3): `bytes` is the single octet 0xFF,
+    /// sent from the NAT-T port as it is, without the non-ESP marker.
+    pub nat_keepalive: bool,
 }
 
 impl Transmit {
     /// Whether the caller must prepend the non-ESP marker: either port is
-    /// 4500 (RFC 7296 §2.23).
+    /// 4500 (RFC 7296 §2.23) and this is an IKE message, not a keepalive.
     pub fn needs_non_esp_marker(&self) -> bool {
-        self.local.port() == crate::limits::NATT_PORT
-            || self.remote.port() == crate::limits::NATT_PORT
+        !self.nat_keepalive
+            && (self.local.port() == crate::limits::NATT_PORT
+                || self.remote.port() == crate::limits::NATT_PORT)
     }
 }
 

@@ -83,3 +83,11 @@ pub const MAX_TIMER_DELAY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// UDP port of IKE and ESP after NAT detection (RFC 7296 §2.23, RFC 3948).
 pub const NATT_PORT: u16 = 4500;
+
+/// How often the side behind a NAT sends a NAT-keepalive to keep the
+/// mapping open (RFC 3948 §4: "The default keepalive interval is 20
+/// seconds").
+pub const NAT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
+
+/// The payload of a NAT-keepalive packet (RFC 3948 §2.3).
+pub const NAT_KEEPALIVE_OCTET: u8 = 0xff;

@@ -95,6 +95,8 @@ pub(crate) enum IkeTimer {
     /// Forget a dead or deleted IKE SA's last state (response cache kept
     /// for retransmitted Delete requests).
     Linger,
+    /// Send a NAT-keepalive: we are behind a NAT (RFC 3948 §2.3, §4).
+    NatKeepalive,
 }
 
 impl TimerKind for IkeTimer {
@@ -106,6 +108,7 @@ impl TimerKind for IkeTimer {
         IkeTimer::Expire,
         IkeTimer::Retry,
         IkeTimer::Linger,
+        IkeTimer::NatKeepalive,
     ];
 
     fn index(self) -> usize {

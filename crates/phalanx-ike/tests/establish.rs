@@ -338,6 +338,16 @@ fn nat_moves_to_4500_and_encapsulates() {
         p.endpoint_ref(Side::B).counters().get(Counter::NatDetected),
         1
     );
+    // RFC 3948 §2.3/§4: only the side behind the NAT keeps the mapping
+    // open, one keepalive every 20 s.
+    p.run_for(Duration::from_secs(65));
+    assert_eq!(p.net.keepalives, [3, 0]);
+    assert_eq!(
+        p.endpoint_ref(Side::A)
+            .counters()
+            .get(Counter::NatKeepalivesSent),
+        3
+    );
 }
 
 // force_encap fakes the NAT: both sides encapsulate without one.

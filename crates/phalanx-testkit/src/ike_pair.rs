@@ -255,6 +255,10 @@ pub struct Network {
     rules: Vec<Rule>,
     in_flight: Vec<InFlight>,
     order: usize,
+    /// NAT-keepalives sent by A and by B (RFC 3948 §2.3). They end at the
+    /// receiver's data plane, never at its IKE endpoint, so the network
+    /// counts them instead of delivering them.
+    pub keepalives: [u64; 2],
 }
 
 impl Network {
@@ -268,6 +272,7 @@ impl Network {
             rng: ChaCha20Rng::seed_from_u64(seed),
             rules: Vec::new(),
             in_flight: Vec::new(),
+            keepalives: [0; 2],
             order: 0,
         }
     }
@@ -444,6 +449,10 @@ impl IkePair {
     }
 
     fn send(&mut self, from: Side, mut transmit: Transmit) {
+        if transmit.nat_keepalive {
+            self.net.keepalives[from as usize] += 1;
+            return;
+        }
         let info = self.info(from, &transmit.bytes);
         let ip = if transmit.remote.is_ipv4() {
             IPV4_UDP
@@ -521,6 +530,7 @@ impl IkePair {
             local: dst,
             remote: src,
             bytes: t.bytes.clone(),
+            nat_keepalive: t.nat_keepalive,
         }
     }
 

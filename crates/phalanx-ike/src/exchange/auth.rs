@@ -33,6 +33,7 @@ use crate::events::SaEvent;
 use crate::exchange::child::ChildOffer;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, Ctx, IkeSa, Pending, Reply, State, Task};
+use crate::limits::NAT_KEEPALIVE_INTERVAL;
 use crate::timers::{after, IkeTimer};
 
 /// What IKE_SA_INIT leaves for IKE_AUTH.
@@ -467,6 +468,12 @@ impl IkeSa {
     pub(crate) fn arm_lifetime(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(delay) = self.conn.dpd_delay.filter(|d| !d.is_zero()) {
             self.timers.set(IkeTimer::Dpd, after(ctx.now, delay));
+        }
+        if self.local_behind_nat {
+            self.timers.set(
+                IkeTimer::NatKeepalive,
+                after(ctx.now, NAT_KEEPALIVE_INTERVAL),
+            );
         }
         let life = self.conn.ike_lifetime;
         if !life.rekey_time.is_zero() {

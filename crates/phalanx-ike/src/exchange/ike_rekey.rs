@@ -349,6 +349,7 @@ impl IkeSa {
         sa.spi_r = k.spi_r;
         sa.crypto = Some(crypto);
         sa.encap = self.encap;
+        sa.local_behind_nat = self.local_behind_nat;
         sa.fragmentation = self.fragmentation;
         sa.peer_hashes = self.peer_hashes.clone();
         // §2.3 windows are the peers' capabilities; they carry over.

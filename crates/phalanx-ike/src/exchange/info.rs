@@ -27,6 +27,7 @@ use phalanx_wire::ike::{DeletePayload, Payload};
 use crate::counters::Counter;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, ChildStatus, Ctx, IkeSa, Pending, Reply, State, Task};
+use crate::limits::NAT_KEEPALIVE_INTERVAL;
 use crate::timers::{after, IkeTimer};
 
 impl IkeSa {
@@ -183,6 +184,20 @@ impl IkeSa {
         } else {
             self.timers.set(IkeTimer::Dpd, quiet_until);
         }
+    }
+
+    /// The NAT-keepalive timer: behind a NAT, send the one-octet keepalive
+    /// from the NAT-T port every [`NAT_KEEPALIVE_INTERVAL`] so the mapping
+    /// stays open while the tunnel is quiet (RFC 3948 §2.3, §4).
+    pub(crate) fn send_nat_keepalive(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.local_behind_nat || !self.is_established() {
+            return;
+        }
+        ctx.nat_keepalive(self.local, self.remote);
+        self.timers.set(
+            IkeTimer::NatKeepalive,
+            after(ctx.now, NAT_KEEPALIVE_INTERVAL),
+        );
     }
 
     /// Sends the liveness check: an empty INFORMATIONAL request.

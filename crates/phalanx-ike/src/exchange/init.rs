@@ -475,6 +475,7 @@ impl IkeSa {
             ctx.count(Counter::NatDetected);
             self.encap = true;
         }
+        self.local_behind_nat = nat.local_behind_nat;
         self.fragmentation =
             self.conn.fragmentation && found.has(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED);
         self.peer_hashes = peer_hashes(found);

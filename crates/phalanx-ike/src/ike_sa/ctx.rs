@@ -15,6 +15,7 @@ use crate::config::EndpointLimits;
 use crate::counters::{Counter, IkeCounters};
 use crate::events::{SaEvent, Transmit};
 use crate::ike_sa::IkeSa;
+use crate::limits::NAT_KEEPALIVE_OCTET;
 
 /// Random draws for an unused SPI before counting up from the last one.
 const SPI_DRAWS: usize = 16;
@@ -63,6 +64,22 @@ impl Ctx<'_> {
             local,
             remote,
             bytes,
+            nat_keepalive: false,
+        });
+    }
+
+    /// Queues a NAT-keepalive (RFC 3948 §2.3: one octet, 0xFF).
+    pub(crate) fn nat_keepalive(
+        &mut self,
+        local: core::net::SocketAddr,
+        remote: core::net::SocketAddr,
+    ) {
+        self.counters.bump(Counter::NatKeepalivesSent);
+        self.transmits.push_back(Transmit {
+            local,
+            remote,
+            bytes: vec![NAT_KEEPALIVE_OCTET],
+            nat_keepalive: true,
         });
     }
 

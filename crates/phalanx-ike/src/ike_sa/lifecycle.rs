@@ -151,6 +151,7 @@ impl IkeSa {
             IkeTimer::Expire => self.hard_expire(ctx),
             IkeTimer::Retry => self.retry_due(ctx),
             IkeTimer::Linger => {}
+            IkeTimer::NatKeepalive => self.send_nat_keepalive(ctx),
         }
     }
 

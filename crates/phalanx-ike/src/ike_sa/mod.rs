@@ -145,6 +145,9 @@ pub(crate) struct IkeSa {
     /// ESP is UDP-encapsulated: a NAT was detected, encapsulation is
     /// forced, or the peer moved to port 4500 (RFC 7296 §2.23).
     pub(crate) encap: bool,
+    /// Our side is behind a NAT (RFC 7296 §2.23): we keep the mapping open
+    /// with NAT-keepalives (RFC 3948 §2.3).
+    pub(crate) local_behind_nat: bool,
     /// Both sides announced RFC 7383 fragmentation.
     pub(crate) fragmentation: bool,
     /// The peer's SIGNATURE_HASH_ALGORITHMS (RFC 7427 §4).
@@ -184,6 +187,7 @@ impl IkeSa {
     ) -> IkeSa {
         IkeSa {
             encap: conn.force_encap,
+            local_behind_nat: false,
             conn,
             initiator,
             spi_i: 0,

@@ -70,9 +70,18 @@ impl IkeSockets {
     }
 
     /// Sends one transmit from the socket of its local port; on the NAT-T
-    /// port with the non-ESP marker.
+    /// port with the non-ESP marker, except a NAT-keepalive (RFC 3948
+    /// §2.3), which goes out as its one octet.
     pub fn send(&mut self, transmit: &Transmit) {
-        let sent = if transmit.local.port() == self.natt_port || transmit.needs_non_esp_marker() {
+        let sent = if transmit.nat_keepalive {
+            match &self.natt {
+                Some(natt) => natt.send_to(&transmit.bytes, transmit.remote),
+                None => {
+                    self.no_socket += 1;
+                    return;
+                }
+            }
+        } else if transmit.local.port() == self.natt_port || transmit.needs_non_esp_marker() {
             match &self.natt {
                 Some(natt) => natt.send_to(&with_non_esp_marker(&transmit.bytes), transmit.remote),
                 None => {
