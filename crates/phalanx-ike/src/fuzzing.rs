@@ -281,6 +281,11 @@ impl Harness {
             self.check_event(&event);
         }
         while let Some(transmit) = self.endpoint.poll_transmit() {
+            if transmit.nat_keepalive {
+                // RFC 3948 §2.3: the one octet 0xFF, not an IKE message.
+                assert_eq!(transmit.bytes, [crate::limits::NAT_KEEPALIVE_OCTET]);
+                continue;
+            }
             let header = IkeHeader::new_checked(&transmit.bytes[..]);
             assert!(header.is_ok(), "a datagram sent is not an IKE message");
             let mut spis = [0u8; 16];
