@@ -39,23 +39,10 @@ pub enum SignatureScheme {
     Ed25519,
 }
 
-/// A value of the IANA "IKEv2 Hash Algorithms" registry, as carried in the
-/// SIGNATURE_HASH_ALGORITHMS notify (RFC 7427 §4, §7; RFC 8420 §2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct HashAlgorithm(pub u16);
-
-impl HashAlgorithm {
-    /// SHA-1 (RFC 7427 §7); never used to sign here.
-    pub const SHA1: HashAlgorithm = HashAlgorithm(1);
-    /// SHA2-256 (RFC 7427 §7).
-    pub const SHA2_256: HashAlgorithm = HashAlgorithm(2);
-    /// SHA2-384 (RFC 7427 §7).
-    pub const SHA2_384: HashAlgorithm = HashAlgorithm(3);
-    /// SHA2-512 (RFC 7427 §7).
-    pub const SHA2_512: HashAlgorithm = HashAlgorithm(4);
-    /// "Identity": the signature algorithm hashes internally (RFC 8420 §2, EdDSA).
-    pub const IDENTITY: HashAlgorithm = HashAlgorithm(5);
-}
+/// The IANA "IKEv2 Hash Algorithms" registry, as carried in the
+/// SIGNATURE_HASH_ALGORITHMS notify (RFC 7427 §4, §7; RFC 8420 §2): the
+/// wire codec's open enum.
+pub use phalanx_wire::ike::iana::HashAlgorithm;
 
 /// The kind of a private or public key, as far as scheme choice cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
