@@ -18,6 +18,15 @@ pub enum IvSource<'a> {
     /// These exact bytes (tests and interop vectors); the length must equal
     /// the cipher's IV length.
     Fixed(&'a [u8]),
+    /// A cluster node's share of the 8-byte IV space of the combined
+    /// modes: the node id in the top 16 bits, the low 48 bits of the
+    /// sequence number below. RFC 4106 §3.1 asks only that the IV be
+    /// unique per key; with the space partitioned by node it stays unique
+    /// across the cluster even if two nodes wrongly send the same sequence
+    /// number. Sequence numbers from 2^48 on are refused (`iv_refused`)
+    /// rather than wrapped into another packet's IV. Refused for AES-CBC,
+    /// like [`IvSource::Sequence`].
+    NodePartitioned(u16),
 }
 
 impl core::fmt::Debug for IvSource<'_> {
@@ -26,6 +35,9 @@ impl core::fmt::Debug for IvSource<'_> {
             IvSource::Sequence => f.write_str("Sequence"),
             IvSource::Random(_) => f.write_str("Random"),
             IvSource::Fixed(iv) => f.debug_tuple("Fixed").field(&iv.len()).finish(),
+            IvSource::NodePartitioned(node) => {
+                f.debug_tuple("NodePartitioned").field(node).finish()
+            }
         }
     }
 }
@@ -38,7 +50,7 @@ impl IvSource<'_> {
     pub(crate) fn serves(&self, iv_len: usize) -> bool {
         match self {
             _ if iv_len == 0 => true,
-            IvSource::Sequence => iv_len == SEQUENCE_IV_LEN,
+            IvSource::Sequence | IvSource::NodePartitioned(_) => iv_len == SEQUENCE_IV_LEN,
             IvSource::Random(_) => true,
             IvSource::Fixed(bytes) => bytes.len() == iv_len,
         }
@@ -55,15 +67,34 @@ impl IvSource<'_> {
             IvSource::Sequence if iv.len() == SEQUENCE_IV_LEN => {
                 iv.copy_from_slice(&seq.to_be_bytes());
             }
+            IvSource::NodePartitioned(node) if iv.len() == SEQUENCE_IV_LEN => {
+                let value = (u64::from(*node) << PARTITION_SHIFT) | (seq & PARTITION_SEQ_MASK);
+                iv.copy_from_slice(&value.to_be_bytes());
+            }
             IvSource::Random(fill) => fill(iv),
             IvSource::Fixed(bytes) if bytes.len() == iv.len() => iv.copy_from_slice(bytes),
             _ => {}
+        }
+    }
+
+    /// True when this source can give sequence number `seq` an IV of its
+    /// own: a node-partitioned IV holds only 48 bits of it.
+    pub(crate) fn covers(&self, seq: u64) -> bool {
+        match self {
+            IvSource::NodePartitioned(_) => seq <= PARTITION_SEQ_MASK,
+            _ => true,
         }
     }
 }
 
 /// Length of the sequence-number IV: the explicit IV of the combined modes.
 const SEQUENCE_IV_LEN: usize = 8;
+
+/// Where the node id starts in a node-partitioned IV.
+const PARTITION_SHIFT: u32 = 48;
+
+/// The sequence-number bits of a node-partitioned IV.
+const PARTITION_SEQ_MASK: u64 = (1 << PARTITION_SHIFT) - 1;
 
 /// The caller's side of outbound processing for one batch.
 #[derive(Debug)]
@@ -124,5 +155,21 @@ mod tests {
         assert!(fixed.serves(8) && !fixed.serves(16));
         fixed.fill(1, &mut iv);
         assert_eq!(iv, [9; 8]);
+    }
+
+    #[test]
+    fn node_partitioned_iv_puts_the_node_on_top_and_refuses_past_48_bits() {
+        let mut a = IvSource::NodePartitioned(1);
+        let mut b = IvSource::NodePartitioned(2);
+        let (mut iv_a, mut iv_b) = ([0u8; 8], [0u8; 8]);
+        assert!(a.serves(8) && !a.serves(16));
+        // Two nodes sending the same sequence number still use distinct IVs.
+        a.fill(0x0000_0a0b_0c0d_0e0f, &mut iv_a);
+        b.fill(0x0000_0a0b_0c0d_0e0f, &mut iv_b);
+        assert_eq!(iv_a, [0, 1, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f]);
+        assert_eq!(iv_b, [0, 2, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f]);
+        assert!(a.covers((1 << 48) - 1));
+        assert!(!a.covers(1 << 48));
+        assert!(IvSource::Sequence.covers(u64::MAX));
     }
 }

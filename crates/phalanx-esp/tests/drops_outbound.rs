@@ -230,3 +230,18 @@ fn an_op_that_did_not_complete_is_not_sent() {
     let (_, verdict) = finish_outbound(foreign);
     assert_eq!(verdict, Verdict::Drop(DropReason::InvalidLayout));
 }
+
+#[test]
+fn node_partitioned_iv_refuses_sequence_numbers_past_48_bits() {
+    let spec = PairSpec {
+        esn: true,
+        ..PairSpec::esp(gcm128(), tunnel44())
+    };
+    let sa = spec.outbound(Instant::now());
+    sa.seq.advance_to((1 << 48) - 1);
+    let mut ctx = OutboundContext::new(Instant::now(), IvSource::NodePartitioned(3));
+    let mut counters = Counters::new();
+    let packet = || outbound_buf(&udp4(10, 0, false));
+    expect(&sa, packet(), &mut ctx, &mut counters, "forwarded");
+    expect(&sa, packet(), &mut ctx, &mut counters, "iv_refused");
+}

@@ -219,6 +219,9 @@ fn seal(
         Ok(seq) => seq,
         Err(reason) => return Err((packet, reason)),
     };
+    if sizes.iv > 0 && !ctx.iv.covers(seq) {
+        return Err((packet, DropReason::IvRefused));
+    }
     let layout = write(sa, &mut packet, &plan, &sizes, seq, ctx);
     let note = match (sa.params.encap.is_some(), plan.family) {
         (true, Family::V6) => Note::esp_udp6(plan.front),
