@@ -6,7 +6,7 @@
 # PHALANX_SETUP_GROUPS (space separated) before sourcing:
 #   netns  network-namespace demo, integration tests and the throughput race:
 #          iproute2, iperf3, ping, tshark, ethtool, nftables, strongSwan
-#          (charon with kernel-libipsec, swanctl)
+#          (charon with kernel-libipsec, swanctl), Corosync, tcpdump
 # e.g. `PHALANX_SETUP_GROUPS=netns source scripts/setup.sh`.
 set -euo pipefail
 
@@ -16,6 +16,10 @@ APT_PACKAGES=(
     python3-pytest       # runs tests/interop and tests/netns
     build-essential      # C compiler for aws-lc-rs
     cmake                # aws-lc-sys build fallback
+    # phalanxd links the Corosync client libraries (rust-corosync: cpg for
+    # the cluster's ordered replication; the crate also links cfg, cmap,
+    # quorum and votequorum).
+    libcpg-dev libcfg-dev libcmap-dev libquorum-dev libvotequorum-dev libcorosync-common-dev
 )
 
 APT_GROUP_NETNS=(
@@ -31,6 +35,8 @@ APT_GROUP_NETNS=(
     libcharon-extra-plugins  # kernel-libipsec (userspace ESP: this kernel has no ESP)
     libstrongswan-standard-plugins # gcm, openssl, ...
     libstrongswan-extra-plugins    # curve25519, chapoly
+    corosync                 # cluster membership and agreed-order messages (one per node namespace)
+    tcpdump                  # WAN captures in the cluster failover tests
 )
 
 for group in ${PHALANX_SETUP_GROUPS:-}; do
