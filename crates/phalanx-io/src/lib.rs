@@ -27,7 +27,12 @@
 //!   input is dropped and counted in the device's stats ([`TunStats`],
 //!   [`SocketStats`]); only errors of the descriptor itself are returned.
 //! - **`unsafe` lives in one module** (`sys`: `recvmmsg`/`sendmmsg`, control
-//!   messages, socket addresses), each block with a `SAFETY:` comment.
+//!   messages, socket addresses, and `sys::packet`: the `AF_PACKET` ring's
+//!   mapping), each block with a `SAFETY:` comment.
+//!
+//! Cluster nodes also read whole Ethernet frames ([`packet`]: an
+//! `AF_PACKET` socket with a mapped `TPACKET_V3` ring, handing out frames
+//! in place through a callback rather than in a [`PacketBatch`]).
 //!
 //! Linux only. The TUN device is driven through `tun-rs`, which owns the
 //! virtio-net header handling (GSO split on read, GRO coalescing on write).
@@ -38,6 +43,7 @@
 mod batch;
 mod datagram;
 pub mod limits;
+pub mod packet;
 mod plan;
 pub mod poll;
 pub mod raw;

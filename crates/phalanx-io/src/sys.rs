@@ -13,6 +13,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr;
 
+/// `AF_PACKET`: socket options, the `TPACKET_V3` ring, frame sends.
+pub(crate) mod packet;
+
 /// Control-message space per message. The most a message carries is one
 /// `UDP_GRO`/`UDP_SEGMENT` (`CMSG_SPACE(4)` = 24 on LP64), one
 /// `IPV6_PKTINFO` (`CMSG_SPACE(20)` = 40) or `IP_PKTINFO` (32), and one

@@ -1,4 +1,5 @@
-//! Zero-copy views and builders for the headers an IPsec gateway touches.
+//! Zero-copy views and builders for the headers an IPsec gateway touches,
+//! from the Ethernet frame (and ARP, for cluster nodes) up to IKEv2.
 //!
 //! Contract: every view is constructed through `new_checked`, which verifies
 //! that all fixed fields and all length fields lie inside the buffer; after
@@ -38,6 +39,10 @@ pub mod esp;
 pub mod fuzzing;
 #[macro_use]
 pub mod iana;
+// Link layer, for cluster nodes that read whole frames (after `iana`:
+// they use its `open_enum!`).
+pub mod arp;
+pub mod ethernet;
 pub mod ike;
 pub mod ip;
 pub mod ipv4;
@@ -47,8 +52,10 @@ pub mod tcp;
 pub mod udp;
 
 pub use ah::{AhPacket, AhRepr};
+pub use arp::{arp_reply, gratuitous_arp, ArpError, ArpOperation, ArpPacket, ArpRepr};
 pub use error::{Error, Result};
 pub use esp::{EspPacket, EspRepr, EspTrailer};
+pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddress, VlanTag};
 pub use iana::{EncrId, IntegId, IpProtocol};
 pub use ip::{flow_of, ip_version, Flow, IpVersion};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
