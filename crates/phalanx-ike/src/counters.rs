@@ -133,6 +133,16 @@ counters! {
     AdditionalKeyExchanges => "additional key exchanges completed in IKE_INTERMEDIATE (RFC 9370 §2.2.2)",
     /// NAT-keepalives sent.
     NatKeepalivesSent => "NAT-keepalives sent because we are behind a NAT (RFC 3948 §2.3)",
+    /// HA snapshots emitted.
+    HaStatesEmitted => "IKE SA snapshots emitted for the other cluster nodes (IkeStateChanged)",
+    /// HA snapshots imported.
+    HaStatesImported => "IKE SA snapshots of other cluster nodes imported (standby or takeover)",
+    /// HA snapshots refused.
+    HaImportsRefused => "IKE SA snapshots refused: stale, unknown connection, unusable keys or SPIs in use",
+    /// HA takeovers.
+    HaTakeovers => "IKE SAs taken over from another cluster node without renegotiation",
+    /// Requests another node left unanswered.
+    HaLostRequests => "CREATE_CHILD_SA requests of a failed node answered after a takeover, undone and retried",
 }
 
 /// Index of an exchange type in [`IkeCounters`]'s exchange table.

@@ -31,25 +31,31 @@ use crate::events::{Datagram, IkeSaInfo, SaEvent, Transmit};
 use crate::exchange::cookie::CookieJar;
 use crate::exchange::init::{invalid_major_version_answer, respond_init, stateless_answer};
 use crate::exchange::Found;
+use crate::ha::HaTracker;
 use crate::ike_sa::{Ctx, IkeSa, State, Task};
 
 /// Every IKE SA of one node.
 pub struct Endpoint {
-    connections: Vec<Arc<Connection>>,
+    // `pub(crate)`: the cluster replication in `crate::ha` reads and
+    // rebuilds IKE SAs beside the endpoint's own code.
+    pub(crate) connections: Vec<Arc<Connection>>,
     limits: EndpointLimits,
-    provider: &'static dyn CryptoProvider,
+    pub(crate) provider: &'static dyn CryptoProvider,
     rng: Box<dyn IkeRng + Send>,
-    sas: HashMap<u64, IkeSa>,
+    pub(crate) sas: HashMap<u64, IkeSa>,
     /// Responder half-open SAs by (peer address, SPIi) (RFC 7296 §2.6).
     half_open: HashMap<(SocketAddr, u64), u64>,
-    ike_spis: HashSet<u64>,
-    child_spis: HashSet<u32>,
+    pub(crate) ike_spis: HashSet<u64>,
+    pub(crate) child_spis: HashSet<u32>,
     cookies: CookieJar,
     transmits: VecDeque<Transmit>,
-    events: VecDeque<SaEvent>,
-    counters: IkeCounters,
+    pub(crate) events: VecDeque<SaEvent>,
+    pub(crate) counters: IkeCounters,
     /// A wall-clock reading and the `Instant` it was taken at.
     wall_clock: Option<(Instant, UnixTime)>,
+    /// What was replicated to the other cluster nodes, and what they
+    /// replicated here (`crate::ha`).
+    pub(crate) ha: HaTracker,
 }
 
 /// What one SA call left for the endpoint.
@@ -84,6 +90,7 @@ impl Endpoint {
             events: VecDeque::new(),
             counters: IkeCounters::default(),
             wall_clock: None,
+            ha: HaTracker::default(),
         };
         let starting: Vec<String> = endpoint
             .connections
@@ -116,7 +123,7 @@ impl Endpoint {
     }
 
     /// Runs `f` on the IKE SA with our SPI `spi`, then adopts what it left.
-    fn with_sa<R>(
+    pub(crate) fn with_sa<R>(
         &mut self,
         now: Instant,
         spi: u64,
@@ -160,6 +167,9 @@ impl Endpoint {
         };
         let result = f(sa, &mut ctx);
         self.after_call(now, spi, left);
+        if let Some(spi) = spi {
+            self.replicate(now, spi);
+        }
         result
     }
 
@@ -176,6 +186,10 @@ impl Endpoint {
         }
         for (from, to) in left.handovers {
             self.hand_over(now, from, to);
+            // The successor's state first: a standby never sees the
+            // Child SAs without an IKE SA.
+            self.replicate(now, to);
+            self.replicate(now, from);
         }
         if let Some(spi) = spi {
             self.initial_contact(now, spi);

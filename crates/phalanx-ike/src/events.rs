@@ -202,6 +202,24 @@ pub enum SaEvent {
         /// The SPIs of the outbound Child SAs to update.
         outbound_spis: Vec<u32>,
     },
+    /// The replicated state of an established IKE SA changed (emitted only
+    /// with [`Endpoint::set_ha_replication`](crate::Endpoint::set_ha_replication)
+    /// on): every other cluster node imports it, in this order, before the
+    /// datagrams of the same call are sent ([`crate::ha`]).
+    IkeStateChanged {
+        /// The snapshot (it holds keys: wiped on drop, never printed).
+        state: Box<crate::ha::IkeSaState>,
+    },
+    /// An IKE SA whose state was replicated is gone here (deleted, dead,
+    /// rekeyed away or handed to a successor): the other nodes forget it.
+    IkeStateRemoved {
+        /// The connection's name.
+        connection: String,
+        /// The initiator's SPI.
+        ike_spi_i: [u8; 8],
+        /// The responder's SPI.
+        ike_spi_r: [u8; 8],
+    },
 }
 
 /// The state of an IKE SA, as `phalanxctl` shows it.

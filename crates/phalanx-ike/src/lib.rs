@@ -38,6 +38,9 @@
 //!   configuration, SA payload negotiation, traffic selector narrowing,
 //!   SK protection with RFC 7383 fragmentation.
 //! - [`auth`]: identities, AUTH payloads, X.509.
+//! - [`ha`]: cluster high availability: the replicated snapshot of an
+//!   established IKE SA ([`ha::IkeSaState`]), its codec, and how another
+//!   node imports it and takes the IKE SA over without renegotiating.
 //! - `fuzzing` (feature `fuzzing`): the responder harness of the
 //!   `ike_responder` fuzz target.
 //!
@@ -63,6 +66,7 @@ pub mod events;
 mod exchange;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+pub mod ha;
 mod ike_sa;
 pub mod limits;
 pub mod natd;

@@ -91,3 +91,18 @@ pub const NAT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
 
 /// The payload of a NAT-keepalive packet (RFC 3948 §2.3).
 pub const NAT_KEEPALIVE_OCTET: u8 = 0xff;
+
+/// How far a node that takes over an IKE SA moves the AEAD IV counter of
+/// its SK payloads past the replicated value (RFC 5282 §3.1, RFC 7634 §2:
+/// an IV is never used twice under one key). The replicated counter is
+/// exact when the cluster delivers each snapshot before the datagrams of
+/// the same call leave ([`crate::ha`]); the jump keeps nonces unique even
+/// if a snapshot were lost, at the cost of 2^32 of the 2^64 IVs per
+/// takeover.
+///
+/// Message IDs get no such jump: RFC 7296 §2.3 has a responder drop a
+/// request whose Message ID is not the one it expects (or one it has
+/// just answered), so a successor that skipped ahead would never be
+/// answered; it resends the dead node's unanswered requests as they were
+/// sent instead (§2.1), which keeps both sequences exact.
+pub const HA_IV_MARGIN: u64 = 1 << 32;

@@ -31,6 +31,7 @@ use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::{ChildSaInstall, SaEvent};
 use crate::exchange::{notify, Found};
+use crate::ha::ChildSaKeys;
 use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa};
 use crate::limits::NONCE_LEN;
 use crate::proposal::{
@@ -569,6 +570,7 @@ impl IkeSa {
                 .flatten()
         });
         let mut child = ChildSa::record(new, pfs, ctx.now);
+        child.lifetime_jitter = jitter;
         child.inbound_installed = true;
         child.pending_outbound = Some(Box::new(outbound));
         let life = cfg.lifetime;
@@ -629,6 +631,23 @@ impl ChildSa {
     /// The record of a negotiated Child SA: active, nothing installed yet,
     /// no timers.
     pub(crate) fn record(new: NewChild, pfs: Option<KeId>, now: std::time::Instant) -> ChildSa {
+        // KEYMAT: initiator-to-responder keys first (§2.17).
+        let k = new.keys;
+        let keys = if new.initiator {
+            ChildSaKeys {
+                encr_in: k.encr_r,
+                integ_in: k.integ_r,
+                encr_out: k.encr_i,
+                integ_out: k.integ_i,
+            }
+        } else {
+            ChildSaKeys {
+                encr_in: k.encr_i,
+                integ_in: k.integ_i,
+                encr_out: k.encr_r,
+                integ_out: k.integ_r,
+            }
+        };
         ChildSa {
             config: new.config,
             spi_in: new.spi_in,
@@ -648,6 +667,8 @@ impl ChildSa {
             replaces: None,
             nonces: Some(new.nonces),
             peer_rekey: None,
+            keys,
+            lifetime_jitter: core::time::Duration::ZERO,
         }
     }
 }

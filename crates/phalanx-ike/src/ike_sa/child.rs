@@ -2,7 +2,7 @@
 //! what was negotiated, what the data plane has installed, its timers and
 //! its place in rekeys (RFC 7296 §1.3, §2.8).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use phalanx_crypto::Suite;
 use phalanx_sa::{SaMode, UdpEncap};
@@ -10,6 +10,7 @@ use phalanx_wire::ike::iana::KeId;
 use phalanx_wire::ike::TrafficSelector;
 
 use crate::events::{ChildSaInfo, ChildSaInstall, SaEvent};
+use crate::ha::ChildSaKeys;
 use crate::ike_sa::ctx::Ctx;
 use crate::timers::{ChildTimer, TimerTable};
 
@@ -67,6 +68,11 @@ pub(crate) struct ChildSa {
     /// On an SA the peer rekeyed: our inbound SPI of the SA that rekey
     /// created (for collisions with our own rekey, §2.8.1).
     pub(crate) peer_rekey: Option<u32>,
+    /// The keys of both directions (§2.17), kept for the replicated state
+    /// other cluster nodes install the SA from ([`crate::ha`]).
+    pub(crate) keys: ChildSaKeys,
+    /// The jitter taken off the soft lifetime (§2.8).
+    pub(crate) lifetime_jitter: Duration,
 }
 
 impl ChildSa {

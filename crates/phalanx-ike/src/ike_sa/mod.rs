@@ -610,6 +610,7 @@ impl IkeSa {
             }
             Pending::DeleteIke => self.close_after_delete(ctx),
             Pending::Informational => {}
+            Pending::Lost(purpose) => self.process_lost_response(ctx, *purpose, payloads),
         }
     }
 

@@ -6,6 +6,7 @@ use core::net::IpAddr;
 
 use crate::exchange::child::ChildOffer;
 use crate::exchange::ike_rekey::IkeRekeyOffer;
+use crate::ha::RequestPurpose;
 
 /// Queued work, started when the window is free.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,4 +65,8 @@ pub(crate) enum Pending {
     DeleteIke,
     /// An empty INFORMATIONAL (liveness), or one carrying only a notify.
     Informational,
+    /// A CREATE_CHILD_SA another cluster node sent before this one took
+    /// the IKE SA over: its secrets stayed there, so the response is only
+    /// used to undo what the peer created ([`crate::ha`]).
+    Lost(Box<RequestPurpose>),
 }
