@@ -36,6 +36,8 @@ impl ErrorCode {
     pub const TIMED_OUT: ErrorCode = ErrorCode(10);
     /// IKE is not enabled in this daemon (no `[ike]` or `[[connection]]`).
     pub const IKE_DISABLED: ErrorCode = ErrorCode(11);
+    /// The daemon runs no cluster (no `[cluster]` in its configuration).
+    pub const CLUSTER_DISABLED: ErrorCode = ErrorCode(12);
 
     /// A snake_case name, or `"unknown"` for codes this build lacks.
     pub const fn name(self) -> &'static str {
@@ -51,6 +53,7 @@ impl ErrorCode {
             9 => "ike_failed",
             10 => "timed_out",
             11 => "ike_disabled",
+            12 => "cluster_disabled",
             _ => "unknown",
         }
     }

@@ -10,7 +10,9 @@
 //! Optional fields added within version 1 (absent from older daemons, so
 //! `None` on decode): `PolicyInfo::hits` filled in; `WorkerLoad::busy_1s`,
 //! `busy_avg`, `busy_seconds` (and `busy_ratio` now means the last second,
-//! not the last 100 ms).
+//! not the last 100 ms). The `cluster` request was added within version 1
+//! too: an older daemon answers it with [`ErrorCode::UNKNOWN_REQUEST`], a
+//! daemon without `[cluster]` with [`ErrorCode::CLUSTER_DISABLED`].
 //!
 //! This crate knows nothing of Phalanx's data plane: it holds plain data
 //! types (serde), the line codec used by both sides, a bounded line reader
@@ -19,12 +21,17 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod cluster;
 mod codec;
 mod error;
 mod ike;
 mod types;
 
 pub use client::Client;
+pub use cluster::{
+    ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport,
+    TakeoverBlockReport,
+};
 pub use codec::{
     decode_request, decode_response, encode_error, encode_request, encode_response,
     read_line_bounded, LineRead, RequestEnvelope, RequestError, ResponseEnvelope,

@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::ClusterReport;
 use crate::ike::{ActionResult, IkeSaReport};
 
 /// What a client asks the daemon.
@@ -45,6 +46,11 @@ pub enum Request {
         /// The connection's name.
         connection: String,
     },
+    /// Cluster members, ownership, leases, checkpoints and failovers:
+    /// answered with [`Response::Cluster`], or
+    /// [`ErrorCode::CLUSTER_DISABLED`](crate::ErrorCode::CLUSTER_DISABLED)
+    /// by a daemon without `[cluster]`.
+    Cluster,
 }
 
 impl Request {
@@ -59,6 +65,7 @@ impl Request {
             Request::Ike => "ike",
             Request::Initiate { .. } => "initiate",
             Request::Terminate { .. } => "terminate",
+            Request::Cluster => "cluster",
         }
     }
 }
@@ -94,6 +101,8 @@ pub enum Response {
     Initiate(ActionResult),
     /// Answer to [`Request::Terminate`].
     Terminate(ActionResult),
+    /// Answer to [`Request::Cluster`].
+    Cluster(ClusterReport),
 }
 
 impl Response {
@@ -109,6 +118,7 @@ impl Response {
                 | (Response::Ike(_), Request::Ike)
                 | (Response::Initiate(_), Request::Initiate { .. })
                 | (Response::Terminate(_), Request::Terminate { .. })
+                | (Response::Cluster(_), Request::Cluster)
         )
     }
 
@@ -124,6 +134,7 @@ impl Response {
             Response::Reload(r) => serde_json::to_value(r),
             Response::Ike(i) => serde_json::to_value(i),
             Response::Initiate(a) | Response::Terminate(a) => serde_json::to_value(a),
+            Response::Cluster(c) => serde_json::to_value(c),
         };
         result.unwrap_or(serde_json::Value::Null)
     }

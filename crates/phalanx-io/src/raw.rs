@@ -31,7 +31,7 @@ use crate::datagram::DatagramIo;
 use crate::limits::{DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN};
 use crate::stats::SocketStats;
 use crate::sys::RecvInfo;
-use crate::udp::{enable_pktinfo, enable_recv_tos, set_buffers};
+use crate::udp::{enable_pktinfo, enable_recv_tos, set_buffers, set_freebind};
 
 /// How to open a [`RawEspSocket`]. Start from [`RawEspConfig::new`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +42,10 @@ pub struct RawEspConfig {
     pub bind: IpAddr,
     /// Nonblocking descriptor (default off).
     pub nonblocking: bool,
+    /// Bind and send from an address no interface holds, as
+    /// [`UdpConfig::freebind`](crate::udp::UdpConfig::freebind) (default
+    /// off).
+    pub freebind: bool,
     /// `SO_RCVBUF` in bytes.
     pub recv_buffer: usize,
     /// `SO_SNDBUF` in bytes.
@@ -56,6 +60,7 @@ impl RawEspConfig {
         Self {
             bind,
             nonblocking: false,
+            freebind: false,
             recv_buffer: DEFAULT_SOCKET_BUFFER,
             send_buffer: DEFAULT_SOCKET_BUFFER,
             max_msgs: DEFAULT_MMSG_BATCH,
@@ -85,6 +90,9 @@ impl RawEspSocket {
         let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
         let socket = Socket::new(domain, Type::RAW, Some(Protocol::from(IPPROTO_ESP)))?;
         set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
+        if config.freebind {
+            set_freebind(&socket, config.bind)?;
+        }
         if v6 {
             // The IPv4 destination and TOS are read from the delivered
             // header instead.

@@ -53,6 +53,12 @@ pub struct UdpConfig {
     pub nonblocking: bool,
     /// `SO_REUSEPORT`, for one socket per worker thread.
     pub reuse_port: bool,
+    /// Bind and send from an address no interface holds, a cluster's
+    /// virtual address (default off): ip(7) `IP_FREEBIND` for the bind and
+    /// `IP_TRANSPARENT` for the sends (the route lookup refuses a source
+    /// that is not local without it). Needs `CAP_NET_ADMIN` at bind time;
+    /// IPv4 only (an IPv6 address is refused with `Unsupported`).
+    pub freebind: bool,
     /// `SO_RCVBUF` in bytes.
     pub recv_buffer: usize,
     /// `SO_SNDBUF` in bytes.
@@ -74,6 +80,7 @@ impl UdpConfig {
             gso: true,
             nonblocking: false,
             reuse_port: false,
+            freebind: false,
             recv_buffer: DEFAULT_SOCKET_BUFFER,
             send_buffer: DEFAULT_SOCKET_BUFFER,
             max_msgs: DEFAULT_MMSG_BATCH,
@@ -113,6 +120,9 @@ impl UdpSocket {
         }
         if config.reuse_port {
             socket.set_reuse_port(true)?;
+        }
+        if config.freebind {
+            set_freebind(&socket, config.bind.ip())?;
         }
         set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
         enable_pktinfo(&socket, v6)?;
@@ -220,6 +230,25 @@ pub(crate) fn set_buffers(socket: &Socket, recv: usize, send: usize) -> io::Resu
     if setsockopt(socket, sockopt::SndBufForce, &send).is_err() {
         socket.set_send_buffer_size(send)?;
     }
+    Ok(())
+}
+
+/// Lets `socket` bind `address` although no interface holds it, and send
+/// from it: ip(7) `IP_FREEBIND` for the bind, and `IP_TRANSPARENT` for
+/// the sends, since the route lookup of a socket without it refuses a
+/// source address that is not local (`ENETUNREACH`, measured on Linux
+/// 6.18). `IP_TRANSPARENT` needs `CAP_NET_ADMIN` when it is set, so set
+/// it before privileges are dropped. IPv4 only: a cluster's virtual
+/// addresses are IPv4 (answered by ARP); an IPv6 address is refused.
+pub(crate) fn set_freebind(socket: &Socket, address: IpAddr) -> io::Result<()> {
+    if address.is_ipv6() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "freebind: IPv4 addresses only",
+        ));
+    }
+    socket.set_freebind_v4(true)?;
+    setsockopt(socket, sockopt::IpTransparent, &true)?;
     Ok(())
 }
 

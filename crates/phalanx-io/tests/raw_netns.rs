@@ -118,3 +118,26 @@ fn a_bound_raw_socket_sees_only_its_address() {
     round_trip(&mut tx, &mut rx, "127.0.0.1".parse().unwrap(), None);
     assert_eq!(rx.stats().packets_received, 5, "nothing for 127.0.0.3");
 }
+
+/// `freebind`: a raw socket bound to an address no interface holds (a
+/// cluster's virtual address) sends from it; without the option the bind
+/// is refused.
+#[test]
+fn a_freebind_raw_socket_sends_from_an_address_no_interface_holds() {
+    let ns = NetNs::create("rawf");
+    let vip: IpAddr = "192.0.2.77".parse().unwrap();
+    let mut plain = RawEspConfig::new(vip);
+    plain.nonblocking = true;
+    let refused = ns.run(|| RawEspSocket::open(&plain)).unwrap_err();
+    assert_eq!(refused.kind(), io::ErrorKind::AddrNotAvailable, "{refused}");
+    let mut config = plain.clone();
+    config.freebind = true;
+    let mut tx = ns.run(|| RawEspSocket::open(&config)).unwrap();
+    let mut rx = open(&ns, "127.0.0.1");
+    let lo: IpAddr = "127.0.0.1".parse().unwrap();
+    assert_eq!(tx.send_batch(&esp_batch(lo, None, 3)).unwrap(), 3);
+    assert_eq!(tx.stats().send_dropped, 0);
+    let got = receive(&mut rx, 3);
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|(_, m)| m.remote == SocketAddr::new(vip, 0)));
+}

@@ -8,6 +8,8 @@
 //! - [`counters`]: counter-delta assertions ([`assert_delta!`]).
 //! - [`ike_pair`]: two IKE endpoints on a virtual clock over a simulated
 //!   network (latency, loss, MTU, drop rules, NAT).
+//! - [`cluster_group`]: an in-memory Corosync-like group (one agreed
+//!   order) and N cluster nodes with their data paths on a virtual clock.
 //! - [`fuzzing`]: the SA databases of the inbound fuzz targets.
 //!
 //! Contract: like the cores it tests, nothing here reads the clock or draws
@@ -15,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod cluster_group;
 pub mod counters;
 pub mod fuzzing;
 pub mod ike_pair;

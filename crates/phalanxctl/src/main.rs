@@ -4,13 +4,15 @@
 //! prints each answer as aligned tables, or with `--json` as the answer's
 //! JSON payload (one document on stdout, for scripts). Commands: `status`,
 //! `sas`, `policies`, `counters`, `reload`, and for IKE `ike`,
-//! `initiate NAME [--wait SECONDS]`, `terminate NAME`.
+//! `initiate NAME [--wait SECONDS]`, `terminate NAME`, and for a cluster
+//! node `cluster`.
 //!
 //! Exit status: 0 on success, 1 when the daemon answered with an error
 //! (for example a refused reload: nothing changed), 2 for a usage error,
 //! 3 when the daemon could not be reached or answered something unreadable.
 #![forbid(unsafe_code)]
 
+mod cluster;
 mod render;
 mod table;
 
@@ -76,6 +78,10 @@ enum Command {
         /// The connection's name.
         name: String,
     },
+    /// Cluster members (agreed, live, suspected, ready), segment owners,
+    /// per-SA leases and takeover blocks, checkpoint lag, counters and the
+    /// last failovers with their handover times.
+    Cluster,
 }
 
 impl Command {
@@ -94,6 +100,7 @@ impl Command {
             Command::Terminate { name } => Request::Terminate {
                 connection: name.clone(),
             },
+            Command::Cluster => Request::Cluster,
         }
     }
 

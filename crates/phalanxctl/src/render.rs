@@ -17,6 +17,7 @@ pub(crate) fn human(response: &Response) -> String {
         Response::Reload(r) => reload(r),
         Response::Ike(sas) => ike(sas),
         Response::Initiate(a) | Response::Terminate(a) => action(a),
+        Response::Cluster(c) => crate::cluster::render(c),
         // A newer daemon's answer kind this build cannot lay out.
         other => format!("{:#}\n", other.data_json()),
     }

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
 use phalanx_control::{
-    decode_request, encode_error, encode_response, ActionResult, ChildSaReport, CounterReport,
-    Direction, DropCounter, ErrorBody, ErrorCode, IkeSaReport, NamedCounter, PolicyInfo,
-    ReloadSummary, Request, Response, SaInfo, Status, WorkerLoad,
+    decode_request, encode_error, encode_response, ActionResult, ChildSaReport, ClusterMember,
+    ClusterReport, ClusterSaReport, CounterReport, Direction, DropCounter, ErrorBody, ErrorCode,
+    FailoverReport, IkeSaReport, LeaseBlockReport, NamedCounter, PolicyInfo, ReloadSummary,
+    Request, Response, SaInfo, Status, WorkerLoad,
 };
 
 fn socket_path() -> PathBuf {
@@ -80,8 +81,57 @@ fn ike_sa() -> IkeSaReport {
     }
 }
 
+fn cluster() -> ClusterReport {
+    ClusterReport {
+        node_id: 3,
+        scheme: "hash-src".into(),
+        group: "phalanx".into(),
+        ready: true,
+        generation: 2,
+        corosync_error: None,
+        members: vec![ClusterMember {
+            node_id: 3,
+            local: true,
+            agreed: true,
+            live: true,
+            suspected: false,
+            ready: true,
+            address: Some("10.99.0.13".into()),
+            last_heartbeat_ms: None,
+        }],
+        segment_owners: vec![3; 256],
+        sas: vec![ClusterSaReport {
+            spi: 0xc0ffee,
+            direction: Direction::Out,
+            peer: Some("198.51.100.2".into()),
+            counter: 77,
+            exhausted: false,
+            block: Some(LeaseBlockReport {
+                start: 1,
+                end: 65_536,
+                view: vec![3],
+            }),
+            class: Some(0),
+            takeover_blocks: vec![],
+            checkpoint_age_ms: None,
+        }],
+        counters: vec![NamedCounter {
+            name: "lease_grants".into(),
+            count: 1,
+        }],
+        failovers: vec![FailoverReport {
+            suspect: 1,
+            detected_after_ms: 30.5,
+            handover_ms: Some(30.7),
+            outcome: "confirmed".into(),
+            age_seconds: 61,
+        }],
+    }
+}
+
 fn answer(request: Request, reload_ok: bool) -> Result<Response, ErrorBody> {
     Ok(match request {
+        Request::Cluster => Response::Cluster(cluster()),
         Request::Ike => Response::Ike(vec![ike_sa()]),
         Request::Initiate {
             connection,
@@ -327,4 +377,27 @@ fn ike_commands() {
 fn usage_errors_exit_2() {
     let out = phalanxctl(&socket_path(), &["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn cluster_command() {
+    let socket = fake_daemon(true);
+    let out = stdout(&phalanxctl(&socket, &["cluster"]));
+    for part in [
+        "node 3 of group \"phalanx\", scheme hash-src, generation 2: ready",
+        "3 (this)",
+        "10.99.0.13",
+        "256  0-255",
+        "0x00c0ffee",
+        "1-65536 [3]",
+        "lease_grants",
+        "30.7 ms",
+        "confirmed",
+    ] {
+        assert!(out.contains(part), "{part} missing in\n{out}");
+    }
+    let json = stdout(&phalanxctl(&socket, &["cluster", "--json"]));
+    let report: ClusterReport = serde_json::from_str(&json).expect("cluster report");
+    assert_eq!(report, cluster());
+    drop(std::fs::remove_file(socket));
 }

@@ -32,9 +32,9 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use phalanx_control::{
-    decode_request, encode_error, encode_response, read_line_bounded, ActionResult, CounterReport,
-    ErrorBody, ErrorCode, IkeSaReport, LineRead, PolicyInfo, ReloadSummary, Request, Response,
-    SaInfo, Status, MAX_REQUEST_LINE_BYTES,
+    decode_request, encode_error, encode_response, read_line_bounded, ActionResult, ClusterReport,
+    CounterReport, ErrorBody, ErrorCode, IkeSaReport, LineRead, PolicyInfo, ReloadSummary, Request,
+    Response, SaInfo, Status, MAX_REQUEST_LINE_BYTES,
 };
 
 use crate::limits::MAX_INITIATE_WAIT_SECONDS;
@@ -87,6 +87,19 @@ pub trait ControlHandler: Send + Sync {
         let _ = connection;
         Err(ike_disabled())
     }
+    /// The cluster as this node sees it (`phalanxctl cluster`). The
+    /// default: no `[cluster]`.
+    fn cluster(&self) -> Result<ClusterReport, ErrorBody> {
+        Err(cluster_disabled())
+    }
+}
+
+/// The error of the cluster request to a daemon without `[cluster]`.
+pub fn cluster_disabled() -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::CLUSTER_DISABLED,
+        "this daemon is not a cluster node: the configuration has no [cluster]",
+    )
 }
 
 /// The error of IKE requests to a daemon without IKE.
@@ -337,6 +350,7 @@ fn dispatch(request: Request, state: &dyn ControlHandler) -> Result<Response, Er
             state.initiate(connection, wait).map(Response::Initiate)
         }
         Request::Terminate { connection } => state.terminate(connection).map(Response::Terminate),
+        Request::Cluster => state.cluster().map(Response::Cluster),
         other => Err(ErrorBody::new(
             ErrorCode::UNKNOWN_REQUEST,
             format!("request {other} is not served by this daemon"),

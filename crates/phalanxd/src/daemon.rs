@@ -8,12 +8,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use phalanx_control::{
-    ActionResult, CounterReport, DropCounter, ErrorBody, IkeSaReport, NamedCounter, PolicyInfo,
-    ReloadSummary, SaInfo, Status, WorkerLoad,
+    ActionResult, ClusterReport, CounterReport, DropCounter, ErrorBody, ErrorCode, IkeSaReport,
+    NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status, WorkerLoad,
 };
 
-use crate::config::{connection_changes, Config};
-use crate::control::{ike_disabled, ControlHandler};
+use crate::cluster::ClusterHandle;
+use crate::config::{check_cluster_reload, connection_changes, Config};
+use crate::control::{cluster_disabled, ike_disabled, ControlHandler};
 use crate::dataplane::{StatsSlot, WorkerStats};
 use crate::ike::{Failure, IkeControl};
 use crate::install::{ApplySummary, InstallError, SaStore};
@@ -30,6 +31,7 @@ pub struct Daemon {
     loaded_at_unix: AtomicU64,
     workers: OnceLock<Vec<Arc<StatsSlot>>>,
     ike: OnceLock<IkeControl>,
+    cluster: OnceLock<Arc<ClusterHandle>>,
     reloads: AtomicU64,
     reload_failures: AtomicU64,
 }
@@ -47,6 +49,7 @@ impl Daemon {
             loaded_at_unix: AtomicU64::new(unix_now()),
             workers: OnceLock::new(),
             ike: OnceLock::new(),
+            cluster: OnceLock::new(),
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
         })
@@ -72,6 +75,12 @@ impl Daemon {
     pub fn attach_ike(&self, control: IkeControl) {
         // A second call would be a wiring bug; the first registration stays.
         let _ = self.ike.set(control);
+    }
+
+    /// Registers the cluster thread's handle (once, after it starts).
+    pub fn attach_cluster(&self, cluster: Arc<ClusterHandle>) {
+        // A second call would be a wiring bug; the first registration stays.
+        let _ = self.cluster.set(cluster);
     }
 
     /// The IKE thread's counters (empty without IKE).
@@ -123,6 +132,8 @@ impl Daemon {
         if new.daemon != current.daemon {
             tracing::warn!("[daemon] changed; those settings apply at the next restart");
         }
+        let path = new.path.display().to_string();
+        check_cluster_reload(&path, current.cluster.as_ref(), new.cluster.as_ref())?;
         self.check_ike_reload(&current, &mut new)?;
         let mut summary = self
             .store
@@ -310,6 +321,16 @@ impl ControlHandler for Daemon {
     fn terminate(&self, connection: &str) -> Result<ActionResult, ErrorBody> {
         let ike = self.ike.get().ok_or_else(ike_disabled)?;
         ike.terminate(connection).map_err(error_body)
+    }
+
+    fn cluster(&self) -> Result<ClusterReport, ErrorBody> {
+        let cluster = self.cluster.get().ok_or_else(cluster_disabled)?;
+        cluster.report().ok_or_else(|| {
+            ErrorBody::new(
+                ErrorCode::TIMED_OUT,
+                "the cluster thread has not answered a status request yet",
+            )
+        })
     }
 
     fn reload(&self) -> Result<ReloadSummary, String> {

@@ -2,16 +2,25 @@
 //! with one queue per worker (`IFF_MULTI_QUEUE`), one UDP socket per
 //! worker on the ESP-in-UDP port (`SO_REUSEPORT`, so the kernel spreads
 //! peers over workers by 4-tuple hash), and the raw ESP socket.
+//!
+//! Cluster mode ([`open_cluster`]): one TUN queue, the UDP and raw ESP
+//! sockets bound to the outside virtual address (which no interface
+//! holds: `IP_FREEBIND` / `IP_TRANSPARENT`, set while `CAP_NET_ADMIN` is
+//! still held), and an AF_PACKET ring in promiscuous mode on each side's
+//! interface.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use phalanx_io::packet::{PacketSocket, PacketSocketConfig};
 use phalanx_io::raw::{RawEspConfig, RawEspSocket};
 use phalanx_io::tun::{TunConfig, TunDevice};
 use phalanx_io::udp::{UdpConfig, UdpSocket};
+use phalanx_wire::ethernet::MacAddress;
 
-use crate::config::Config;
+use crate::config::{ClusterSettings, Config};
+use crate::dataplane::cluster::worker::ClusterDevices;
 use crate::dataplane::worker::WorkerDevices;
 
 /// Opening a device failed; the message names the device.
@@ -51,7 +60,7 @@ pub fn open(config: &Config, workers: usize) -> Result<Vec<WorkerDevices>, Devic
     }
     .max(1);
     let tuns = open_tun(config, queues)?;
-    let raw = open_raw(config)?;
+    let raw = open_raw(config, false)?;
     let mut devices = Vec::with_capacity(workers);
     let mut tuns = tuns.into_iter();
     for index in 0..workers {
@@ -98,16 +107,74 @@ fn open_udp(config: &Config, reuse_port: bool) -> Result<UdpSocket, DeviceError>
     UdpSocket::bind(&udp).map_err(named(format!("UDP socket {bind}")))
 }
 
-/// The raw ESP socket, when `raw_esp` is on.
-fn open_raw(config: &Config) -> Result<Option<Arc<parking_lot::Mutex<RawEspSocket>>>, DeviceError> {
+/// The raw ESP socket, when `raw_esp` is on; `freebind` in cluster mode.
+fn open_raw(
+    config: &Config,
+    freebind: bool,
+) -> Result<Option<Arc<parking_lot::Mutex<RawEspSocket>>>, DeviceError> {
     if !config.protected.raw_esp {
         return Ok(None);
     }
     let mut raw = RawEspConfig::new(config.protected.local);
     raw.nonblocking = true;
+    raw.freebind = freebind;
     let socket = RawEspSocket::open(&raw).map_err(named(format!(
         "raw ESP socket on {}",
         config.protected.local
     )))?;
     Ok(Some(Arc::new(parking_lot::Mutex::new(socket))))
+}
+
+/// Opens everything the cluster worker needs (`cluster` is
+/// `config.cluster`; its outside address is `protected.local`, checked
+/// with the configuration).
+pub fn open_cluster(
+    config: &Config,
+    cluster: &ClusterSettings,
+) -> Result<ClusterDevices, DeviceError> {
+    let mut tuns = open_tun(config, 1)?;
+    let tun = tuns.pop().ok_or_else(|| DeviceError {
+        device: format!("TUN {}", config.clear.tun),
+        error: io::Error::other("no queue"),
+    })?;
+    let bind = SocketAddr::new(config.protected.local, config.protected.udp_port);
+    let mut udp = UdpConfig::new(bind);
+    // Sends only: nothing reaches the virtual address through the
+    // kernel, the rings read the traffic.
+    (udp.nonblocking, udp.freebind, udp.gro) = (true, true, false);
+    let udp = UdpSocket::bind(&udp).map_err(named(format!("UDP socket {bind} (freebind)")))?;
+    Ok(ClusterDevices {
+        inside: open_ring(&cluster.inside.interface)?,
+        outside: open_ring(&cluster.outside.interface)?,
+        tun,
+        udp,
+        raw: open_raw(config, true)?,
+    })
+}
+
+/// A promiscuous AF_PACKET ring on `interface`.
+fn open_ring(interface: &str) -> Result<PacketSocket, DeviceError> {
+    let mut ring = PacketSocketConfig::new(interface);
+    ring.promiscuous = true;
+    PacketSocket::open(&ring).map_err(named(format!("packet ring on {interface}")))
+}
+
+/// The MAC address of `interface` (sysfs), the Ethernet source of what
+/// the cluster worker sends there.
+pub fn interface_mac(interface: &str) -> Result<MacAddress, DeviceError> {
+    let path = format!("/sys/class/net/{interface}/address");
+    let what = || format!("MAC address of {interface}");
+    let text = std::fs::read_to_string(&path).map_err(named(what()))?;
+    text.trim().parse().map_err(|_| DeviceError {
+        device: what(),
+        error: io::Error::new(io::ErrorKind::InvalidData, format!("{path}: {text:?}")),
+    })
+}
+
+/// The IPv4 address of a side (cluster sides are IPv4: answered by ARP).
+pub fn side_ipv4(address: IpAddr) -> Option<std::net::Ipv4Addr> {
+    match address {
+        IpAddr::V4(v4) => Some(v4),
+        IpAddr::V6(_) => None,
+    }
 }

@@ -17,6 +17,7 @@
 // STYLE.md: `unwrap()` is fine in tests, where a panic is the failure report.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod daemon;

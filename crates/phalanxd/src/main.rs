@@ -5,7 +5,11 @@
 //! the SAs and policies → open the TUN queues, UDP sockets, raw socket and
 //! the IKE socket (port 500) → register SIGHUP/SIGTERM/SIGINT → drop every
 //! privilege (still single threaded) → start the IKE thread, the control
-//! socket, metrics and the workers → wait for signals. SIGHUP reloads the file (a broken file changes nothing);
+//! socket, metrics and the workers → wait for signals. With `[cluster]`
+//! the devices are the cluster worker's (AF_PACKET rings on both sides,
+//! one TUN queue, sockets bound to the outside virtual address) and, after
+//! the drop, the cluster thread starts (the static SAs registered with
+//! it), then the one cluster worker instead of the host-mode workers. SIGHUP reloads the file (a broken file changes nothing);
 //! SIGTERM/SIGINT stop the workers, remove the control socket, and close
 //! the TUN device (which removes it). The daemon never forks: it runs in
 //! the foreground and logs to stderr (run it under systemd or a script).
@@ -17,15 +21,24 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use phalanxd::config::{Config, LogFormat};
+use phalanx_wire::ethernet::MacAddress;
+use phalanxd::cluster::ClusterHandle;
+use phalanxd::config::{ClusterSettings, ClusterSide, Config, LogFormat};
 use phalanxd::control::{self, ControlHandler};
 use phalanxd::daemon::Daemon;
-use phalanxd::dataplane::worker::{self, WorkerSettings};
+use phalanxd::dataplane::cluster::worker::{
+    ClusterDevices, ClusterLink, ClusterWorkerHandle, ClusterWorkerSettings,
+};
+use phalanxd::dataplane::cluster::{self, VirtualSide};
+use phalanxd::dataplane::worker::{self, WorkerDevices, WorkerHandle, WorkerSettings};
+use phalanxd::dataplane::StatsSlot;
+use phalanxd::ike::WorkerLink;
 use phalanxd::{devices, ike, metrics, privileges};
 
 /// Command line.
@@ -107,11 +120,81 @@ fn init_logging(config: &Config, format: Option<LogFormatArg>) {
     }
 }
 
+/// How long stopping waits for the cluster thread to leave its group.
+const CLUSTER_STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// The devices, opened before privileges are dropped.
+enum Devices {
+    /// Host mode: one set per worker.
+    Host(Vec<WorkerDevices>),
+    /// Cluster mode: the one cluster worker's.
+    Cluster(Box<ClusterDevices>),
+}
+
+/// The running data plane.
+enum DataPlane {
+    /// Host mode: the workers.
+    Host(Vec<WorkerHandle>),
+    /// Cluster mode: the cluster worker and the cluster thread.
+    Cluster {
+        worker: ClusterWorkerHandle,
+        thread: Arc<ClusterHandle>,
+    },
+}
+
+impl DataPlane {
+    /// The workers' counter slots.
+    fn stats(&self) -> Vec<Arc<StatsSlot>> {
+        match self {
+            DataPlane::Host(handles) => handles.iter().map(|h| Arc::clone(&h.stats)).collect(),
+            DataPlane::Cluster { worker, .. } => vec![Arc::clone(&worker.stats)],
+        }
+    }
+
+    /// Stops everything (the stop flag is set) and waits for it.
+    fn stop(self) {
+        match self {
+            DataPlane::Host(handles) => {
+                for handle in &handles {
+                    handle.wake();
+                }
+                for handle in handles {
+                    handle.join();
+                }
+            }
+            DataPlane::Cluster { worker, thread } => {
+                worker.wake();
+                worker.join();
+                // The daemon holds the handle too (for `phalanxctl
+                // cluster`): stop the thread and give it a moment to
+                // leave the Corosync group.
+                thread.stop();
+                let deadline = Instant::now() + CLUSTER_STOP_WAIT;
+                while thread.is_running() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+}
+
+/// Opens the data plane's devices: host-mode workers', or with
+/// `[cluster]` the cluster worker's.
+fn open_devices(config: &Config) -> Result<Devices, Box<dyn Error>> {
+    Ok(match &config.cluster {
+        Some(cluster) => Devices::Cluster(Box::new(devices::open_cluster(config, cluster)?)),
+        None => Devices::Host(devices::open(config, devices::worker_count(config))?),
+    })
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 fn run(config: Config) -> Result<(), Box<dyn Error>> {
-    let workers = devices::worker_count(&config);
     let daemon = Arc::new(Daemon::new(config.clone())?);
-    let opened = devices::open(&config, workers)?;
+    let opened = open_devices(&config)?;
+    let sides = match &config.cluster {
+        Some(cluster) => Some(cluster_sides(cluster)?),
+        None => None,
+    };
     let ike_socket = ike::open_socket(&config)?;
     let mut signals = Signals::new([SIGHUP, SIGTERM, SIGINT])?;
     let account = match config.daemon.user.as_deref() {
@@ -123,8 +206,8 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
     }
     let dropped = privileges::drop_all(account.as_ref())?;
     tracing::info!(user = ?dropped.user, capabilities_before = dropped.had, "privileges dropped: no capability kept");
-    let ike = match (ike_socket, &config.ike) {
-        (Some(socket), Some(settings)) => {
+    let ike = match (ike_socket, &config.ike, &opened) {
+        (Some(socket), Some(settings), Devices::Host(opened)) => {
             // Send-only duplicate of a worker's NAT-T socket (RFC 7296 §2.23).
             let natt = match opened.first() {
                 Some(d) => Some(d.udp.as_fd().try_clone_to_owned()?),
@@ -153,27 +236,22 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         None => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let mut handles = Vec::with_capacity(opened.len());
-    for (index, devices) in opened.into_iter().enumerate() {
-        let settings = WorkerSettings {
-            index,
-            local: config.protected.local,
-            udp_port: config.protected.udp_port,
-            mtu: config.clear.mtu,
-            crypto_threads: config.daemon.crypto_threads,
-        };
-        handles.push(worker::spawn(
-            settings,
-            devices,
-            Arc::clone(daemon.store()),
-            Arc::clone(&stop),
-            ike.as_ref().map(|t| t.link.clone()),
-        )?);
-    }
-    daemon.attach_workers(handles.iter().map(|h| Arc::clone(&h.stats)).collect());
+    let plane = match opened {
+        Devices::Host(opened) => {
+            let link = ike.as_ref().map(|t| t.link.clone());
+            DataPlane::Host(start_workers(&config, &daemon, opened, &stop, link)?)
+        }
+        Devices::Cluster(devices) => {
+            // `sides` is Some exactly when `[cluster]` is (above).
+            let sides = sides.ok_or("cluster sides missing")?;
+            start_cluster(&config, &daemon, *devices, sides, &stop)?
+        }
+    };
+    daemon.attach_workers(plane.stats());
     tracing::info!(
         config = %config.path.display(),
-        workers = handles.len(),
+        workers = plane.stats().len(),
+        cluster_node = config.cluster.as_ref().map(|c| c.node_id.0),
         tun = %config.clear.tun,
         local = %config.protected.local,
         udp_port = config.protected.udp_port,
@@ -194,12 +272,7 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    for handle in &handles {
-        handle.wake();
-    }
-    for handle in handles {
-        handle.join();
-    }
+    plane.stop();
     if let Some(ike) = ike {
         ike.stop();
     }
@@ -207,6 +280,93 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
     drop(control);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the host-mode workers, one per device set.
+fn start_workers(
+    config: &Config,
+    daemon: &Daemon,
+    opened: Vec<WorkerDevices>,
+    stop: &Arc<AtomicBool>,
+    link: Option<WorkerLink>,
+) -> Result<Vec<WorkerHandle>, Box<dyn Error>> {
+    let mut handles = Vec::with_capacity(opened.len());
+    for (index, devices) in opened.into_iter().enumerate() {
+        let settings = WorkerSettings {
+            index,
+            local: config.protected.local,
+            udp_port: config.protected.udp_port,
+            mtu: config.clear.mtu,
+            crypto_threads: config.daemon.crypto_threads,
+        };
+        handles.push(worker::spawn(
+            settings,
+            devices,
+            Arc::clone(daemon.store()),
+            Arc::clone(stop),
+            link.clone(),
+        )?);
+    }
+    Ok(handles)
+}
+
+/// Cluster mode: the cluster thread (Corosync, heartbeats; the static SAs
+/// registered), then the cluster worker reading its state.
+fn start_cluster(
+    config: &Config,
+    daemon: &Daemon,
+    devices: ClusterDevices,
+    (inside, outside): (VirtualSide, VirtualSide),
+    stop: &Arc<AtomicBool>,
+) -> Result<DataPlane, Box<dyn Error>> {
+    let settings = config.cluster.as_ref().ok_or("no [cluster]")?;
+    let descriptors = cluster::sa_descriptors(&config.sas);
+    let thread = phalanxd::cluster::spawn(settings, descriptors, Arc::clone(stop))
+        .map_err(|e| format!("cluster thread: {e}"))?;
+    let thread = Arc::new(thread);
+    daemon.attach_cluster(Arc::clone(&thread));
+    let link = ClusterLink {
+        shared: Arc::clone(&thread.shared),
+        reports: thread.report_sender(),
+    };
+    let worker_settings = ClusterWorkerSettings {
+        local: settings.node_id,
+        scheme: settings.scheme,
+        inside,
+        outside,
+        udp_port: config.protected.udp_port,
+        mtu: config.clear.mtu,
+        crypto_threads: config.daemon.crypto_threads,
+    };
+    let store = Arc::clone(daemon.store());
+    let worker = cluster::worker::spawn(worker_settings, devices, store, link, Arc::clone(stop))?;
+    tracing::info!(
+        node = settings.node_id.0,
+        scheme = %settings.scheme,
+        inside = %inside.address,
+        outside = %outside.address,
+        "cluster data plane running (one worker)"
+    );
+    Ok(DataPlane::Cluster { worker, thread })
+}
+
+/// Both sides' virtual addresses with this node's own MACs (read before
+/// privileges are dropped).
+fn cluster_sides(cluster: &ClusterSettings) -> Result<(VirtualSide, VirtualSide), Box<dyn Error>> {
+    let side = |side: &ClusterSide| -> Result<VirtualSide, Box<dyn Error>> {
+        let address = devices::side_ipv4(side.address).ok_or_else(|| {
+            format!(
+                "[cluster] virtual address {} on {}: only IPv4 is supported (ARP)",
+                side.address, side.interface
+            )
+        })?;
+        Ok(VirtualSide {
+            address,
+            mac: MacAddress(side.mac),
+            own_mac: devices::interface_mac(&side.interface)?,
+        })
+    };
+    Ok((side(&cluster.inside)?, side(&cluster.outside)?))
 }
 
 /// SIGHUP: re-read the file; a broken file changes nothing.

@@ -256,6 +256,9 @@ pub fn render(state: &dyn ControlHandler) -> String {
     if let Ok(ike) = state.ike() {
         render_ike(&mut out, &ike, &counters);
     }
+    if let Ok(cluster) = state.cluster() {
+        crate::cluster::metrics::render(&mut out, &cluster);
+    }
     out
 }
 
@@ -487,14 +490,19 @@ fn render_counters(out: &mut String, report: &CounterReport) {
 }
 
 /// Writes the HELP and TYPE lines of a family.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let help = help.replace('\\', r"\\").replace('\n', r"\n");
     // Writing into a String cannot fail.
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
 /// Writes one sample line.
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+pub(crate) fn sample(
+    out: &mut String,
+    name: &str,
+    labels: &[(&str, &str)],
+    value: impl std::fmt::Display,
+) {
     out.push_str(name);
     if !labels.is_empty() {
         out.push('{');
@@ -525,7 +533,7 @@ fn escape_label_value(out: &mut String, value: &str) {
 }
 
 /// A float in the exposition's spelling (Go's `ParseFloat` reads it back).
-struct Float(f64);
+pub(crate) struct Float(pub(crate) f64);
 
 impl std::fmt::Display for Float {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -159,6 +159,7 @@ fn all_requests() -> Vec<Request> {
         Request::Terminate {
             connection: "site-b".into(),
         },
+        Request::Cluster,
     ]
 }
 
@@ -217,6 +218,10 @@ fn every_response_answers_only_its_request() {
         ),
         (Response::Reload(ReloadSummary::default()), Request::Reload),
         (Response::Ike(vec![]), Request::Ike),
+        (
+            Response::Cluster(crate::ClusterReport::default()),
+            Request::Cluster,
+        ),
         (
             Response::Terminate(ActionResult {
                 connection: "c".into(),

@@ -11,6 +11,7 @@
 //! `phalanx_ike::config::EndpointConfig` ([`IkeSettings`]); files they name
 //! (certificates, keys, CAs) are read relative to the configuration file.
 
+mod cluster;
 mod connection;
 mod credentials;
 mod ike;
@@ -29,6 +30,7 @@ use phalanx_crypto::Suite;
 use phalanx_sa::{SaParams, Selector};
 use zeroize::Zeroizing;
 
+pub use cluster::{check_cluster_reload, ClusterSettings, ClusterSide};
 pub use credentials::CredentialFingerprint;
 pub use ike::{
     connection_changes, same_connection, ChildPolicySet, ChildRef, ConnectionChanges, IkeSettings,
@@ -270,6 +272,8 @@ pub struct Config {
     /// `[ike]` and `[[connection]]`; `None` when the file has neither (no
     /// IKE socket is opened).
     pub ike: Option<IkeSettings>,
+    /// `[cluster]`; `None` runs a single gateway (host mode).
+    pub cluster: Option<ClusterSettings>,
 }
 
 impl Config {

@@ -11,6 +11,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::cluster::RawCluster;
 use super::raw_ike::{RawConnection, RawIke};
 
 /// The whole file.
@@ -28,6 +29,7 @@ pub(crate) struct RawConfig {
     pub(crate) ike: Option<Spanned<RawIke>>,
     #[serde(default)]
     pub(crate) connection: Vec<Spanned<RawConnection>>,
+    pub(crate) cluster: Option<Spanned<RawCluster>>,
 }
 
 /// `[daemon]`.

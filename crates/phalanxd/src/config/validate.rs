@@ -13,7 +13,7 @@ use toml::Spanned;
 
 use super::raw::{RawAction, RawClear, RawConfig, RawDaemon, RawPolicy, RawProtected, Word};
 use super::{
-    ike, sa, values, ClearSettings, Config, ConfigError, DaemonSettings, PolicyConfig,
+    cluster, ike, sa, values, ClearSettings, Config, ConfigError, DaemonSettings, PolicyConfig,
     PolicyTarget, ProtectedSettings, Source,
 };
 use crate::limits;
@@ -63,6 +63,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
     let sas = sa::all(source, raw.sa, &protected)?;
     let policies = policies(source, raw.policy, &sas)?;
     let ike = ike::settings(source, raw.ike, raw.connection, &protected, &policies)?;
+    let cluster = cluster::settings(source, raw.cluster, &protected, ike.is_some())?;
     Ok(Config {
         path: PathBuf::from(source.name),
         daemon,
@@ -71,6 +72,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
         sas,
         policies,
         ike,
+        cluster,
     })
 }
 

@@ -76,11 +76,93 @@ pub enum DaemonCounter {
     /// Acquires sent to IKE by trap policies (`start_action = "trap"`),
     /// at most one per child per second.
     TrapAcquires,
+    /// Cluster mode: frames read on the inside (clear) interface.
+    ClusterInsideFrames,
+    /// Cluster mode: frames read on the outside (protected) interface.
+    ClusterOutsideFrames,
+    /// Cluster mode: cleartext packets of a PROTECT policy this node was
+    /// dispatched and protected.
+    ClusterOutboundOwned,
+    /// Cluster mode: cleartext packets of a PROTECT policy another node
+    /// owns (counted by the sequencer here, then dropped).
+    ClusterOutboundNotOwned,
+    /// Cluster mode: owned cleartext packets dropped because this node
+    /// holds no sequence-number lease for the SA (yet).
+    ClusterNoLease,
+    /// Cluster mode: cleartext packets whose outbound SA the cluster
+    /// does not know (not registered), dropped.
+    ClusterOutboundUnknownSa,
+    /// Cluster mode: owned packets dropped because the SA's counter was
+    /// already past the assigned number (never sent twice).
+    ClusterSequenceBehind,
+    /// Cluster mode: cleartext packets whose TTL would reach 0 when
+    /// forwarded into the tunnel (RFC 1812 §5.3.1), dropped.
+    ClusterTtlExpired,
+    /// Cluster mode: ESP packets to the virtual address this node owns and
+    /// decrypts.
+    ClusterInboundOwned,
+    /// Cluster mode: ESP packets to the virtual address another node owns
+    /// (their sequence number observed here, then dropped).
+    ClusterInboundNotOwned,
+    /// Cluster mode: ESP packets to the virtual address for an SPI the
+    /// cluster does not know, dropped.
+    ClusterInboundUnknownSa,
+    /// Cluster mode: sequence numbers other nodes observed, entered into an
+    /// inbound SA's replay window before this node owned them.
+    ClusterTakeoverMarks,
+    /// Cluster mode: IKE messages to the virtual address (UDP 500, or 4500
+    /// with a zero marker), dropped: IKE is not replicated yet.
+    ClusterIkeUnsupported,
+    /// Cluster mode: ARP requests for a virtual address answered (this
+    /// node is the view's first member).
+    ClusterArpReplies,
+    /// Cluster mode: ARP requests for a virtual address left to the view's
+    /// first member.
+    ClusterArpNotOwner,
+    /// Cluster mode: other ARP packets (replies, requests for other
+    /// addresses, not Ethernet/IPv4), ignored.
+    ClusterArpIgnored,
+    /// Cluster mode: gratuitous ARPs sent for the virtual addresses when
+    /// this node became the view's first member.
+    ClusterGratuitousArps,
+    /// Cluster mode: frames for another MAC address (not the side's
+    /// virtual MAC, not an ARP broadcast), ignored.
+    ClusterIgnoredOtherMac,
+    /// Cluster mode: frames to the virtual MAC that carry neither IPv4 nor
+    /// ARP (IPv6, others), ignored.
+    ClusterIgnoredNotIpv4,
+    /// Cluster mode: truncated frames and IPv4 packets whose header does
+    /// not check (length, version, header checksum), ignored.
+    ClusterIgnoredMalformed,
+    /// Cluster mode: IPv4 fragments (not reassembled), ignored.
+    ClusterIgnoredFragment,
+    /// Cluster mode: packets to a virtual address that are not ESP or
+    /// ESP-in-UDP (ICMP, other ports; inside: anything to the inside
+    /// virtual address), ignored.
+    ClusterIgnoredToVip,
+    /// Cluster mode: outside packets to the virtual MAC for another IP
+    /// address, ignored.
+    ClusterIgnoredOtherDestination,
+    /// Cluster mode: packets too large for a buffer, or ARP replies beyond
+    /// a batch's room, dropped.
+    ClusterOversize,
+    /// Cluster mode: data-path reports (checkpoints, lease requests) the
+    /// cluster thread's full queue refused.
+    ClusterReportsDropped,
+    /// Cluster mode: VLAN-tagged frames (the cluster's sides are untagged),
+    /// ignored.
+    ClusterIgnoredVlan,
+    /// Cluster mode: TCP super-frames a LAN host's kernel left
+    /// unsegmented (offload), dropped: not segmented here.
+    ClusterGsoFrames,
+    /// Cluster mode: frames the kernel dropped because a ring was full
+    /// (this node missed them; the checkpoints heal its counters).
+    ClusterRingDrops,
 }
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 27] = [
+    pub const ALL: [DaemonCounter; 55] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -108,6 +190,34 @@ impl DaemonCounter {
         DaemonCounter::UdpGsoMessages,
         DaemonCounter::IkeQueueFull,
         DaemonCounter::TrapAcquires,
+        DaemonCounter::ClusterInsideFrames,
+        DaemonCounter::ClusterOutsideFrames,
+        DaemonCounter::ClusterOutboundOwned,
+        DaemonCounter::ClusterOutboundNotOwned,
+        DaemonCounter::ClusterNoLease,
+        DaemonCounter::ClusterOutboundUnknownSa,
+        DaemonCounter::ClusterSequenceBehind,
+        DaemonCounter::ClusterTtlExpired,
+        DaemonCounter::ClusterInboundOwned,
+        DaemonCounter::ClusterInboundNotOwned,
+        DaemonCounter::ClusterInboundUnknownSa,
+        DaemonCounter::ClusterTakeoverMarks,
+        DaemonCounter::ClusterIkeUnsupported,
+        DaemonCounter::ClusterArpReplies,
+        DaemonCounter::ClusterArpNotOwner,
+        DaemonCounter::ClusterArpIgnored,
+        DaemonCounter::ClusterGratuitousArps,
+        DaemonCounter::ClusterIgnoredOtherMac,
+        DaemonCounter::ClusterIgnoredNotIpv4,
+        DaemonCounter::ClusterIgnoredMalformed,
+        DaemonCounter::ClusterIgnoredFragment,
+        DaemonCounter::ClusterIgnoredToVip,
+        DaemonCounter::ClusterIgnoredOtherDestination,
+        DaemonCounter::ClusterOversize,
+        DaemonCounter::ClusterReportsDropped,
+        DaemonCounter::ClusterIgnoredVlan,
+        DaemonCounter::ClusterGsoFrames,
+        DaemonCounter::ClusterRingDrops,
     ];
 
     /// Number of counters.
@@ -143,6 +253,34 @@ impl DaemonCounter {
             DaemonCounter::UdpGsoMessages => "udp_gso_messages",
             DaemonCounter::IkeQueueFull => "ike_queue_full",
             DaemonCounter::TrapAcquires => "trap_acquires",
+            DaemonCounter::ClusterInsideFrames => "cluster_inside_frames",
+            DaemonCounter::ClusterOutsideFrames => "cluster_outside_frames",
+            DaemonCounter::ClusterOutboundOwned => "cluster_outbound_owned",
+            DaemonCounter::ClusterOutboundNotOwned => "cluster_outbound_not_owned",
+            DaemonCounter::ClusterNoLease => "cluster_no_lease",
+            DaemonCounter::ClusterOutboundUnknownSa => "cluster_outbound_unknown_sa",
+            DaemonCounter::ClusterSequenceBehind => "cluster_sequence_behind",
+            DaemonCounter::ClusterTtlExpired => "cluster_ttl_expired",
+            DaemonCounter::ClusterInboundOwned => "cluster_inbound_owned",
+            DaemonCounter::ClusterInboundNotOwned => "cluster_inbound_not_owned",
+            DaemonCounter::ClusterInboundUnknownSa => "cluster_inbound_unknown_sa",
+            DaemonCounter::ClusterTakeoverMarks => "cluster_takeover_marks",
+            DaemonCounter::ClusterIkeUnsupported => "cluster_ike_unsupported",
+            DaemonCounter::ClusterArpReplies => "cluster_arp_replies",
+            DaemonCounter::ClusterArpNotOwner => "cluster_arp_not_owner",
+            DaemonCounter::ClusterArpIgnored => "cluster_arp_ignored",
+            DaemonCounter::ClusterGratuitousArps => "cluster_gratuitous_arps",
+            DaemonCounter::ClusterIgnoredOtherMac => "cluster_ignored_other_mac",
+            DaemonCounter::ClusterIgnoredNotIpv4 => "cluster_ignored_not_ipv4",
+            DaemonCounter::ClusterIgnoredMalformed => "cluster_ignored_malformed",
+            DaemonCounter::ClusterIgnoredFragment => "cluster_ignored_fragment",
+            DaemonCounter::ClusterIgnoredToVip => "cluster_ignored_to_vip",
+            DaemonCounter::ClusterIgnoredOtherDestination => "cluster_ignored_other_destination",
+            DaemonCounter::ClusterOversize => "cluster_oversize",
+            DaemonCounter::ClusterReportsDropped => "cluster_reports_dropped",
+            DaemonCounter::ClusterIgnoredVlan => "cluster_ignored_vlan",
+            DaemonCounter::ClusterGsoFrames => "cluster_gso_frames",
+            DaemonCounter::ClusterRingDrops => "cluster_ring_drops",
         }
     }
 }

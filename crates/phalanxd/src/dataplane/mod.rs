@@ -9,6 +9,7 @@
 //! per-packet log line anywhere on the path: buffers, frames and batches
 //! are reused, counters are plain integers published every 100 ms.
 
+pub mod cluster;
 pub mod counters;
 pub mod engine;
 pub mod inbound;

@@ -13,9 +13,18 @@
 //! inner ECN field and DSCP out; the socket must not send 0 instead).
 //!
 //! IVs (RFC 4303 §3.3.2): the combined modes use the sequence number
-//! (unique per key, RFC 4106 §3.1, RFC 7634 §2); AES-CBC gets bytes from
-//! aws-lc's CSPRNG (unpredictable, RFC 3602 §2.1). If the CSPRNG ever
-//! fails the packet is dropped as `iv_refused`, never sent with a stale IV.
+//! (unique per key, RFC 4106 §3.1, RFC 7634 §2), or in cluster mode the
+//! node's partition of it ([`OutboundPath::set_node_partitioned_ivs`]:
+//! node id in the top 16 bits, so no two nodes can build the same nonce);
+//! AES-CBC gets bytes from aws-lc's CSPRNG (unpredictable, RFC 3602 §2.1).
+//! If the CSPRNG ever fails the packet is dropped as `iv_refused`, never
+//! sent with a stale IV.
+//!
+//! Cluster mode ([`OutboundPath::process_assigned`]): the SPD lookup and
+//! the choice of sequence number happened before (the dispatcher gave
+//! the packet to this node with a number of its lease class); each packet
+//! comes with its SA and number ([`Assigned`]), and the SA's counter is
+//! moved to that number just before the packet takes it.
 
 use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
@@ -72,6 +81,25 @@ pub trait Egress {
     }
 }
 
+/// A packet the cluster dispatcher gave to this node: the SA that
+/// protects it and the sequence number it must carry.
+#[derive(Clone, Debug)]
+pub struct Assigned {
+    /// The outbound SA the policy named.
+    pub sa: Arc<OutboundSa>,
+    /// The ESP sequence number this node was assigned for it.
+    pub seq: u64,
+}
+
+/// Where a batch's packets get their SA and sequence number.
+#[derive(Clone, Copy)]
+enum Plan<'a> {
+    /// Host mode: the SPD through the flow cache, and the SA's counter.
+    Policy(&'a Runtime),
+    /// Cluster mode: given per packet, in batch order.
+    Assigned(&'a [Assigned]),
+}
+
 /// A worker's outbound state, reused across batches.
 #[derive(Debug)]
 pub struct OutboundPath {
@@ -80,6 +108,9 @@ pub struct OutboundPath {
     spare: Vec<Frame>,
     local: IpAddr,
     link: Option<WorkerLink>,
+    /// Cluster mode: this node's id, the high 16 bits of every IV of the
+    /// combined modes (`IvSource::NodePartitioned`).
+    iv_node: Option<u16>,
 }
 
 impl OutboundPath {
@@ -92,7 +123,18 @@ impl OutboundPath {
             spare: vec![Frame::new()],
             local,
             link: None,
+            iv_node: None,
         }
+    }
+
+    /// Cluster mode: the combined modes' IVs carry `node` in their top 16
+    /// bits and the low 48 bits of the sequence number below
+    /// (`IvSource::NodePartitioned`), so two nodes never build the same
+    /// nonce even if they were to send the same number (RFC 4106 §3.1
+    /// asks only for uniqueness per key). Numbers from 2^48 on are then
+    /// refused as `iv_refused`. AES-CBC keeps random IVs.
+    pub fn set_node_partitioned_ivs(&mut self, node: u16) {
+        self.iv_node = Some(node);
     }
 
     /// Sends acquires (trap policies) and soft lifetime events to the IKE
@@ -115,7 +157,8 @@ impl OutboundPath {
         stats: &mut WorkerStats,
         now: Instant,
     ) {
-        self.run(rt, Input::Shared(input), engine, egress, stats, now);
+        let plan = Plan::Policy(rt);
+        self.run(plan, Input::Shared(input), engine, egress, stats, now);
     }
 
     /// As [`process`](Self::process), but each packet's buffer is swapped
@@ -133,13 +176,77 @@ impl OutboundPath {
         stats: &mut WorkerStats,
         now: Instant,
     ) {
-        self.run(rt, Input::Owned(input), engine, egress, stats, now);
+        let plan = Plan::Policy(rt);
+        self.run(plan, Input::Owned(input), engine, egress, stats, now);
     }
 
-    /// The body of both entry points.
-    fn run<E: Egress>(
+    /// Cluster mode: protects packet `i` of `input` with `assigned[i]`'s
+    /// SA as sequence number `assigned[i].seq` (buffers swapped as in
+    /// [`process_batch`](Self::process_batch); the SPD was consulted by
+    /// the caller, whose policy hits count). The SA's counter is advanced
+    /// to the number first; if it is already past it (the number was
+    /// sent, which the lease classes forbid), the packet is dropped as
+    /// `cluster_sequence_behind`. Packets past the end of `assigned` are
+    /// not sent.
+    pub fn process_assigned<E: Egress>(
+        &mut self,
+        input: &mut PacketBatch,
+        assigned: &[Assigned],
+        engine: &mut CryptoEngine,
+        egress: &mut E,
+        stats: &mut WorkerStats,
+        now: Instant,
+    ) {
+        let plan = Plan::Assigned(assigned);
+        self.run(plan, Input::Owned(input), engine, egress, stats, now);
+    }
+
+    /// Host mode: looks up the SA that protects `packet` into `last`
+    /// (kept while consecutive packets name the same one); false (counted,
+    /// a trap policy's acquire sent) when the packet is not protected.
+    fn policy_sa(
         &mut self,
         rt: &Runtime,
+        packet: &[u8],
+        last: &mut Option<(u32, Arc<OutboundSa>)>,
+        stats: &mut WorkerStats,
+        now: Instant,
+    ) -> bool {
+        let Some(id) = self.policy(rt, packet, stats) else {
+            return false;
+        };
+        if last.as_ref().map(|(l, _)| *l) != Some(id) {
+            *last = rt.outbound.lookup(id).map(|sa| (id, sa));
+        }
+        if last.is_none() {
+            stats.daemon.bump(DaemonCounter::NoOutboundSa);
+            self.trap(rt, id, packet, now, stats);
+        }
+        last.is_some()
+    }
+
+    /// Cluster mode: the SA of an assigned packet, its counter moved to
+    /// the assigned number; `None` (counted) when the counter is already
+    /// past it.
+    fn assigned_sa<'a>(
+        assigned: &'a Assigned,
+        stats: &mut WorkerStats,
+    ) -> Option<&'a Arc<OutboundSa>> {
+        let Assigned { sa, seq } = assigned;
+        // The counter only moves forward; landing exactly on the number
+        // means nothing at or above it was sent yet.
+        sa.seq.advance_to(*seq);
+        if sa.seq.peek_next() == Some(*seq) {
+            return Some(sa);
+        }
+        stats.daemon.bump(DaemonCounter::ClusterSequenceBehind);
+        None
+    }
+
+    /// The body of all entry points.
+    fn run<E: Egress>(
+        &mut self,
+        plan: Plan<'_>,
         mut input: Input<'_>,
         engine: &mut CryptoEngine,
         egress: &mut E,
@@ -152,23 +259,33 @@ impl OutboundPath {
                 rng_failed.set(true);
             }
         };
-        let mut seq_ctx = OutboundContext::new(now, IvSource::Sequence);
+        let iv = match self.iv_node {
+            Some(node) => IvSource::NodePartitioned(node),
+            None => IvSource::Sequence,
+        };
+        let mut seq_ctx = OutboundContext::new(now, iv);
         let mut rand_ctx = OutboundContext::new(now, IvSource::Random(&mut fill));
         let mut frame = self.spare.pop().unwrap_or_default();
         let mut last: Option<(u32, Arc<OutboundSa>)> = None;
-        stats.policy_hits.sync(rt);
+        if let Plan::Policy(rt) = plan {
+            stats.policy_hits.sync(rt);
+        }
         let local = self.local;
         for i in 0..input.batch().len() {
-            let Some(id) = self.policy(rt, input.batch().packet(i), stats) else {
-                continue;
-            };
-            if last.as_ref().map(|(l, _)| *l) != Some(id) {
-                last = rt.outbound.lookup(id).map(|sa| (id, sa));
-            }
-            let Some((_, sa)) = &last else {
-                stats.daemon.bump(DaemonCounter::NoOutboundSa);
-                self.trap(rt, id, input.batch().packet(i), now, stats);
-                continue;
+            let sa = match plan {
+                Plan::Policy(rt) => {
+                    let found = self.policy_sa(rt, input.batch().packet(i), &mut last, stats, now);
+                    match &last {
+                        Some((_, sa)) if found => sa,
+                        _ => continue,
+                    }
+                }
+                Plan::Assigned(assigned) => {
+                    match assigned.get(i).and_then(|a| Self::assigned_sa(a, stats)) {
+                        Some(sa) => sa,
+                        None => continue,
+                    }
+                }
             };
             let Some(buf) = self.packet_buf(&mut input, i, stats) else {
                 continue;

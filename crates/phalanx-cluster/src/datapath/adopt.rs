@@ -1,0 +1,241 @@
+//! Adopting a new [`SharedState`]: SAs added and removed, new lease
+//! generations, view changes (takeover marks), takeovers, heals, ticks.
+
+use std::sync::Arc;
+
+use super::{
+    push, DataPathReport, InboundStream, NodeDataPath, OutboundStream, SharedState,
+    TakeoverOutcome, REPLAY_CHECKPOINT_TICKS, TRANSFER_REPLAY_TICKS,
+};
+use crate::codec::{Checkpoint, ReplayCheckpoint};
+use crate::dispatch::Direction;
+use crate::observer::InboundObserver;
+use crate::sequencer::OutboundSequencer;
+
+impl NodeDataPath {
+    /// Adopt the cluster thread's latest published state (cheap when
+    /// unchanged). Call it once per batch, before the batch's packets.
+    pub fn update(&mut self, state: &SharedState) {
+        if self.version == Some(state.version) || state.local != self.local {
+            return;
+        }
+        self.version = Some(state.version);
+        self.checkpoint_every = state.checkpoint_every.max(1);
+        self.adopt_sas(state);
+        if state.generation != self.generation {
+            self.new_generation(state.generation);
+        }
+        self.enter_generations();
+        self.merge_replays();
+        if self.dispatcher.view() != &state.view {
+            self.set_view(state);
+        }
+        self.take_over(state);
+        self.heal();
+        self.on_tick(state);
+    }
+
+    /// Streams for new SAs, none for deleted ones.
+    fn adopt_sas(&mut self, state: &SharedState) {
+        let local = self.local;
+        let spacing = self.spacing;
+        for (&spi, shared) in &state.outbound {
+            let stream = self.outbound.entry(spi).or_insert_with(|| OutboundStream {
+                shared: Arc::clone(shared),
+                sequencer: OutboundSequencer::new(local, spacing),
+                noted: 0,
+            });
+            if !Arc::ptr_eq(&stream.shared, shared) {
+                stream.shared = Arc::clone(shared);
+            }
+        }
+        for (&spi, shared) in &state.inbound {
+            let stream = self.inbound.entry(spi).or_insert_with(|| InboundStream {
+                shared: Arc::clone(shared),
+                observer: InboundObserver::new(shared.descriptor.esn),
+                merged: 0,
+                armed: false,
+                traffic: false,
+            });
+            if !Arc::ptr_eq(&stream.shared, shared) {
+                stream.shared = Arc::clone(shared);
+            }
+        }
+        let gone_out: Vec<u32> = self
+            .outbound
+            .keys()
+            .filter(|spi| !state.outbound.contains_key(spi))
+            .copied()
+            .collect();
+        for spi in gone_out {
+            self.outbound.remove(&spi);
+            self.dispatcher.forget_stream(Direction::Outbound, spi);
+        }
+        let gone_in: Vec<u32> = self
+            .inbound
+            .keys()
+            .filter(|spi| !state.inbound.contains_key(spi))
+            .copied()
+            .collect();
+        for spi in gone_in {
+            self.inbound.remove(&spi);
+            self.dispatcher.forget_stream(Direction::Inbound, spi);
+        }
+    }
+
+    /// A new base view: dispatch state restarts on every node at the same
+    /// log position, so a joiner's empty tables agree with the others'.
+    fn new_generation(&mut self, generation: u64) {
+        self.generation = generation;
+        for &spi in self.outbound.keys() {
+            self.dispatcher.forget_stream(Direction::Outbound, spi);
+        }
+        for &spi in self.inbound.keys() {
+            self.dispatcher.forget_stream(Direction::Inbound, spi);
+        }
+    }
+
+    /// Sequencers move to their SA's current lease generation.
+    fn enter_generations(&mut self) {
+        for stream in self.outbound.values_mut() {
+            if let Some(leases) = stream.shared.leases.as_deref() {
+                if stream.sequencer.enter_generation(leases) {
+                    self.stats.generations += 1;
+                }
+            }
+        }
+    }
+
+    /// The others' observer checkpoints join this node's observations.
+    fn merge_replays(&mut self) {
+        for stream in self.inbound.values_mut() {
+            if let Some((serial, replay)) = &stream.shared.replay {
+                if *serial > stream.merged {
+                    stream.observer.merge(replay.top, &replay.words);
+                    stream.merged = *serial;
+                }
+            }
+        }
+    }
+
+    /// Dispatch over the new view; the observed numbers of every inbound
+    /// SA become due as marks for its replay window.
+    fn set_view(&mut self, state: &SharedState) {
+        self.dispatcher.set_view(state.view.clone());
+        self.active = state.view.contains(self.local);
+        for stream in self.inbound.values_mut() {
+            stream.armed = true;
+        }
+    }
+
+    /// Newly suspected members: every outbound SA switches to the
+    /// suspect's takeover block.
+    fn take_over(&mut self, state: &SharedState) {
+        let fresh: Vec<_> = state
+            .suspects
+            .iter()
+            .filter(|s| !self.suspects.contains(s))
+            .copied()
+            .collect();
+        self.suspects = state.suspects.clone();
+        for suspect in fresh {
+            for stream in self.outbound.values_mut() {
+                let Some(leases) = stream.shared.leases.as_deref() else {
+                    continue;
+                };
+                match stream.sequencer.take_over(suspect, leases) {
+                    TakeoverOutcome::Entered => self.stats.takeovers += 1,
+                    TakeoverOutcome::Deferred => self.stats.deferred_takeovers += 1,
+                    TakeoverOutcome::NotApplicable | TakeoverOutcome::NoBlock => {}
+                }
+            }
+            if self.active {
+                let report = DataPathReport::TakeoverApplied { suspect };
+                push(&mut self.reports, &mut self.stats, report);
+            }
+        }
+    }
+
+    /// Heal the counters from the others' checkpoints.
+    fn heal(&mut self) {
+        for stream in self.outbound.values_mut() {
+            let noted = stream.noted;
+            for note in stream.shared.notes.iter().filter(|n| n.serial > noted) {
+                let advance = stream
+                    .sequencer
+                    .heal(note.lineage, note.c, note.fingerprint);
+                if advance > 0 {
+                    self.stats.heals += 1;
+                }
+                stream.noted = note.serial;
+            }
+        }
+    }
+
+    /// Periodic work: counter checkpoints of every SA with traffic,
+    /// observer checkpoints (by the view's first member: periodically, and
+    /// on each of a few ticks after a state transfer, for the joiner), the
+    /// counters.
+    fn on_tick(&mut self, state: &SharedState) {
+        let first = state.view.first() == Some(self.local);
+        if state.transfers != self.transfers {
+            self.transfers = state.transfers;
+            if first {
+                self.replay_ticks_left = TRANSFER_REPLAY_TICKS;
+            }
+        }
+        if state.tick == self.tick {
+            return;
+        }
+        self.tick = state.tick;
+        self.tick_checkpoints();
+        let all = self.replay_ticks_left > 0;
+        self.replay_ticks_left = self.replay_ticks_left.saturating_sub(1);
+        let periodic = first && self.tick % REPLAY_CHECKPOINT_TICKS == 0;
+        self.tick_replays(all, periodic);
+        if self.stats != self.reported {
+            self.reported = self.stats;
+            push(
+                &mut self.reports,
+                &mut self.stats,
+                DataPathReport::Stats(self.reported),
+            );
+        }
+    }
+
+    fn tick_checkpoints(&mut self) {
+        for (&spi, stream) in &mut self.outbound {
+            if let Some(mark) = stream.sequencer.checkpoint(self.checkpoint_every, true) {
+                let checkpoint = Checkpoint {
+                    spi,
+                    lineage: mark.lineage,
+                    c: mark.c,
+                    fingerprint: mark.fingerprint,
+                };
+                push(
+                    &mut self.reports,
+                    &mut self.stats,
+                    DataPathReport::Checkpoint(checkpoint),
+                );
+                self.stats.checkpoints += 1;
+            }
+        }
+    }
+
+    fn tick_replays(&mut self, all: bool, periodic: bool) {
+        for (&spi, stream) in &mut self.inbound {
+            if !(all || (periodic && stream.traffic)) {
+                continue;
+            }
+            stream.traffic = false;
+            let (top, words) = stream.observer.checkpoint();
+            let replay = ReplayCheckpoint { spi, top, words };
+            push(
+                &mut self.reports,
+                &mut self.stats,
+                DataPathReport::ReplayCheckpoint(replay),
+            );
+            self.stats.replay_checkpoints += 1;
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The state a `ClusterNode` publishes for the data-plane threads: an
+//! immutable snapshot behind an `Arc`, replaced as a whole whenever
+//! something changed (the daemon keeps it in an `ArcSwap`). Per-SA parts
+//! are `Arc`s of their own, so a new snapshot copies pointers, not leases.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use crate::codec::ReplayCheckpoint;
+use crate::lease::SaLeases;
+use crate::node::SaDescriptor;
+use crate::view::{NodeId, View};
+
+/// Another node's outbound checkpoint, numbered so that the data path
+/// applies each once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CheckpointNote {
+    pub(crate) serial: u64,
+    pub(crate) lineage: u64,
+    pub(crate) c: u64,
+    pub(crate) fingerprint: u64,
+}
+
+/// One outbound SA: its leases and the recent checkpoints of the others.
+#[derive(Clone, Debug)]
+pub(crate) struct OutboundShared {
+    pub(crate) descriptor: SaDescriptor,
+    /// `None` until this node holds the replicated state.
+    pub(crate) leases: Option<Arc<SaLeases>>,
+    pub(crate) notes: VecDeque<CheckpointNote>,
+}
+
+/// One inbound SA: the latest replay checkpoint of another node.
+#[derive(Clone, Debug)]
+pub(crate) struct InboundShared {
+    pub(crate) descriptor: SaDescriptor,
+    pub(crate) replay: Option<(u64, Arc<ReplayCheckpoint>)>,
+}
+
+/// An immutable snapshot of what the data path needs. See the module
+/// docs.
+#[derive(Clone, Debug)]
+pub struct SharedState {
+    pub(crate) local: NodeId,
+    pub(crate) version: u64,
+    pub(crate) view: View,
+    pub(crate) generation: u64,
+    pub(crate) suspects: Vec<NodeId>,
+    pub(crate) ready: bool,
+    pub(crate) tick: u64,
+    pub(crate) transfers: u64,
+    pub(crate) checkpoint_every: u64,
+    pub(crate) outbound: BTreeMap<u32, Arc<OutboundShared>>,
+    pub(crate) inbound: BTreeMap<u32, Arc<InboundShared>>,
+}
+
+impl SharedState {
+    /// The state of a node that knows nothing yet: empty view, no SA.
+    pub fn empty(local: NodeId) -> SharedState {
+        SharedState {
+            local,
+            version: 0,
+            view: View::default(),
+            generation: 0,
+            suspects: Vec::new(),
+            ready: false,
+            tick: 0,
+            transfers: 0,
+            checkpoint_every: crate::limits::DEFAULT_CHECKPOINT_EVERY,
+            outbound: BTreeMap::new(),
+            inbound: BTreeMap::new(),
+        }
+    }
+
+    /// The node it was published by.
+    pub fn local(&self) -> NodeId {
+        self.local
+    }
+
+    /// Increases with every publication.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The dispatch view: the members that own traffic, as this node sees
+    /// them (its first member answers ARP for the virtual addresses).
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// The lease generation (changes with the base view).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The members this node suspects (their share is taken over).
+    pub fn suspects(&self) -> &[NodeId] {
+        &self.suspects
+    }
+
+    /// Whether this node owns traffic.
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// The outbound SAs.
+    pub fn outbound_sas(&self) -> impl Iterator<Item = &SaDescriptor> {
+        self.outbound.values().map(|sa| &sa.descriptor)
+    }
+
+    /// The inbound SAs.
+    pub fn inbound_sas(&self) -> impl Iterator<Item = &SaDescriptor> {
+        self.inbound.values().map(|sa| &sa.descriptor)
+    }
+
+    /// The leases of outbound SA `spi`.
+    pub fn leases(&self, spi: u32) -> Option<&SaLeases> {
+        self.outbound.get(&spi)?.leases.as_deref()
+    }
+}

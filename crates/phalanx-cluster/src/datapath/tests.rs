@@ -1,0 +1,236 @@
+use super::shared::{CheckpointNote, InboundShared, OutboundShared};
+use super::*;
+use crate::lease::LeaseTable;
+use crate::node::SaDescriptor;
+use core::net::Ipv4Addr;
+use std::collections::BTreeMap;
+
+const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+const OUT: u32 = 0x10;
+const IN: u32 = 0x20;
+
+fn view(ids: &[u32]) -> View {
+    View::new(1, ids.iter().map(|&i| NodeId(i)))
+}
+
+/// A state as a cluster of `ids` would publish it for `local`.
+fn state(local: u32, ids: &[u32], version: u64) -> SharedState {
+    let mut table = LeaseTable::new(64);
+    let mut out = Vec::new();
+    table.set_view(view(ids), &mut out);
+    table.add_sa(OUT, false, &mut out);
+    let mut s = SharedState::empty(NodeId(local));
+    s.version = version;
+    s.view = view(ids);
+    s.generation = 1;
+    s.ready = true;
+    s.checkpoint_every = 4;
+    let descriptor = |direction, spi| SaDescriptor {
+        direction,
+        spi,
+        esn: false,
+        peer: PEER,
+    };
+    let outbound = OutboundShared {
+        descriptor: descriptor(Direction::Outbound, OUT),
+        leases: table.sa(OUT).cloned().map(Arc::new),
+        notes: VecDeque::new(),
+    };
+    let inbound = InboundShared {
+        descriptor: descriptor(Direction::Inbound, IN),
+        replay: None,
+    };
+    s.outbound = BTreeMap::from([(OUT, Arc::new(outbound))]);
+    s.inbound = BTreeMap::from([(IN, Arc::new(inbound))]);
+    s
+}
+
+fn reports(path: &mut NodeDataPath) -> Vec<DataPathReport> {
+    std::iter::from_fn(|| path.poll_report()).collect()
+}
+
+#[test]
+fn unknown_sa_and_inactive_node() {
+    let mut path = NodeDataPath::new(NodeId(3), DispatchScheme::PacketRoundRobin);
+    assert_eq!(
+        path.outbound(OUT, PEER, 0, 100, 1),
+        OutboundDecision::UnknownSa
+    );
+    assert_eq!(path.inbound(IN, PEER, 1, 100), InboundDecision::UnknownSa);
+    path.update(&state(3, &[1, 2], 1));
+    assert!(!path.is_active());
+    for p in 0..6 {
+        assert_eq!(
+            path.outbound(OUT, PEER, 0, 100, p),
+            OutboundDecision::NotOwned
+        );
+    }
+    assert_eq!(path.counter(OUT), Some(path.lineage(OUT).unwrap() + 5));
+    let stats = path.stats();
+    assert_eq!(
+        (stats.outbound_unknown_sa, stats.inbound_unknown_sa),
+        (1, 1)
+    );
+    assert_eq!(stats.outbound_not_owned, 6);
+}
+
+/// "n1,n2 packet-rr": each node sends every other packet, with the
+/// number of its position; checkpoints every 4 packets; a lease request
+/// past half of the block.
+#[test]
+fn round_robin_pair() {
+    let mut a = NodeDataPath::new(NodeId(1), DispatchScheme::PacketRoundRobin);
+    let mut b = NodeDataPath::new(NodeId(2), DispatchScheme::PacketRoundRobin);
+    a.update(&state(1, &[1, 2], 1));
+    b.update(&state(2, &[1, 2], 1));
+    let head = a.lineage(OUT).unwrap();
+    for p in 0..40u64 {
+        let (da, db) = (
+            a.outbound(OUT, PEER, 0, 100, p),
+            b.outbound(OUT, PEER, 0, 100, p),
+        );
+        let seq = head + p;
+        let want = |mine| {
+            if mine {
+                OutboundDecision::Send { seq }
+            } else {
+                OutboundDecision::NotOwned
+            }
+        };
+        assert_eq!(da, want(seq % 2 == 0), "packet {p}");
+        assert_eq!(db, want(seq % 2 == 1), "packet {p}");
+    }
+    let ra = reports(&mut a);
+    let checkpoints = ra
+        .iter()
+        .filter(|r| matches!(r, DataPathReport::Checkpoint(_)))
+        .count();
+    assert_eq!(checkpoints, 10);
+    assert!(ra.contains(&DataPathReport::LeaseRequest {
+        spi: OUT,
+        after_end: head + 63
+    }));
+}
+
+/// A suspicion in the state: the data path switches to the takeover block
+/// and reports it; the next packets are numbered in that block.
+#[test]
+fn takeover_on_suspicion() {
+    let mut path = NodeDataPath::new(NodeId(1), DispatchScheme::PacketRoundRobin);
+    let mut s = state(1, &[1, 2], 1);
+    path.update(&s);
+    path.outbound(OUT, PEER, 0, 100, 1);
+    s.version = 2;
+    s.suspects = vec![NodeId(2)];
+    s.view = view(&[1]);
+    path.update(&s);
+    assert!(reports(&mut path).contains(&DataPathReport::TakeoverApplied { suspect: NodeId(2) }));
+    assert_eq!(path.stats().takeovers, 1);
+    let t = s
+        .leases(OUT)
+        .unwrap()
+        .takeover_for(s.leases(OUT).unwrap().regular_lineage().unwrap(), NodeId(2))
+        .unwrap()
+        .clone();
+    for p in 0..3u64 {
+        assert_eq!(
+            path.outbound(OUT, PEER, 0, 100, 10 + p),
+            OutboundDecision::Send { seq: t.start + p }
+        );
+    }
+}
+
+/// A view change makes the numbers observed but owned elsewhere due as
+/// marks, once.
+#[test]
+fn takeover_marks() {
+    let mut path = NodeDataPath::new(NodeId(2), DispatchScheme::PacketRoundRobin);
+    let mut s = state(2, &[1, 2], 1);
+    path.update(&s);
+    let mut marks = Vec::new();
+    path.drain_takeover_marks(IN, &mut marks);
+    assert!(marks.is_empty(), "nothing observed yet");
+    for seq in [1u32, 2, 3, 5] {
+        let owned = path.inbound(IN, PEER, seq, 100) == InboundDecision::Process;
+        assert_eq!(owned, seq % 2 == 1, "n2 is member 1 of 2");
+    }
+    path.drain_takeover_marks(IN, &mut marks);
+    assert!(marks.is_empty(), "no change since the first view");
+    s.version = 2;
+    s.view = view(&[2]);
+    path.update(&s);
+    path.drain_takeover_marks(IN, &mut marks);
+    assert_eq!(marks, vec![2], "n1's number; never n2's own");
+    marks.clear();
+    path.drain_takeover_marks(IN, &mut marks);
+    assert!(marks.is_empty());
+    assert_eq!(path.inbound(IN, PEER, 7, 100), InboundDecision::Process);
+}
+
+/// Shortest queue: marks are due after every packet another node owned.
+#[test]
+fn continuous_marks_with_sqf() {
+    let mut path = NodeDataPath::new(NodeId(1), DispatchScheme::PacketShortestQueue);
+    path.update(&state(1, &[1, 2], 1));
+    let mut marks = Vec::new();
+    let mut owned = Vec::new();
+    for seq in 1..=20u32 {
+        if path.inbound(IN, PEER, seq, 1000) == InboundDecision::Process {
+            owned.push(u64::from(seq));
+        }
+        path.drain_takeover_marks(IN, &mut marks);
+    }
+    assert!(!owned.is_empty() && owned.len() < 20);
+    let mut all: Vec<u64> = owned.iter().chain(&marks).copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (1..=20).collect::<Vec<u64>>());
+}
+
+/// Another node's checkpoint heals a node that missed a packet.
+#[test]
+fn heal_from_notes() {
+    let mut a = NodeDataPath::new(NodeId(1), DispatchScheme::PacketRoundRobin);
+    let mut s = state(1, &[1, 2], 1);
+    a.update(&s);
+    for p in 0..10u64 {
+        if p != 4 {
+            a.outbound(OUT, PEER, 0, 100, p);
+        }
+    }
+    let lineage = a.lineage(OUT).unwrap();
+    let behind = a.counter(OUT).unwrap();
+    s.version = 2;
+    let mut out = (*s.outbound[&OUT]).clone();
+    out.notes.push_back(CheckpointNote {
+        serial: 1,
+        lineage,
+        c: lineage + 9,
+        fingerprint: 9,
+    });
+    s.outbound.insert(OUT, Arc::new(out));
+    a.update(&s);
+    assert_eq!(a.counter(OUT), Some(behind + 1));
+    assert_eq!(a.stats().heals, 1);
+}
+
+/// Ticks: forced checkpoints, replay checkpoints by the first member after
+/// a transfer, and the counters.
+#[test]
+fn ticks() {
+    let mut path = NodeDataPath::new(NodeId(1), DispatchScheme::PacketRoundRobin);
+    let mut s = state(1, &[1, 2], 1);
+    path.update(&s);
+    path.outbound(OUT, PEER, 0, 100, 1);
+    path.inbound(IN, PEER, 9, 100);
+    reports(&mut path);
+    s.version = 2;
+    s.tick = 1;
+    s.transfers = 1;
+    path.update(&s);
+    let r = reports(&mut path);
+    assert!(r.iter().any(|r| matches!(r, DataPathReport::Checkpoint(_))));
+    assert!(r
+        .iter()
+        .any(|r| matches!(r, DataPathReport::ReplayCheckpoint(rc) if rc.top == 9)));
+    assert!(r.iter().any(|r| matches!(r, DataPathReport::Stats(_))));
+}

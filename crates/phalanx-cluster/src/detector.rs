@@ -1,0 +1,211 @@
+//! The fast failure detector: heartbeats on the cluster link, sans-IO.
+//!
+//! Corosync's own membership takes 0.7 to 3.6 s to notice a dead node; the
+//! cluster needs to take over in well under 100 ms. Every node sends a
+//! heartbeat every `heartbeat_interval` (default 5 ms) and suspects a peer
+//! it has not heard for `suspect_after` (default 30 ms). A suspicion is a
+//! local opinion: the node takes over the suspect's share at once (see
+//! `sequencer`), and only the agreed log (`Suspect`, `Rejoin`, membership)
+//! turns it into a cluster decision. A suspected peer that is heard again
+//! counts its heartbeats, so that the node can ask the log to take it back
+//! once it is steady.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::view::NodeId;
+
+/// A peer that has just been suspected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Suspicion {
+    /// The peer.
+    pub node: NodeId,
+    /// When it was last heard (or became a peer, when never heard).
+    pub last_heard: Instant,
+    /// How long it had been silent when suspected.
+    pub silent_for: Duration,
+}
+
+/// What the detector knows of one peer.
+#[derive(Clone, Copy, Debug)]
+struct Peer {
+    last_heard: Instant,
+    heard_ever: bool,
+    suspected: bool,
+    /// Heartbeats received since it was suspected.
+    heard_since_suspected: u32,
+}
+
+/// Heartbeat failure detector over the current peers. See the module docs.
+#[derive(Clone, Debug)]
+pub struct FailureDetector {
+    suspect_after: Duration,
+    peers: BTreeMap<NodeId, Peer>,
+}
+
+impl FailureDetector {
+    /// A detector that suspects a peer after `suspect_after` of silence.
+    pub fn new(suspect_after: Duration) -> FailureDetector {
+        FailureDetector {
+            suspect_after,
+            peers: BTreeMap::new(),
+        }
+    }
+
+    /// Watch exactly `peers`: new ones start as heard `now` (a grace
+    /// period of `suspect_after`), absent ones are forgotten.
+    pub fn set_peers(&mut self, now: Instant, peers: &[NodeId]) {
+        self.peers.retain(|node, _| peers.contains(node));
+        for &node in peers {
+            self.peers.entry(node).or_insert(Peer {
+                last_heard: now,
+                heard_ever: false,
+                suspected: false,
+                heard_since_suspected: 0,
+            });
+        }
+    }
+
+    /// A heartbeat from `node` arrived. Returns how many heartbeats it has
+    /// sent since it was suspected (0 when it is not suspected, or not a
+    /// peer).
+    pub fn heard(&mut self, now: Instant, node: NodeId) -> u32 {
+        let Some(peer) = self.peers.get_mut(&node) else {
+            return 0;
+        };
+        peer.last_heard = peer.last_heard.max(now);
+        peer.heard_ever = true;
+        if peer.suspected {
+            peer.heard_since_suspected += 1;
+            return peer.heard_since_suspected;
+        }
+        0
+    }
+
+    /// Suspect every peer silent for longer than `suspect_after`; appends
+    /// the new suspicions to `out`.
+    pub fn check(&mut self, now: Instant, out: &mut Vec<Suspicion>) {
+        for (&node, peer) in &mut self.peers {
+            let silent_for = now.saturating_duration_since(peer.last_heard);
+            if peer.suspected {
+                if silent_for > self.suspect_after {
+                    // Silent again: its recovery starts over.
+                    peer.heard_since_suspected = 0;
+                }
+                continue;
+            }
+            if silent_for > self.suspect_after {
+                peer.suspected = true;
+                peer.heard_since_suspected = 0;
+                out.push(Suspicion {
+                    node,
+                    last_heard: peer.last_heard,
+                    silent_for,
+                });
+            }
+        }
+    }
+
+    /// Trust `node` again (the log took it back): a fresh grace period.
+    pub fn clear(&mut self, now: Instant, node: NodeId) {
+        if let Some(peer) = self.peers.get_mut(&node) {
+            peer.suspected = false;
+            peer.heard_since_suspected = 0;
+            peer.last_heard = peer.last_heard.max(now);
+        }
+    }
+
+    /// Whether the detector suspects `node`.
+    pub fn is_suspected(&self, node: NodeId) -> bool {
+        self.peers.get(&node).is_some_and(|p| p.suspected)
+    }
+
+    /// When `node` was last heard (`None`: never, or not a peer).
+    pub fn last_heard(&self, node: NodeId) -> Option<Instant> {
+        self.peers
+            .get(&node)
+            .filter(|p| p.heard_ever)
+            .map(|p| p.last_heard)
+    }
+
+    /// Since when `node` counts as silent: its last heartbeat, or when it
+    /// became a peer if it was never heard.
+    pub fn silent_since(&self, node: NodeId) -> Option<Instant> {
+        self.peers.get(&node).map(|p| p.last_heard)
+    }
+
+    /// Whether `node` was heard within `within` of `now`.
+    pub fn heard_within(&self, now: Instant, node: NodeId, within: Duration) -> bool {
+        self.last_heard(node)
+            .is_some_and(|t| now.saturating_duration_since(t) <= within)
+    }
+
+    /// When the next unsuspected peer becomes suspect if it stays silent.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.peers
+            .values()
+            .filter(|p| !p.suspected)
+            .map(|p| p.last_heard + self.suspect_after + Duration::from_nanos(1))
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Numbered table on a virtual clock: heartbeats from n2 every 5 ms
+    /// until 20 ms; suspect_after 30 ms; n2 is suspected just after 50 ms.
+    #[test]
+    fn suspects_after_silence() {
+        let t0 = Instant::now();
+        let mut d = FailureDetector::new(30 * MS);
+        d.set_peers(t0, &[NodeId(2), NodeId(3)]);
+        let mut out = Vec::new();
+        for ms in (0..=20).step_by(5) {
+            d.heard(t0 + ms * MS, NodeId(2));
+            d.heard(t0 + ms * MS, NodeId(3));
+        }
+        for ms in (25..=60).step_by(5) {
+            d.heard(t0 + ms * MS, NodeId(3));
+        }
+        d.check(t0 + 50 * MS, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(
+            d.poll_timeout(),
+            Some(t0 + 50 * MS + Duration::from_nanos(1))
+        );
+        d.check(t0 + 51 * MS, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].node, NodeId(2));
+        assert_eq!(out[0].last_heard, t0 + 20 * MS);
+        assert!(d.is_suspected(NodeId(2)));
+        d.check(t0 + 52 * MS, &mut out);
+        assert_eq!(out.len(), 1, "suspected once");
+    }
+
+    #[test]
+    fn recovery_counts_heartbeats() {
+        let t0 = Instant::now();
+        let mut d = FailureDetector::new(30 * MS);
+        d.set_peers(t0, &[NodeId(2)]);
+        let mut out = Vec::new();
+        d.check(t0 + 31 * MS, &mut out);
+        assert_eq!(out.len(), 1, "never heard: suspected after the grace");
+        assert_eq!(d.heard(t0 + 32 * MS, NodeId(2)), 1);
+        assert_eq!(d.heard(t0 + 37 * MS, NodeId(2)), 2);
+        d.check(t0 + 80 * MS, &mut out);
+        assert_eq!(
+            d.heard(t0 + 81 * MS, NodeId(2)),
+            1,
+            "silent again: start over"
+        );
+        d.clear(t0 + 82 * MS, NodeId(2));
+        assert!(!d.is_suspected(NodeId(2)));
+        assert_eq!(d.heard(t0 + 83 * MS, NodeId(9)), 0, "not a peer");
+        d.set_peers(t0 + 90 * MS, &[]);
+        assert_eq!(d.poll_timeout(), None);
+    }
+}

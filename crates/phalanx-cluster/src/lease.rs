@@ -1,0 +1,493 @@
+//! Sequence-number leases: the replicated lease table of the outbound SAs.
+//!
+//! The table is a deterministic state machine. Every member applies the
+//! same operations in the order of the agreed log (membership changes,
+//! `SaAdd`, `LeaseRequest`, ...), so every member computes the same grants
+//! without a coordinator; a node that joins gets the table in its state
+//! transfer.
+//!
+//! # Blocks
+//! The sequence space of each outbound SA (RFC 4303 §2.2: 32 bits, or 64
+//! with ESN, here at most 2^48 - 1 because the node-partitioned IV keeps
+//! 48 bits) is cut into blocks. A block carries the view it was granted
+//! for; a member's *class* in a block is its index in that view, and a
+//! member may send only the numbers `s` of the block with
+//! `(s - start) % view.len() == class`. Blocks never overlap, every block
+//! lies above every block granted before it, and no member has two classes
+//! in one block, so no `(SPI, sequence number)` pair can be sent twice by
+//! two nodes, whatever they believe about each other; a node never sends a
+//! number twice itself because it only moves forward.
+//!
+//! # Lineages
+//! Blocks form lineages. A *generation* (a new view, or a new SA) starts a
+//! regular lineage with one block at `[align(max_end + 1), ...]`; a
+//! `LeaseRequest { after_end }` naming the last block of a lineage grants
+//! its successor with the same view (first request wins, duplicates are
+//! ignored). A counter runs through a lineage continuously: position `q`
+//! of the lineage is number `start + (q - offset)` of the block whose
+//! `offset..offset + len` holds `q`. Block starts are aligned to multiples
+//! of the view size and lengths are multiples of it, so position and
+//! number agree modulo `n` across the gaps between blocks.
+//!
+//! # Takeover blocks
+//! Whenever a regular block is granted, the table also reserves, for each
+//! member X of its view, a takeover block `T(X)` above it whose view is the
+//! block's view without X: a node whose failure detector suspects X
+//! switches to `T(X)` at once, with no message. X never has a class in
+//! `T(X)`, so even a falsely suspected X, still sending from the regular
+//! block, cannot collide. Each takeover block heads a lineage of its own.
+
+use std::collections::BTreeMap;
+
+use crate::limits::{LEASE_REGULAR_KEPT, LEASE_TAKEOVER_KEPT, MAX_PARTITIONED_SEQ, MAX_SEQ_32};
+use crate::view::{NodeId, View};
+
+/// What a block is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BlockKind {
+    /// A block of the generation's regular lineage.
+    Regular,
+    /// A takeover block (or a successor of one) for when the given member
+    /// is suspected.
+    Takeover(NodeId),
+}
+
+/// One granted block of sequence numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseBlock {
+    /// First number (at least 1; a multiple of the view size).
+    pub start: u64,
+    /// Last number, inclusive.
+    pub end: u64,
+    /// The members with a class in this block; the epoch is the SA's lease
+    /// generation.
+    pub view: View,
+    /// Regular or takeover.
+    pub kind: BlockKind,
+    /// The lineage: the start of its first block.
+    pub lineage: u64,
+    /// Lineage positions before this block (the lengths of its
+    /// predecessors).
+    pub offset: u64,
+    /// For the head of a takeover lineage: the start of the regular block
+    /// it backs up; 0 otherwise.
+    pub backs: u64,
+}
+
+impl LeaseBlock {
+    /// How many numbers the block holds.
+    pub fn len(&self) -> u64 {
+        self.end - self.start + 1
+    }
+
+    /// Never true: a block holds at least one number.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// `node`'s class in this block: its index in the block's view.
+    pub fn class_of(&self, node: NodeId) -> Option<usize> {
+        self.view.index_of(node)
+    }
+
+    /// Whether `node` may send number `seq` from this block.
+    pub fn may_send(&self, node: NodeId, seq: u64) -> bool {
+        let n = self.view.len() as u64;
+        match self.class_of(node) {
+            Some(class) if (self.start..=self.end).contains(&seq) => {
+                (seq - self.start) % n == class as u64
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether two blocks share a number.
+    pub fn overlaps(&self, other: &LeaseBlock) -> bool {
+        self.start <= other.end && other.start <= self.end
+    }
+}
+
+/// A block granted by one table operation, for events and logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The outbound SA.
+    pub spi: u32,
+    /// The block.
+    pub block: LeaseBlock,
+}
+
+/// The leases of one outbound SA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaLeases {
+    esn: bool,
+    generation: u64,
+    max_end: u64,
+    exhausted: bool,
+    /// The current generation's live blocks, ascending.
+    blocks: Vec<LeaseBlock>,
+}
+
+impl SaLeases {
+    /// Leases rebuilt from a state transfer; `None` unless the blocks
+    /// ascend without overlap, lie at or below `max_end` and inside the
+    /// SA's space, and each has a non-empty view.
+    pub fn from_parts(
+        esn: bool,
+        generation: u64,
+        max_end: u64,
+        exhausted: bool,
+        blocks: Vec<LeaseBlock>,
+    ) -> Option<SaLeases> {
+        let leases = SaLeases {
+            esn,
+            generation,
+            max_end,
+            exhausted,
+            blocks,
+        };
+        let ordered = leases.blocks.windows(2).all(|w| w[0].end < w[1].start);
+        let sane = leases
+            .blocks
+            .iter()
+            .all(|b| b.start >= 1 && b.start <= b.end && b.end <= max_end && !b.view.is_empty());
+        (ordered && sane && max_end <= leases.limit()).then_some(leases)
+    }
+
+    /// Whether the SA uses ESN (RFC 4303 §2.2.1).
+    pub fn esn(&self) -> bool {
+        self.esn
+    }
+
+    /// Counts the generations: a new one starts with every view change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The highest number granted so far, in any block ever.
+    pub fn max_end(&self) -> u64 {
+        self.max_end
+    }
+
+    /// True once a grant found no room left in the sequence space: the SA
+    /// must be rekeyed (RFC 4303 §3.3.3: the counter must not cycle).
+    pub fn is_exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// The current generation's blocks, ascending.
+    pub fn blocks(&self) -> &[LeaseBlock] {
+        &self.blocks
+    }
+
+    /// The highest number this SA may ever use.
+    pub fn limit(&self) -> u64 {
+        if self.esn {
+            MAX_PARTITIONED_SEQ
+        } else {
+            MAX_SEQ_32
+        }
+    }
+
+    /// The current generation's regular lineage.
+    pub fn regular_lineage(&self) -> Option<u64> {
+        self.blocks
+            .iter()
+            .find(|b| b.kind == BlockKind::Regular)
+            .map(|b| b.lineage)
+    }
+
+    /// The block of `lineage` that holds lineage position `position`.
+    pub fn block_at(&self, lineage: u64, position: u64) -> Option<&LeaseBlock> {
+        self.blocks
+            .iter()
+            .find(|b| b.lineage == lineage && b.offset <= position && position - b.offset < b.len())
+    }
+
+    /// The block that follows `block` in its lineage, once granted.
+    pub fn successor(&self, block: &LeaseBlock) -> Option<&LeaseBlock> {
+        let next = block.offset + block.len();
+        self.blocks
+            .iter()
+            .find(|b| b.lineage == block.lineage && b.offset == next)
+    }
+
+    /// The last granted block of `lineage`.
+    pub fn last_of(&self, lineage: u64) -> Option<&LeaseBlock> {
+        self.blocks
+            .iter()
+            .filter(|b| b.lineage == lineage)
+            .max_by_key(|b| b.offset)
+    }
+
+    /// The takeover block reserved for regular block `regular_start` for
+    /// when `suspect` fails.
+    pub fn takeover_for(&self, regular_start: u64, suspect: NodeId) -> Option<&LeaseBlock> {
+        self.blocks.iter().find(|b| {
+            b.backs == regular_start && b.offset == 0 && b.kind == BlockKind::Takeover(suspect)
+        })
+    }
+
+    /// The takeover blocks reserved for regular block `regular_start`.
+    pub fn takeovers_of(&self, regular_start: u64) -> impl Iterator<Item = &LeaseBlock> {
+        self.blocks
+            .iter()
+            .filter(move |b| b.backs == regular_start && b.offset == 0)
+    }
+
+    /// Start a new generation for `view`: a fresh regular block above
+    /// everything granted, with its takeover blocks.
+    fn new_generation(&mut self, ctx: &mut GrantContext<'_>, view: &View) {
+        self.generation += 1;
+        self.blocks.clear();
+        let view = View::new(self.generation, view.members().iter().copied());
+        if let Some(head) = self.grant(ctx, &view, BlockKind::Regular, None, 0, 0) {
+            self.reserve_takeovers(ctx, &head);
+        }
+    }
+
+    /// Grant the successor of the last block of a lineage; false when
+    /// `after_end` names no block, or one that already has a successor.
+    fn grant_successor(&mut self, ctx: &mut GrantContext<'_>, after_end: u64) -> bool {
+        let Some(block) = self.blocks.iter().find(|b| b.end == after_end).cloned() else {
+            return false;
+        };
+        if self.successor(&block).is_some() {
+            return false;
+        }
+        let offset = block.offset + block.len();
+        let next = self.grant(ctx, &block.view, block.kind, Some(block.lineage), offset, 0);
+        if let Some(next) = next.filter(|b| b.kind == BlockKind::Regular) {
+            self.reserve_takeovers(ctx, &next);
+        }
+        self.prune();
+        true
+    }
+
+    /// One takeover block per member of `regular`'s view.
+    fn reserve_takeovers(&mut self, ctx: &mut GrantContext<'_>, regular: &LeaseBlock) {
+        for &suspect in regular.view.members() {
+            let view = regular.view.without(&[suspect]);
+            if view.is_empty() {
+                continue;
+            }
+            let kind = BlockKind::Takeover(suspect);
+            self.grant(ctx, &view, kind, None, 0, regular.start);
+        }
+    }
+
+    /// Grant one block above `max_end` for `view` (`backs`: see
+    /// [`LeaseBlock::backs`]). Its start is aligned to
+    /// the view size and its length a multiple of it (so lineage positions
+    /// and numbers agree modulo `n`); the last block of the space may be
+    /// shorter. `None` once the space is used up.
+    fn grant(
+        &mut self,
+        ctx: &mut GrantContext<'_>,
+        view: &View,
+        kind: BlockKind,
+        lineage: Option<u64>,
+        offset: u64,
+        backs: u64,
+    ) -> Option<LeaseBlock> {
+        let n = view.len() as u64;
+        if n == 0 {
+            return None;
+        }
+        let len = ctx.lease_len.div_ceil(n).checked_mul(n)?;
+        let start = self
+            .max_end
+            .checked_add(1)
+            .and_then(|s| s.checked_next_multiple_of(n))
+            .filter(|&s| s <= self.limit());
+        let Some(start) = start else {
+            self.exhausted = true;
+            return None;
+        };
+        let end = start.saturating_add(len - 1).min(self.limit());
+        let block = LeaseBlock {
+            start,
+            end,
+            view: view.clone(),
+            kind,
+            lineage: lineage.unwrap_or(start),
+            offset,
+            backs,
+        };
+        self.max_end = end;
+        self.blocks.push(block.clone());
+        ctx.out.push(Grant {
+            spi: ctx.spi,
+            block: block.clone(),
+        });
+        Some(block)
+    }
+
+    /// Forget blocks no node with an agreeing counter can need: regular
+    /// blocks but the last few, takeover lineages backing a forgotten
+    /// regular block that nobody entered (no successor was asked for), and
+    /// old blocks of long takeover lineages.
+    fn prune(&mut self) {
+        let mut regular: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|b| b.kind == BlockKind::Regular)
+            .map(|b| b.start)
+            .collect();
+        let dropped = regular.len().saturating_sub(LEASE_REGULAR_KEPT);
+        let kept_regular = regular.split_off(dropped);
+        let in_use: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|b| b.kind != BlockKind::Regular && b.offset > 0)
+            .map(|b| b.lineage)
+            .collect();
+        let heads_kept: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|b| b.offset == 0 && kept_regular.contains(&b.backs))
+            .map(|b| b.lineage)
+            .collect();
+        let last_offsets = self.last_offsets();
+        self.blocks.retain(|b| match b.kind {
+            BlockKind::Regular => kept_regular.contains(&b.start),
+            BlockKind::Takeover(_) => {
+                let live = in_use.contains(&b.lineage) || heads_kept.contains(&b.lineage);
+                live && recent(b, &last_offsets, LEASE_TAKEOVER_KEPT)
+            }
+        });
+    }
+
+    /// Per lineage, the offsets of its blocks (ascending).
+    fn last_offsets(&self) -> BTreeMap<u64, Vec<u64>> {
+        let mut map: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for block in &self.blocks {
+            map.entry(block.lineage).or_default().push(block.offset);
+        }
+        map
+    }
+}
+
+/// Whether `block` is among the last `keep` blocks of its lineage.
+fn recent(block: &LeaseBlock, offsets: &BTreeMap<u64, Vec<u64>>, keep: usize) -> bool {
+    offsets.get(&block.lineage).is_none_or(|all| {
+        let newer = all.iter().filter(|&&o| o > block.offset).count();
+        newer < keep
+    })
+}
+
+/// What one grant operation needs besides the SA.
+struct GrantContext<'a> {
+    spi: u32,
+    lease_len: u64,
+    out: &'a mut Vec<Grant>,
+}
+
+/// The replicated lease table: every outbound SA's leases and the view
+/// new generations are granted for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseTable {
+    lease_len: u64,
+    view: View,
+    sas: BTreeMap<u32, SaLeases>,
+}
+
+impl LeaseTable {
+    /// An empty table granting blocks of `lease_len` numbers (at least 1;
+    /// rounded up to a multiple of each block's view size).
+    pub fn new(lease_len: u64) -> LeaseTable {
+        LeaseTable {
+            lease_len: lease_len.max(1),
+            view: View::default(),
+            sas: BTreeMap::new(),
+        }
+    }
+
+    /// A table rebuilt from a state transfer.
+    pub fn restore(lease_len: u64, view: View, sas: BTreeMap<u32, SaLeases>) -> LeaseTable {
+        LeaseTable {
+            lease_len: lease_len.max(1),
+            view,
+            sas,
+        }
+    }
+
+    /// The block length asked for.
+    pub fn lease_len(&self) -> u64 {
+        self.lease_len
+    }
+
+    /// The view new generations are granted for.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// The leases of outbound SA `spi`.
+    pub fn sa(&self, spi: u32) -> Option<&SaLeases> {
+        self.sas.get(&spi)
+    }
+
+    /// Every outbound SA's leases, by SPI.
+    pub fn sas(&self) -> &BTreeMap<u32, SaLeases> {
+        &self.sas
+    }
+
+    /// The view changed: every SA starts a new generation for `view`.
+    pub fn set_view(&mut self, view: View, out: &mut Vec<Grant>) {
+        self.view = view;
+        for (&spi, sa) in &mut self.sas {
+            let mut ctx = GrantContext {
+                spi,
+                lease_len: self.lease_len,
+                out,
+            };
+            sa.new_generation(&mut ctx, &self.view);
+        }
+    }
+
+    /// A new outbound SA gets its first generation; false (nothing
+    /// granted) when `spi` is already known.
+    pub fn add_sa(&mut self, spi: u32, esn: bool, out: &mut Vec<Grant>) -> bool {
+        if self.sas.contains_key(&spi) {
+            return false;
+        }
+        let mut sa = SaLeases {
+            esn,
+            generation: 0,
+            max_end: 0,
+            exhausted: false,
+            blocks: Vec::new(),
+        };
+        let mut ctx = GrantContext {
+            spi,
+            lease_len: self.lease_len,
+            out,
+        };
+        sa.new_generation(&mut ctx, &self.view);
+        self.sas.insert(spi, sa);
+        true
+    }
+
+    /// Forget an SA (deleted); false when unknown.
+    pub fn remove_sa(&mut self, spi: u32) -> bool {
+        self.sas.remove(&spi).is_some()
+    }
+
+    /// `LeaseRequest { spi, after_end }`: grant the successor of the block
+    /// ending at `after_end`, unless another request did already (or the
+    /// block is gone: an older generation). True when something was
+    /// granted.
+    pub fn request(&mut self, spi: u32, after_end: u64, out: &mut Vec<Grant>) -> bool {
+        let Some(sa) = self.sas.get_mut(&spi) else {
+            return false;
+        };
+        let mut ctx = GrantContext {
+            spi,
+            lease_len: self.lease_len,
+            out,
+        };
+        sa.grant_successor(&mut ctx, after_end)
+    }
+}
+
+#[cfg(test)]
+mod tests;

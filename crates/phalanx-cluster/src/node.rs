@@ -1,0 +1,500 @@
+//! One cluster node's control side, sans-IO: the replicated log, the
+//! failure detector, joins, takeovers and their records.
+//!
+//! # Driving it (quinn style)
+//! In: `handle_membership` and `handle_delivery` for the events of the
+//! agreed log, in log order; `handle_heartbeat` for each heartbeat datagram;
+//! `handle_report` for what the data path reports; `handle_timeout` when
+//! `poll_timeout` says. Out: `poll_group` (multicast through the log),
+//! `poll_heartbeat` (send to every peer), `poll_event` (log lines),
+//! `shared` (the state the data path adopts; a new `Arc` whenever it
+//! changed). Time is always an argument; nothing here reads a clock.
+//!
+//! # Life of a node
+//! 1. *Fresh*: no state. It buffers every log event from the membership
+//!    change that made it a member, and waits for a `StateTransfer` naming
+//!    it, which the lowest member holding the state sends right after that
+//!    change. The transfer says at which of the buffered events the state
+//!    was taken; the node installs it and applies the rest of its buffer.
+//!    If nobody holds a state (a new cluster), the lowest member founds one
+//!    once the membership has been stable for a while and every member's
+//!    heartbeats say it holds none (`founding` transfer; all founders own
+//!    traffic at once).
+//! 2. *Synced*: it applies the log; it waits until each inbound SA's replay
+//!    checkpoint arrived (so its replay windows continue from what the
+//!    others observed), then multicasts `Ready`.
+//! 3. *Ready*: when `Ready` is applied every member adds it to the base
+//!    view, which starts a new lease generation: everyone (the joiner
+//!    included) moves to fresh blocks, counters and dispatch state restart
+//!    together, and the joiner owns its share from then on.
+//!
+//! # Failover
+//! The detector suspects a silent member of the base view: the node takes
+//! over its share at once (the shared state's view loses it and the data
+//! path switches every outbound SA to the suspect's takeover block), and
+//! multicasts `Suspect`. When the log applies it, everyone moves to a new
+//! generation without the suspect (the suspect too: it then owns nothing).
+//! If the suspect is heard again, the node that suspected it multicasts
+//! `Rejoin`, and the log takes it back in a new generation; if Corosync
+//! removes it instead, the takeover is confirmed. Each takeover is
+//! recorded with its handover time: from the suspect's last heartbeat to
+//! the data path's switch.
+//!
+//! Known limits: the founding rule trusts heartbeats (two partitions that
+//! each hold a state and merge are not reconciled); state transfers are
+//! one message (Corosync fragments them; very large SA tables need
+//! chunking).
+
+mod join;
+mod log;
+mod publish;
+mod react;
+mod status;
+
+use core::net::IpAddr;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::codec::{encode, Heartbeat, Message};
+use crate::datapath::{DataPathReport, DataPathStats, SharedState};
+use crate::detector::FailureDetector;
+use crate::dispatch::{Direction, DispatchScheme};
+use crate::lease::Grant;
+use crate::limits::{
+    CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_EVERY, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_LEN,
+    DEFAULT_SUSPECT_AFTER, EVENT_QUEUE,
+};
+use crate::view::{NodeId, View};
+use join::JoinState;
+use log::Replicated;
+use publish::Publisher;
+
+pub use status::{
+    ClusterCounters, ClusterStatus, FailoverOutcome, FailoverRecord, MemberStatus, SaStatus,
+};
+
+/// A node's cluster configuration (every node must use the same scheme,
+/// lease length and checkpoint period).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// This node (1..=65535, its Corosync node id).
+    pub local: NodeId,
+    /// The dispatch scheme.
+    pub scheme: DispatchScheme,
+    /// Interval between heartbeats.
+    pub heartbeat_interval: Duration,
+    /// Silence after which a member is suspected.
+    pub suspect_after: Duration,
+    /// Lease block length in sequence numbers.
+    pub lease_len: u64,
+    /// Outbound checkpoint period in packets.
+    pub checkpoint_every: u64,
+}
+
+impl ClusterConfig {
+    /// The defaults of the cluster contract for `local` and `scheme`.
+    pub fn new(local: NodeId, scheme: DispatchScheme) -> ClusterConfig {
+        ClusterConfig {
+            local,
+            scheme,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            suspect_after: DEFAULT_SUSPECT_AFTER,
+            lease_len: DEFAULT_LEASE_LEN,
+            checkpoint_every: DEFAULT_CHECKPOINT_EVERY,
+        }
+    }
+}
+
+/// An SA the cluster shares: static (from the configuration) or
+/// negotiated by IKE on one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SaDescriptor {
+    /// Outbound or inbound.
+    pub direction: Direction,
+    /// The SPI (RFC 4303 §2.1).
+    pub spi: u32,
+    /// Whether it uses extended sequence numbers (RFC 4303 §2.2.1).
+    pub esn: bool,
+    /// The remote gateway's address.
+    pub peer: IpAddr,
+}
+
+/// Something that happened, for logs and metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClusterEvent {
+    /// This node founded a new cluster with these members.
+    Founded {
+        /// The founders.
+        members: Vec<NodeId>,
+    },
+    /// This node installed a state transfer.
+    StateReceived,
+    /// This node sent a state transfer.
+    StateTransferSent {
+        /// The joining nodes.
+        targets: Vec<NodeId>,
+    },
+    /// A member (maybe this one) declared itself ready.
+    Ready {
+        /// The member.
+        node: NodeId,
+    },
+    /// The dispatch view changed.
+    ViewChanged {
+        /// The new view.
+        view: View,
+    },
+    /// This node's failure detector suspects a member: takeover.
+    Suspected {
+        /// The suspect.
+        node: NodeId,
+        /// Its silence when suspected.
+        silent_for: Duration,
+    },
+    /// The log took a suspicion: the suspect is out of the base view.
+    SuspectedInLog {
+        /// The suspect.
+        node: NodeId,
+        /// Who suspected it.
+        by: NodeId,
+    },
+    /// The data path switched over after a suspicion.
+    TakeoverApplied {
+        /// The suspect.
+        suspect: NodeId,
+        /// From its last heartbeat to the switch.
+        handover: Duration,
+    },
+    /// Corosync removed a suspect: the takeover is confirmed.
+    Confirmed {
+        /// The former suspect.
+        node: NodeId,
+    },
+    /// A suspect was heard again and taken back: the suspicion was false.
+    Corrected {
+        /// The former suspect.
+        node: NodeId,
+    },
+    /// A lease block was granted.
+    LeaseGranted(Grant),
+    /// An SA's sequence space is used up: it must be rekeyed.
+    LeaseExhausted {
+        /// The outbound SA.
+        spi: u32,
+    },
+    /// An SA was registered cluster-wide.
+    SaAdded(SaDescriptor),
+    /// An SA was deleted cluster-wide.
+    SaRemoved {
+        /// Its direction.
+        direction: Direction,
+        /// Its SPI.
+        spi: u32,
+    },
+}
+
+/// What the last heartbeat of a peer said.
+#[derive(Clone, Copy, Debug)]
+struct PeerFlags {
+    synced: bool,
+    at: Instant,
+}
+
+/// Own progress per outbound SA, from the data path's checkpoints.
+#[derive(Clone, Copy, Debug)]
+struct Progress {
+    lineage: u64,
+    c: u64,
+    at: Instant,
+}
+
+/// One cluster node. See the module docs.
+#[derive(Debug)]
+pub struct ClusterNode {
+    config: ClusterConfig,
+    /// The replicated state, once synced.
+    log: Option<Replicated>,
+    join: JoinState,
+    /// The latest agreed membership seen, sorted.
+    members: Vec<NodeId>,
+    membership_since: Instant,
+    detector: FailureDetector,
+    /// Members this node's detector suspects (until `Rejoin` or they leave).
+    local_suspects: BTreeSet<NodeId>,
+    rejoin_sent: BTreeSet<NodeId>,
+    peers: BTreeMap<NodeId, PeerFlags>,
+    /// SAs registered on this node.
+    registrations: BTreeMap<(Direction, u32), SaDescriptor>,
+    outgoing: VecDeque<Vec<u8>>,
+    events: VecDeque<ClusterEvent>,
+    heartbeat_next: Instant,
+    heartbeats_sent: u64,
+    tick: u64,
+    tick_next: Instant,
+    publisher: Publisher,
+    counters: ClusterCounters,
+    failovers: VecDeque<FailoverRecord>,
+    progress: BTreeMap<u32, Progress>,
+    datapath: DataPathStats,
+}
+
+impl ClusterNode {
+    /// A fresh node at `now`: no state, not in the group yet.
+    pub fn new(config: ClusterConfig, now: Instant) -> ClusterNode {
+        ClusterNode {
+            config,
+            log: None,
+            join: JoinState::default(),
+            members: Vec::new(),
+            membership_since: now,
+            detector: FailureDetector::new(config.suspect_after),
+            local_suspects: BTreeSet::new(),
+            rejoin_sent: BTreeSet::new(),
+            peers: BTreeMap::new(),
+            registrations: BTreeMap::new(),
+            outgoing: VecDeque::new(),
+            events: VecDeque::new(),
+            heartbeat_next: now,
+            heartbeats_sent: 0,
+            tick: 0,
+            tick_next: now + CHECKPOINT_INTERVAL,
+            publisher: Publisher::new(config.local, config.checkpoint_every),
+            counters: ClusterCounters::default(),
+            failovers: VecDeque::new(),
+            progress: BTreeMap::new(),
+            datapath: DataPathStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// Share an SA with the cluster (multicast `SaAdd` once this node
+    /// holds the state; until then the data path observes it locally).
+    pub fn register_sa(&mut self, _now: Instant, sa: SaDescriptor) {
+        self.registrations.insert((sa.direction, sa.spi), sa);
+        self.publisher.set_local_sa(sa);
+        if self.log.is_some() {
+            self.multicast(&Message::SaAdd(sa));
+        }
+        self.refresh();
+    }
+
+    /// Delete an SA cluster-wide.
+    pub fn remove_sa(&mut self, _now: Instant, direction: Direction, spi: u32) {
+        self.registrations.remove(&(direction, spi));
+        self.publisher.remove_local_sa(direction, spi);
+        if self.log.is_some() {
+            self.multicast(&Message::SaDelete { direction, spi });
+        }
+        self.refresh();
+    }
+
+    /// An agreed membership change (Corosync confchg), in log order.
+    pub fn handle_membership(&mut self, now: Instant, members: &[NodeId]) {
+        let mut members = members.to_vec();
+        members.sort_unstable();
+        members.dedup();
+        self.members = members.clone();
+        self.membership_since = now;
+        let peers: Vec<NodeId> = members
+            .iter()
+            .copied()
+            .filter(|&n| n != self.config.local)
+            .collect();
+        self.detector.set_peers(now, &peers);
+        self.peers.retain(|node, _| members.contains(node));
+        self.on_membership(now, members);
+        self.refresh();
+    }
+
+    /// A message delivered by the agreed log, in log order.
+    pub fn handle_delivery(&mut self, now: Instant, from: NodeId, message: &[u8]) {
+        self.on_delivery(now, from, message.to_vec());
+        self.refresh();
+    }
+
+    /// A heartbeat datagram from `from` (as the socket layer maps its
+    /// source address).
+    pub fn handle_heartbeat(&mut self, now: Instant, from: NodeId, message: &[u8]) {
+        let heartbeat = match crate::codec::decode(message) {
+            Ok(Message::Hello(hb) | Message::Heartbeat(hb)) => hb,
+            Ok(_) => {
+                self.counters.heartbeats_refused += 1;
+                return;
+            }
+            Err(_) => {
+                self.counters.decode_errors += 1;
+                return;
+            }
+        };
+        if heartbeat.node != from || from == self.config.local {
+            self.counters.heartbeats_refused += 1;
+            return;
+        }
+        self.peers.insert(
+            from,
+            PeerFlags {
+                synced: heartbeat.synced,
+                at: now,
+            },
+        );
+        self.join.seen_state |= heartbeat.synced;
+        let recovered = self.detector.heard(now, from);
+        self.on_recovery(now, from, recovered);
+        self.refresh();
+    }
+
+    /// A report of the data path.
+    pub fn handle_report(&mut self, now: Instant, report: DataPathReport) {
+        match report {
+            DataPathReport::Stats(stats) => self.datapath = stats,
+            DataPathReport::TakeoverApplied { suspect } => self.takeover_applied(now, suspect),
+            DataPathReport::LeaseRequest { spi, after_end } => {
+                self.forward(Message::LeaseRequest { spi, after_end });
+            }
+            DataPathReport::Checkpoint(checkpoint) => {
+                self.progress.insert(
+                    checkpoint.spi,
+                    Progress {
+                        lineage: checkpoint.lineage,
+                        c: checkpoint.c,
+                        at: now,
+                    },
+                );
+                self.forward(Message::Checkpoint(checkpoint));
+            }
+            DataPathReport::ReplayCheckpoint(replay) => {
+                self.forward(Message::ReplayCheckpoint(replay));
+            }
+        }
+        self.refresh();
+    }
+
+    /// Multicast a data-path message once this node holds the state.
+    fn forward(&mut self, message: Message) {
+        if self.log.is_some() {
+            self.multicast(&message);
+        } else {
+            self.counters.reports_dropped += 1;
+        }
+    }
+
+    /// Timers: suspicions, checkpoint ticks, founding, the end of a join.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.check_suspicions(now);
+        if now >= self.tick_next {
+            self.tick += 1;
+            self.tick_next = (self.tick_next + CHECKPOINT_INTERVAL).max(now);
+            self.publisher.set_tick(self.tick);
+        }
+        self.join_timers(now);
+        self.refresh();
+    }
+
+    /// The next message to multicast through the group transport.
+    pub fn poll_group(&mut self) -> Option<Vec<u8>> {
+        self.outgoing.pop_front()
+    }
+
+    /// The heartbeat to send to every peer, when one is due.
+    pub fn poll_heartbeat(&mut self, now: Instant) -> Option<Vec<u8>> {
+        if now < self.heartbeat_next {
+            return None;
+        }
+        self.heartbeat_next = (self.heartbeat_next + self.config.heartbeat_interval).max(now);
+        let heartbeat = Heartbeat {
+            node: self.config.local,
+            counter: self.heartbeats_sent,
+            synced: self.log.is_some(),
+            ready: self.is_ready(),
+        };
+        self.heartbeats_sent += 1;
+        let message = if heartbeat.counter == 0 {
+            Message::Hello(heartbeat)
+        } else {
+            Message::Heartbeat(heartbeat)
+        };
+        Some(encode(&message))
+    }
+
+    /// When `handle_timeout` wants to run next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next = self.heartbeat_next.min(self.tick_next);
+        if let Some(t) = self.detector.poll_timeout() {
+            next = next.min(t);
+        }
+        if let Some(t) = self.join_deadline() {
+            next = next.min(t);
+        }
+        Some(next)
+    }
+
+    /// The next event, for logs.
+    pub fn poll_event(&mut self) -> Option<ClusterEvent> {
+        self.events.pop_front()
+    }
+
+    /// The state the data path adopts; a new `Arc` whenever it changed.
+    pub fn shared(&self) -> Arc<SharedState> {
+        self.publisher.current()
+    }
+
+    /// Publish a new shared state if anything changed (every `handle_*`
+    /// and `register_sa` / `remove_sa` ends with it).
+    fn refresh(&mut self) {
+        let view = self.dispatch_view();
+        let ready = self.is_ready();
+        let generation = self.log.as_ref().map_or(0, |log| log.generation);
+        let transfers = self.log.as_ref().map_or(0, |log| log.transfers);
+        let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
+        self.publisher
+            .publish(view, generation, suspects, ready, transfers);
+    }
+
+    /// True once this node holds the state and owns traffic.
+    pub fn is_ready(&self) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|log| log.base_members().contains(&self.config.local))
+    }
+
+    /// True once this node holds the replicated state.
+    pub fn is_synced(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// The view packets are dispatched over: the base view without the
+    /// members this node suspects.
+    pub fn dispatch_view(&self) -> View {
+        match &self.log {
+            Some(log) => {
+                let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
+                log.base_view().without(&suspects)
+            }
+            None => View::default(),
+        }
+    }
+
+    /// Queue a message for the group.
+    fn multicast(&mut self, message: &Message) {
+        self.outgoing.push_back(encode(message));
+        self.counters.messages_sent += 1;
+    }
+
+    /// Queue an event; the oldest goes when nobody polls.
+    fn event(&mut self, event: ClusterEvent) {
+        if self.events.len() >= EVENT_QUEUE {
+            self.events.pop_front();
+            self.counters.events_dropped += 1;
+        }
+        self.events.push_back(event);
+    }
+}
+
+#[cfg(test)]
+mod tests;

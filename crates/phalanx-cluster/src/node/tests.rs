@@ -1,0 +1,266 @@
+//! Scenario tests of the node on a virtual clock, with a minimal in-crate
+//! group (the full harness lives in phalanx-testkit).
+
+use super::*;
+use crate::datapath::NodeDataPath;
+use core::net::Ipv4Addr;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// A tiny group: one log, every member reads it from its join on.
+struct Mini {
+    now: Instant,
+    nodes: BTreeMap<NodeId, ClusterNode>,
+    paths: BTreeMap<NodeId, NodeDataPath>,
+    log: Vec<(Option<NodeId>, Vec<u8>, Vec<NodeId>)>,
+    cursors: BTreeMap<NodeId, usize>,
+    members: Vec<NodeId>,
+    dead: BTreeSet<NodeId>,
+    /// (receiver, sender) pairs whose heartbeats are dropped.
+    deaf: BTreeSet<(NodeId, NodeId)>,
+}
+
+impl Mini {
+    fn new(ids: &[u32]) -> Mini {
+        let mut mini = Mini {
+            now: Instant::now(),
+            nodes: BTreeMap::new(),
+            paths: BTreeMap::new(),
+            log: Vec::new(),
+            cursors: BTreeMap::new(),
+            members: Vec::new(),
+            dead: BTreeSet::new(),
+            deaf: BTreeSet::new(),
+        };
+        for &id in ids {
+            mini.add(NodeId(id));
+        }
+        mini.membership();
+        mini
+    }
+
+    fn add(&mut self, id: NodeId) {
+        let mut config = ClusterConfig::new(id, DispatchScheme::PacketRoundRobin);
+        config.lease_len = 100;
+        let mut node = ClusterNode::new(config, self.now);
+        node.register_sa(self.now, sa(Direction::Outbound, 1));
+        node.register_sa(self.now, sa(Direction::Inbound, 2));
+        self.nodes.insert(id, node);
+        self.paths
+            .insert(id, NodeDataPath::new(id, DispatchScheme::PacketRoundRobin));
+        self.members.push(id);
+        self.cursors.insert(id, self.log.len());
+    }
+
+    fn membership(&mut self) {
+        self.log.push((None, Vec::new(), self.members.clone()));
+    }
+
+    fn remove(&mut self, id: NodeId) {
+        self.members.retain(|&m| m != id);
+        self.cursors.remove(&id);
+        self.membership();
+    }
+
+    fn node(&self, id: u32) -> &ClusterNode {
+        &self.nodes[&NodeId(id)]
+    }
+
+    fn run(&mut self, duration: Duration) {
+        let end = self.now + duration;
+        while self.now < end {
+            self.now += MS / 2;
+            self.pump();
+        }
+    }
+
+    fn pump(&mut self) {
+        let now = self.now;
+        for _ in 0..20 {
+            let mut beats = Vec::new();
+            for (&id, node) in self
+                .nodes
+                .iter_mut()
+                .filter(|(id, _)| !self.dead.contains(id))
+            {
+                if node.poll_timeout().is_some_and(|t| t <= now) {
+                    node.handle_timeout(now);
+                }
+                while let Some(bytes) = node.poll_heartbeat(now) {
+                    beats.push((id, bytes));
+                }
+                while let Some(message) = node.poll_group() {
+                    if self.members.contains(&id) {
+                        self.log.push((Some(id), message, Vec::new()));
+                    }
+                }
+                let path = self.paths.get_mut(&id).unwrap();
+                while let Some(report) = path.poll_report() {
+                    node.handle_report(now, report);
+                }
+                path.update(&node.shared());
+            }
+            for (from, bytes) in beats {
+                for (&to, node) in self.nodes.iter_mut() {
+                    let dropped = self.dead.contains(&to) || self.deaf.contains(&(to, from));
+                    if to != from && !dropped {
+                        node.handle_heartbeat(now, from, &bytes);
+                    }
+                }
+            }
+            for (&id, cursor) in self.cursors.iter_mut() {
+                if self.dead.contains(&id) {
+                    continue;
+                }
+                let node = self.nodes.get_mut(&id).unwrap();
+                while let Some((from, bytes, members)) = self.log.get(*cursor) {
+                    match from {
+                        Some(from) => node.handle_delivery(now, *from, bytes),
+                        None => node.handle_membership(now, members),
+                    }
+                    *cursor += 1;
+                }
+            }
+        }
+    }
+}
+
+fn sa(direction: Direction, spi: u32) -> SaDescriptor {
+    SaDescriptor {
+        direction,
+        spi,
+        esn: false,
+        peer: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
+    }
+}
+
+fn events(node: &mut ClusterNode) -> Vec<ClusterEvent> {
+    std::iter::from_fn(|| node.poll_event()).collect()
+}
+
+/// "n1,n2 start together": nobody holds a state; after the founding wait
+/// n1 founds, both are ready, and the SAs are registered.
+#[test]
+fn t01_founding() {
+    let mut mini = Mini::new(&[1, 2]);
+    mini.run(50 * MS);
+    assert!(
+        !mini.node(1).is_synced(),
+        "founding waits for a stable membership"
+    );
+    mini.run(150 * MS);
+    assert!(mini.node(1).is_ready() && mini.node(2).is_ready());
+    let n1 = mini.nodes.get_mut(&NodeId(1)).unwrap();
+    let ev = events(n1);
+    assert!(ev.contains(&ClusterEvent::Founded {
+        members: vec![NodeId(1), NodeId(2)]
+    }));
+    let status = mini.node(2).status();
+    assert_eq!(status.sas.len(), 2);
+    assert_eq!(status.view.members(), &[NodeId(1), NodeId(2)]);
+    assert!(status.sas.iter().any(|s| s.block.is_some()));
+}
+
+/// "n1,n2 ready; n3 joins": a transfer, the catch-up, Ready, and a new
+/// generation with n3 in it.
+#[test]
+fn t02_join() {
+    let mut mini = Mini::new(&[1, 2]);
+    mini.run(250 * MS);
+    let generation = mini.node(1).status().generation;
+    mini.add(NodeId(3));
+    mini.membership();
+    mini.run(5 * MS);
+    assert!(mini.node(3).is_synced());
+    assert!(!mini.node(3).is_ready(), "waits for the replay checkpoints");
+    mini.run(300 * MS);
+    assert!(mini.node(3).is_ready());
+    let status = mini.node(1).status();
+    assert_eq!(status.view.members(), &[NodeId(1), NodeId(2), NodeId(3)]);
+    assert!(status.generation > generation);
+    assert_eq!(status.counters.transfers_sent, 1);
+    assert!(mini.paths[&NodeId(3)].is_active());
+}
+
+/// "n1,n2,n3; kill n3": both survivors suspect it within 30 ms, the data
+/// paths take over, the log agrees, Corosync confirms.
+#[test]
+fn t03_kill_and_confirm() {
+    let mut mini = Mini::new(&[1, 2, 3]);
+    mini.run(250 * MS);
+    mini.dead.insert(NodeId(3));
+    mini.run(40 * MS);
+    let status = mini.node(1).status();
+    assert_eq!(status.view.members(), &[NodeId(1), NodeId(2)]);
+    let record = status.failovers.last().copied().unwrap();
+    assert_eq!(record.suspect, NodeId(3));
+    assert!(record.detected_after > 30 * MS && record.detected_after < 40 * MS);
+    assert!(record.handover.is_some());
+    assert_eq!(record.confirmed_by_corosync(), None);
+    assert!(status
+        .members
+        .iter()
+        .any(|m| m.node == NodeId(3) && m.suspected_in_log));
+    mini.remove(NodeId(3));
+    mini.run(5 * MS);
+    let status = mini.node(1).status();
+    assert_eq!(
+        status.failovers.last().unwrap().outcome,
+        FailoverOutcome::Confirmed
+    );
+    assert_eq!(status.counters.confirmed, 1);
+}
+
+/// "n1 deaf to n3 for 60 ms": n1 suspects n3, the log takes n3 out (n3
+/// owns nothing), n1 hears it again and takes it back: corrected.
+#[test]
+fn t04_false_suspicion_is_corrected() {
+    let mut mini = Mini::new(&[1, 2, 3]);
+    mini.run(250 * MS);
+    mini.deaf.insert((NodeId(1), NodeId(3)));
+    mini.run(40 * MS);
+    assert!(!mini.node(3).is_ready(), "out of the base view");
+    assert!(!mini.paths[&NodeId(3)].is_active());
+    assert_eq!(
+        mini.node(2).dispatch_view().members(),
+        &[NodeId(1), NodeId(2)]
+    );
+    mini.deaf.clear();
+    mini.run(40 * MS);
+    assert!(mini.node(3).is_ready());
+    let status = mini.node(1).status();
+    assert_eq!(
+        status.failovers.last().unwrap().outcome,
+        FailoverOutcome::Corrected
+    );
+    assert_eq!(status.counters.rejoins_sent, 1);
+    assert_eq!(status.view.len(), 3);
+}
+
+/// Heartbeats that lie about their sender, and garbage, are refused.
+#[test]
+fn t05_heartbeat_refusals() {
+    let mut mini = Mini::new(&[1, 2]);
+    let now = mini.now;
+    let node = mini.nodes.get_mut(&NodeId(1)).unwrap();
+    let hb = node.poll_heartbeat(now).unwrap();
+    node.handle_heartbeat(now, NodeId(2), &hb);
+    node.handle_heartbeat(now, NodeId(2), &[1, 2, 3]);
+    node.handle_heartbeat(now, NodeId(2), &encode(&Message::Ready { node: NodeId(2) }));
+    let status = node.status();
+    assert_eq!(status.counters.heartbeats_refused, 2);
+    assert_eq!(status.counters.decode_errors, 1);
+}
+
+/// A node whose Corosync failed applies an empty membership: it owns
+/// nothing.
+#[test]
+fn t06_empty_membership_owns_nothing() {
+    let mut mini = Mini::new(&[1, 2]);
+    mini.run(250 * MS);
+    let now = mini.now;
+    let node = mini.nodes.get_mut(&NodeId(2)).unwrap();
+    node.handle_membership(now, &[]);
+    assert!(!node.is_ready());
+    assert!(node.shared().view().is_empty() || !node.shared().view().contains(NodeId(2)));
+}

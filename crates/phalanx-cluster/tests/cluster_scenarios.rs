@@ -1,0 +1,234 @@
+//! Cluster scenarios as tables of scripts (see `common` for the notation):
+//! failover, false suspicion, joins and restarts, missed packets, skewed
+//! detection and log delivery, replayed inbound packets. Every scenario
+//! also checks the safety record: no `(SPI, seq)` or `(SPI, IV)` twice,
+//! every number inside a granted block and of its sender's class, grants
+//! equal on every node and disjoint, nobody owning traffic before ready.
+
+// STYLE.md: `unwrap()` is fine in tests, where a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{assert_exactly_one, assert_safe, run, run_with, settle, OUT};
+use phalanx_cluster::{ClusterEvent, DispatchScheme, FailoverOutcome, NodeId};
+
+/// "n1,n2,n3 packet-rr; 3000 packets": each packet is sent once, with the
+/// number of its position, across lease blocks.
+#[test]
+fn s01_steady_round_robin() {
+    let script = "n1,n2,n3 packet-rr; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_exactly_one(&run, 1, 0, script);
+    let seqs: Vec<u64> = run.packets.iter().map(|(_, o)| o.senders[0].1).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "ascending");
+    let consecutive = seqs.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    assert!(
+        consecutive > 2990,
+        "dense numbering ({consecutive} consecutive)"
+    );
+    assert!(h.steady());
+}
+
+/// "n1,n2,n3 <scheme>; 3000 packets" for every scheme: one sender each.
+#[test]
+fn s02_steady_every_scheme() {
+    for scheme in DispatchScheme::ALL {
+        let script = format!("n1,n2,n3 {scheme}; 3000 packets");
+        let (h, run) = run(&script);
+        assert_safe(&h, &script);
+        assert_exactly_one(&run, 1, 0, &script);
+    }
+}
+
+/// "n1,n2,n3 packet-rr; 500 packets; kill n2; 3000 packets": the
+/// survivors take over within 100 ms, the log agrees, Corosync confirms,
+/// and the stream goes on with one sender per packet.
+#[test]
+fn s03_kill_failover() {
+    let script = "n1,n2,n3 packet-rr; 500 packets; kill n2; 8000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    let failover = h.node(NodeId(1)).unwrap().status().failovers[0];
+    assert_eq!(failover.suspect, NodeId(2));
+    assert!(failover.handover.unwrap() < Duration::from_millis(100));
+    assert_eq!(failover.outcome, FailoverOutcome::Confirmed);
+    // 30 ms of silence at 50 us per packet: about 700 packets of n2's
+    // share go unsent; after that, exactly one sender again.
+    assert_exactly_one(&run, 3, 800, script);
+    assert!(h.steady());
+}
+
+/// "n1,n2,n3 packet-rr; 500 packets; n1 deaf to n3 for 100 ms; 5000
+/// packets; settle": n3 is taken out through the log, then back; no
+/// number twice meanwhile (n1 and n3 both worked n3's share).
+#[test]
+fn s04_false_suspicion() {
+    let script = "n1,n2,n3 packet-rr; 500 packets; n1 deaf to n3 for 100 ms; 5000 packets; settle";
+    let (mut h, _) = run(script);
+    assert_safe(&h, script);
+    let status = h.node(NodeId(1)).unwrap().status();
+    assert_eq!(status.failovers[0].outcome, FailoverOutcome::Corrected);
+    assert_eq!(status.view.len(), 3);
+    settle(&mut h);
+    assert!(h.steady());
+}
+
+/// "n1,n2 packet-rr; 500 packets; join n3 at once; 3000 packets": n3
+/// gets the state, owns nothing before Ready, then its share; the stream
+/// is never interrupted.
+#[test]
+fn s05_join_without_interruption() {
+    let script = "n1,n2 packet-rr; 500 packets; join n3 at once; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_exactly_one(&run, 3, 0, script);
+    let n3 = run
+        .clause(3)
+        .iter()
+        .filter(|o| o.senders[0].0 == NodeId(3))
+        .count();
+    assert!(n3 > 500, "n3 sent {n3} packets");
+    assert!(h.events(NodeId(3)).contains(&ClusterEvent::StateReceived));
+    assert!(h.steady());
+}
+
+/// "n1,n2,n3 packet-rr; 500 packets; n2 misses 3 packets; 2000 packets":
+/// n2's counter heals from a checkpoint; one sender per packet after.
+#[test]
+fn s06_missed_packets_heal() {
+    let script = "n1,n2,n3 packet-rr; 500 packets; n2 misses 3 packets; 2000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert!(h.path(NodeId(2)).unwrap().stats().heals >= 1);
+    assert_exactly_one(&run, 3, 600, script);
+    assert!(h.steady());
+}
+
+/// "n1,n2,n3 packet-rr; 600 inbound; kill n3; idle 60 ms; replay
+/// inbound; 300 inbound": every replayed packet is refused by its new
+/// owner; new packets are accepted once.
+#[test]
+fn s07_replays_refused_after_failover() {
+    let script =
+        "n1,n2,n3 packet-rr; 600 inbound; kill n3; idle 60 ms; replay inbound; 300 inbound";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_eq!(run.replays_accepted, 0);
+    assert_eq!(run.replays_unowned, 0);
+    assert_eq!(run.inbound_once, 600 + 300);
+}
+
+/// The same after Corosync confirmed, for every scheme.
+#[test]
+fn s08_replays_refused_every_scheme() {
+    for scheme in DispatchScheme::ALL {
+        let script = format!(
+            "n1,n2,n3 {scheme}; 600 inbound; kill n1; idle 400 ms; replay inbound; 200 inbound"
+        );
+        let (h, run) = run(&script);
+        assert_safe(&h, &script);
+        assert_eq!(run.replays_accepted, 0, "{script}");
+    }
+}
+
+/// "n1,n2,n3 <scheme>; 1500 packets; kill n1; idle 400 ms; 2000
+/// packets": the lowest node (which sends transfers and replay
+/// checkpoints) fails, for every scheme.
+#[test]
+fn s09_kill_the_first_every_scheme() {
+    for scheme in DispatchScheme::ALL {
+        let script = format!("n1,n2,n3 {scheme}; 1500 packets; kill n1; idle 400 ms; 2000 packets");
+        let (h, run) = run(&script);
+        assert_safe(&h, &script);
+        assert_exactly_one(&run, 4, 0, &script);
+    }
+}
+
+/// "n2 hears heartbeats 12 ms late; kill n3": n1 and n2 suspect n3 at
+/// different packets, enter the takeover block at different counters, and
+/// heal.
+#[test]
+fn s10_skewed_detection() {
+    let script = "n1,n2,n3 packet-rr; n2 hears heartbeats 12000 us late; 500 packets; \
+                  kill n3; 4000 packets";
+    let (h, run) = run_with(script, |c| c.corosync_delay = Duration::from_secs(5));
+    assert_safe(&h, script);
+    assert_exactly_one(&run, 4, 1500, script);
+}
+
+/// "n2 reads the log 3 ms late; kill n1": every log event reaches n2 60
+/// packets late; generations start at different packets and heal.
+#[test]
+fn s11_skewed_log() {
+    let script = "n1,n2,n3 packet-rr; n2 reads the log 3000 us late; 500 packets; kill n1; \
+                  6000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert!(
+        h.path(NodeId(2)).unwrap().stats().heals + h.path(NodeId(3)).unwrap().stats().heals > 0
+    );
+    assert_exactly_one(&run, 4, 5000, script);
+}
+
+/// "n1 packet-rr; join n2; join n3": a cluster grows one node at a time.
+#[test]
+fn s12_grow_from_one() {
+    let script = "n1 packet-rr; 200 packets; join n2 at once; 1000 packets; join n3 at once; \
+                  2000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_exactly_one(&run, 5, 0, script);
+    assert_eq!(h.node(NodeId(1)).unwrap().status().view.len(), 3);
+}
+
+/// "kill n2; idle 400 ms; join n2": a restarted n2 (a fresh process with
+/// the same id, hence the same IV prefix) never reuses a number.
+#[test]
+fn s13_restart_with_the_same_id() {
+    let script = "n1,n2,n3 packet-rr; 2000 packets; kill n2; idle 400 ms; join n2; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_exactly_one(&run, 5, 0, script);
+}
+
+/// Two failures before the log catches up: "kill n2; kill n3" at once,
+/// with the log slow for n1. n1 takes over both (the second within its
+/// takeover block), safely.
+#[test]
+fn s14_two_failures_at_once() {
+    let script = "n1,n2,n3,n4 packet-rr; n1 reads the log 20000 us late; 500 packets; \
+                  kill n2; kill n3; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert!(h.path(NodeId(1)).unwrap().stats().deferred_takeovers > 0);
+    assert_exactly_one(&run, 5, 2000, script);
+}
+
+/// A lease as short as the view: renewals every few packets, never a gap.
+#[test]
+fn s15_tiny_leases() {
+    let script = "n1,n2,n3 packet-rr; 2000 packets; kill n3; 2000 packets";
+    let (h, run) = run_with(script, |c| c.lease_len = 12);
+    assert_safe(&h, script);
+    assert_exactly_one(&run, 1, 0, script);
+    assert!(h.record.grants[&OUT].len() > 2 * 2000 / 12);
+}
+
+/// "n1; join n2 at once; idle 20 ms; kill n1" before n1's transfer
+/// reached n2 (n1 reads the log 50 ms late): the only state is gone. n2
+/// heard n1 say it held one, so it does not found a new cluster (which
+/// would start the SA's numbers over): it owns nothing and sends nothing.
+#[test]
+fn s16_no_refounding_after_total_loss() {
+    let script = "n1 packet-rr; n1 reads the log 50000 us late; 500 packets; join n2 at once; \
+                  idle 20 ms; kill n1; idle 2000 ms; 500 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    let n2 = h.node(NodeId(2)).unwrap();
+    assert!(!n2.is_synced());
+    assert!(run.clause(7).iter().all(|o| o.senders.is_empty()));
+}

@@ -1,0 +1,206 @@
+//! Cluster scenarios written the way they are said: a script of clauses
+//! separated by `;`, run on the testkit's multi-node harness.
+//!
+//! ```text
+//! n1,n2,n3 packet-rr        founders and scheme (first clause)
+//! 500 packets               outbound packets on SA `OUT` (16 flows)
+//! 300 inbound               inbound packets on SA `IN`, numbers 1, 2, ...
+//! replay inbound            every inbound packet sent so far, again
+//! kill n2                   kill -9 (Corosync removes it later)
+//! n1 deaf to n3 for 80 ms   n1 drops n3's heartbeats (false suspicion)
+//! join n4                   a fresh node joins (a restart if n4 existed),
+//!                           time passes until it is ready (at most 1 s)
+//! join n4 at once           the same, without waiting
+//! n2 misses 3 packets       n2 does not see the next 3 packets
+//! n2 hears heartbeats 9000 us late
+//! n2 reads the log 2000 us late
+//! idle 50 ms                time passes without packets
+//! settle                    idle until the cluster is steady (at most 2 s)
+//! ```
+
+// Each test crate uses part of it.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use phalanx_cluster::{Direction, DispatchScheme, NodeId};
+use phalanx_testkit::cluster_group::{mix, ClusterHarness, HarnessConfig, Outcome};
+
+/// The outbound SA of every scenario.
+pub(crate) const OUT: u32 = 0x1000;
+/// The inbound SA of every scenario.
+pub(crate) const IN: u32 = 0x2000;
+
+/// What a script did, clause by clause.
+#[derive(Debug, Default)]
+pub(crate) struct Run {
+    /// Every outbound packet's outcome, with the clause it belongs to.
+    pub(crate) packets: Vec<(usize, Outcome)>,
+    /// Inbound numbers sent so far.
+    pub(crate) inbound_sent: u64,
+    /// Replayed inbound packets some owner accepted.
+    pub(crate) replays_accepted: u64,
+    /// Replayed inbound packets nobody processed (no owner).
+    pub(crate) replays_unowned: u64,
+    /// New inbound packets accepted by exactly one owner.
+    pub(crate) inbound_once: u64,
+}
+
+impl Run {
+    /// The outcomes of clause `clause`.
+    pub(crate) fn clause(&self, clause: usize) -> Vec<&Outcome> {
+        self.packets
+            .iter()
+            .filter(|(c, _)| *c == clause)
+            .map(|(_, o)| o)
+            .collect()
+    }
+}
+
+fn node(word: &str) -> NodeId {
+    NodeId(word.trim_start_matches('n').parse().unwrap())
+}
+
+fn number(word: &str) -> u64 {
+    word.parse().unwrap()
+}
+
+/// The harness configuration of a script's first clause.
+pub(crate) fn config(first: &str) -> HarnessConfig {
+    let mut words = first.split_whitespace();
+    let nodes = words.next().unwrap().split(',').count() as u32;
+    let scheme: DispatchScheme = words.next().unwrap().parse().unwrap();
+    HarnessConfig {
+        nodes,
+        scheme,
+        ..HarnessConfig::default()
+    }
+}
+
+/// Run `script` on a fresh harness with `config`'s overrides applied.
+pub(crate) fn run_with(
+    script: &str,
+    tweak: impl FnOnce(&mut HarnessConfig),
+) -> (ClusterHarness, Run) {
+    let mut clauses = script.split(';').map(str::trim);
+    let mut config = config(clauses.next().unwrap());
+    tweak(&mut config);
+    let mut h = ClusterHarness::new(config);
+    h.add_sa(Direction::Outbound, OUT, true);
+    h.add_sa(Direction::Inbound, IN, true);
+    assert!(
+        h.run_until_ready(Duration::from_secs(1)),
+        "{script}: no cluster formed"
+    );
+    let mut run = Run::default();
+    for (index, clause) in clauses.enumerate() {
+        step(&mut h, &mut run, index + 1, clause);
+    }
+    (h, run)
+}
+
+/// Run `script` with the default configuration.
+pub(crate) fn run(script: &str) -> (ClusterHarness, Run) {
+    run_with(script, |_| {})
+}
+
+fn step(h: &mut ClusterHarness, run: &mut Run, index: usize, clause: &str) {
+    let words: Vec<&str> = clause.split_whitespace().collect();
+    match words.as_slice() {
+        [n, "packets"] => {
+            for _ in 0..number(n) {
+                let packet = run.packets.len() as u64;
+                let outcome = h.outbound(OUT, mix(packet % 16), 100 + (packet % 7) as u32 * 200);
+                run.packets.push((index, outcome));
+            }
+        }
+        ["replay", "inbound"] => {
+            for seq in 1..=run.inbound_sent {
+                let outcome = h.inbound(IN, seq);
+                run.replays_accepted += outcome.accepted.len() as u64;
+                if outcome.accepted.is_empty() && outcome.refused.is_empty() {
+                    run.replays_unowned += 1;
+                }
+            }
+        }
+        [n, "inbound"] => {
+            for _ in 0..number(n) {
+                run.inbound_sent += 1;
+                let outcome = h.inbound(IN, run.inbound_sent);
+                if outcome.accepted.len() == 1 {
+                    run.inbound_once += 1;
+                }
+            }
+        }
+        ["kill", n] => h.kill(node(n)),
+        [a, "deaf", "to", b, "for", ms, "ms"] => {
+            h.deafen(node(a), node(b), Duration::from_millis(number(ms)));
+        }
+        ["join", n] => {
+            h.join(node(n));
+            for _ in 0..1000 {
+                if h.node(node(n)).unwrap().is_ready() {
+                    break;
+                }
+                h.run_for(Duration::from_millis(1));
+            }
+        }
+        ["join", n, "at", "once"] => h.join(node(n)),
+        [n, "misses", k, "packets"] => h.miss(node(n), number(k)),
+        [n, "hears", "heartbeats", us, "us", "late"] => {
+            h.set_heartbeat_delay(node(n), Duration::from_micros(number(us)));
+        }
+        [n, "reads", "the", "log", us, "us", "late"] => {
+            h.set_log_delay(node(n), Duration::from_micros(number(us)));
+        }
+        ["idle", ms, "ms"] => h.run_for(Duration::from_millis(number(ms))),
+        ["settle"] => settle(h),
+        _ => panic!("unknown clause {clause:?}"),
+    }
+}
+
+/// Idle until the cluster is steady; outbound counters only converge with
+/// traffic, so a few packets flow between checks.
+pub(crate) fn settle(h: &mut ClusterHarness) {
+    for _ in 0..200 {
+        if h.steady() {
+            return;
+        }
+        h.run_for(Duration::from_millis(10));
+        for i in 0..40 {
+            h.outbound(OUT, mix(i), 200);
+        }
+    }
+}
+
+/// Nothing unsafe happened.
+pub(crate) fn assert_safe(h: &ClusterHarness, script: &str) {
+    assert!(
+        h.record.violations.is_empty(),
+        "{script}: {} violations, first: {:?}",
+        h.record.violations.len(),
+        h.record.violations.first()
+    );
+}
+
+/// In clause `clause`, after its first `skip` packets, every packet had
+/// exactly one sender and none was dropped for want of a lease.
+pub(crate) fn assert_exactly_one(run: &Run, clause: usize, skip: usize, script: &str) {
+    let outcomes = run.clause(clause);
+    assert!(outcomes.len() > skip, "{script}: clause {clause} too short");
+    for outcome in &outcomes[skip..] {
+        assert_eq!(
+            outcome.senders.len(),
+            1,
+            "{script}: packet {} had senders {:?} (no lease: {:?})",
+            outcome.packet,
+            outcome.senders,
+            outcome.no_lease
+        );
+        assert!(
+            outcome.no_lease.is_empty(),
+            "{script}: no lease at {}",
+            outcome.packet
+        );
+    }
+}

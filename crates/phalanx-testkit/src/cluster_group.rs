@@ -1,0 +1,781 @@
+//! An in-memory cluster: a group transport with one agreed total order
+//! (what Corosync CPG gives), and a harness that runs N cluster nodes with
+//! their data paths on a virtual clock.
+//!
+//! ```text
+//!          shared packet stream (every node sees every packet,
+//!          each may miss some)
+//!     +-----------+-----------+-----------+
+//!     v           v           v           v
+//!  [n1 path]   [n2 path]   [n3 path]   [n4 path]     NodeDataPath
+//!     |  ^        |  ^        |  ^        |  ^         reports / shared state
+//!  [n1 node]<->[n2 node]<->[n3 node]<->[n4 node]     ClusterNode
+//!     |   heartbeats: latency, per-pair deafness |
+//!     +------ MemoryGroup: one log, one order ---+   (membership changes too)
+//! ```
+//!
+//! The group keeps one log of events; every member reads it from the
+//! membership event that made it a member, in the same order, each with
+//! its own delivery delay. A killed node stops sending heartbeats and
+//! reading the log; the group removes it after `corosync_delay`, as
+//! Corosync does once its token times out.
+//!
+//! The harness records every sequence number sent and checks, as it goes,
+//! the cluster's safety properties: no `(SPI, sequence number)` and no
+//! `(SPI, IV)` pair twice (IV = node id << 48 | sequence number), every
+//! number inside a granted block and of the sender's class, every node's
+//! grants equal and disjoint, and no node owning traffic before it is
+//! ready. Violations are collected in [`Record::violations`].
+//!
+//! Like the cores, nothing here reads the clock but once, for the start.
+
+use core::net::{IpAddr, Ipv4Addr};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use phalanx_cluster::{
+    ClusterConfig, ClusterEvent, ClusterNode, Direction, DispatchScheme, GroupEvent,
+    GroupTransport, InboundDecision, LeaseBlock, NodeDataPath, NodeId, OutboundDecision,
+    SaDescriptor, TransportError,
+};
+use phalanx_sa::ReplayWindow;
+
+/// One entry of the group's log.
+#[derive(Clone, Debug)]
+struct Entry {
+    at: Instant,
+    event: GroupEvent,
+}
+
+/// The shared log of a group.
+#[derive(Debug)]
+struct Bus {
+    now: Instant,
+    log: Vec<Entry>,
+    members: BTreeSet<NodeId>,
+    /// Next entry each member reads.
+    cursors: BTreeMap<NodeId, usize>,
+    delays: BTreeMap<NodeId, Duration>,
+}
+
+/// An in-memory closed process group: totally ordered multicast with
+/// agreed membership. Cloning gives another handle to the same group.
+#[derive(Clone, Debug)]
+pub struct MemoryGroup {
+    bus: Rc<RefCell<Bus>>,
+}
+
+impl MemoryGroup {
+    /// An empty group at `now`.
+    pub fn new(now: Instant) -> MemoryGroup {
+        MemoryGroup {
+            bus: Rc::new(RefCell::new(Bus {
+                now,
+                log: Vec::new(),
+                members: BTreeSet::new(),
+                cursors: BTreeMap::new(),
+                delays: BTreeMap::new(),
+            })),
+        }
+    }
+
+    /// Move the group's clock (deliveries become visible with it).
+    pub fn set_now(&self, now: Instant) {
+        self.bus.borrow_mut().now = now;
+    }
+
+    /// Members join at once: one membership event.
+    pub fn join(&self, nodes: &[NodeId]) -> Vec<MemoryTransport> {
+        let mut bus = self.bus.borrow_mut();
+        let at = bus.log.len();
+        for &node in nodes {
+            bus.members.insert(node);
+            bus.cursors.insert(node, at);
+        }
+        let members = bus.members.iter().copied().collect();
+        let now = bus.now;
+        bus.log.push(Entry {
+            at: now,
+            event: GroupEvent::Membership { members },
+        });
+        nodes
+            .iter()
+            .map(|&local| MemoryTransport {
+                bus: Rc::clone(&self.bus),
+                local,
+            })
+            .collect()
+    }
+
+    /// A member leaves (Corosync removed it): one membership event; it
+    /// reads nothing more.
+    pub fn remove(&self, node: NodeId) {
+        let mut bus = self.bus.borrow_mut();
+        if !bus.members.remove(&node) {
+            return;
+        }
+        bus.cursors.remove(&node);
+        let members = bus.members.iter().copied().collect();
+        let now = bus.now;
+        bus.log.push(Entry {
+            at: now,
+            event: GroupEvent::Membership { members },
+        });
+    }
+
+    /// The current members.
+    pub fn members(&self) -> Vec<NodeId> {
+        self.bus.borrow().members.iter().copied().collect()
+    }
+
+    /// Deliver to `node` this long after each event was ordered.
+    pub fn set_delay(&self, node: NodeId, delay: Duration) {
+        self.bus.borrow_mut().delays.insert(node, delay);
+    }
+
+    /// Whether some member has not read every event yet.
+    pub fn pending(&self) -> bool {
+        let bus = self.bus.borrow();
+        bus.cursors.values().any(|&c| c < bus.log.len())
+    }
+}
+
+/// One member's end of a [`MemoryGroup`].
+#[derive(Debug)]
+pub struct MemoryTransport {
+    bus: Rc<RefCell<Bus>>,
+    local: NodeId,
+}
+
+impl GroupTransport for MemoryTransport {
+    fn local(&self) -> NodeId {
+        self.local
+    }
+
+    fn multicast(&mut self, message: &[u8]) -> Result<(), TransportError> {
+        let mut bus = self.bus.borrow_mut();
+        if !bus.members.contains(&self.local) {
+            return Err(TransportError::Closed);
+        }
+        let now = bus.now;
+        bus.log.push(Entry {
+            at: now,
+            event: GroupEvent::Delivered {
+                from: self.local,
+                message: message.to_vec(),
+            },
+        });
+        Ok(())
+    }
+
+    fn poll(&mut self) -> Option<GroupEvent> {
+        let mut bus = self.bus.borrow_mut();
+        let cursor = *bus.cursors.get(&self.local)?;
+        let delay = bus.delays.get(&self.local).copied().unwrap_or_default();
+        let entry = bus.log.get(cursor)?;
+        if entry.at + delay > bus.now {
+            return None;
+        }
+        let event = entry.event.clone();
+        bus.cursors.insert(self.local, cursor + 1);
+        Some(event)
+    }
+}
+
+/// The harness's parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct HarnessConfig {
+    /// Nodes 1..=n found the cluster.
+    pub nodes: u32,
+    /// The dispatch scheme.
+    pub scheme: DispatchScheme,
+    /// Lease block length.
+    pub lease_len: u64,
+    /// Checkpoint period in packets.
+    pub checkpoint_every: u64,
+    /// Heartbeat interval.
+    pub heartbeat_interval: Duration,
+    /// Silence before suspicion.
+    pub suspect_after: Duration,
+    /// From a kill to Corosync's membership without the node.
+    pub corosync_delay: Duration,
+    /// Virtual time between two packets of the stream.
+    pub packet_gap: Duration,
+    /// Heartbeat latency.
+    pub heartbeat_latency: Duration,
+    /// Replay window of the inbound SAs' models.
+    pub replay_window: u32,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> HarnessConfig {
+        HarnessConfig {
+            nodes: 3,
+            scheme: DispatchScheme::PacketRoundRobin,
+            lease_len: 4096,
+            checkpoint_every: 256,
+            heartbeat_interval: Duration::from_millis(5),
+            suspect_after: Duration::from_millis(30),
+            corosync_delay: Duration::from_millis(300),
+            packet_gap: Duration::from_micros(50),
+            heartbeat_latency: Duration::from_micros(100),
+            replay_window: 1024,
+        }
+    }
+}
+
+/// What the harness observed; `violations` must stay empty.
+#[derive(Debug, Default)]
+pub struct Record {
+    /// `(spi, seq)` -> (sender, packet).
+    pub sent: HashMap<(u32, u64), (NodeId, u64)>,
+    /// `(spi, iv)` pairs sent.
+    pub ivs: BTreeSet<(u32, u64)>,
+    /// Every block granted, per SPI and start, as the first node saw it.
+    pub grants: BTreeMap<u32, BTreeMap<u64, LeaseBlock>>,
+    /// Owned outbound packets dropped for want of a lease.
+    pub no_lease: u64,
+    /// Safety violations, in words.
+    pub violations: Vec<String>,
+}
+
+/// The outcome of one outbound packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The packet's number in the stream.
+    pub packet: u64,
+    /// Who sent it with which sequence number.
+    pub senders: Vec<(NodeId, u64)>,
+    /// Who owned it but had no leased number.
+    pub no_lease: Vec<NodeId>,
+}
+
+/// The outcome of one inbound packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InboundOutcome {
+    /// Owners whose replay window accepted it.
+    pub accepted: Vec<NodeId>,
+    /// Owners whose replay window refused it.
+    pub refused: Vec<NodeId>,
+}
+
+/// One node of the harness.
+#[derive(Debug)]
+struct Member {
+    node: ClusterNode,
+    path: NodeDataPath,
+    transport: MemoryTransport,
+    alive: bool,
+    /// Heartbeats from these nodes are dropped until the instant.
+    deaf: BTreeMap<NodeId, Instant>,
+    /// Packets still to miss.
+    miss: u64,
+    /// Extra latency of the heartbeats this node receives.
+    heartbeat_delay: Duration,
+    windows: BTreeMap<u32, ReplayWindow>,
+    events: Vec<ClusterEvent>,
+}
+
+/// A heartbeat on its way.
+#[derive(Clone, Debug)]
+struct Flight {
+    at: Instant,
+    from: NodeId,
+    to: NodeId,
+    bytes: Vec<u8>,
+}
+
+/// N cluster nodes and their data paths on a virtual clock. See the module
+/// docs.
+#[derive(Debug)]
+pub struct ClusterHarness {
+    config: HarnessConfig,
+    now: Instant,
+    group: MemoryGroup,
+    members: BTreeMap<NodeId, Member>,
+    flights: Vec<Flight>,
+    removals: Vec<(Instant, NodeId)>,
+    sas: Vec<SaDescriptor>,
+    packets: u64,
+    /// What happened so far.
+    pub record: Record,
+}
+
+/// The peer gateway's address in the harness.
+pub const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+
+impl ClusterHarness {
+    /// Nodes 1..=`config.nodes` join at once and found the cluster.
+    pub fn new(config: HarnessConfig) -> ClusterHarness {
+        let now = Instant::now();
+        let mut harness = ClusterHarness {
+            config,
+            now,
+            group: MemoryGroup::new(now),
+            members: BTreeMap::new(),
+            flights: Vec::new(),
+            removals: Vec::new(),
+            sas: Vec::new(),
+            packets: 0,
+            record: Record::default(),
+        };
+        let ids: Vec<NodeId> = (1..=config.nodes).map(NodeId).collect();
+        let transports = harness.group.join(&ids);
+        for transport in transports {
+            harness.add_member(transport);
+        }
+        harness
+    }
+
+    fn add_member(&mut self, transport: MemoryTransport) {
+        let local = transport.local();
+        let config = ClusterConfig {
+            local,
+            scheme: self.config.scheme,
+            heartbeat_interval: self.config.heartbeat_interval,
+            suspect_after: self.config.suspect_after,
+            lease_len: self.config.lease_len,
+            checkpoint_every: self.config.checkpoint_every,
+        };
+        let mut node = ClusterNode::new(config, self.now);
+        for &sa in &self.sas {
+            node.register_sa(self.now, sa);
+        }
+        let mut member = Member {
+            node,
+            path: NodeDataPath::new(local, self.config.scheme),
+            transport,
+            alive: true,
+            deaf: BTreeMap::new(),
+            miss: 0,
+            heartbeat_delay: Duration::ZERO,
+            windows: BTreeMap::new(),
+            events: Vec::new(),
+        };
+        for sa in self
+            .sas
+            .iter()
+            .filter(|sa| sa.direction == Direction::Inbound)
+        {
+            member.windows.insert(sa.spi, self.window(sa.esn));
+        }
+        self.members.insert(local, member);
+    }
+
+    fn window(&self, esn: bool) -> ReplayWindow {
+        // The window size is a harness constant in the valid range.
+        ReplayWindow::new(self.config.replay_window, esn).expect("valid replay window")
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The group.
+    pub fn group(&self) -> &MemoryGroup {
+        &self.group
+    }
+
+    /// Share an SA, as every node's configuration would (registered on
+    /// every live node and on nodes that join later).
+    pub fn add_sa(&mut self, direction: Direction, spi: u32, esn: bool) {
+        let sa = SaDescriptor {
+            direction,
+            spi,
+            esn,
+            peer: PEER,
+        };
+        self.sas.push(sa);
+        let now = self.now;
+        let window = self.window(esn);
+        for member in self.members.values_mut().filter(|m| m.alive) {
+            member.node.register_sa(now, sa);
+            if direction == Direction::Inbound {
+                member.windows.insert(spi, window.clone());
+            }
+        }
+        self.pump();
+    }
+
+    /// The live nodes.
+    pub fn alive(&self) -> Vec<NodeId> {
+        self.members
+            .iter()
+            .filter(|(_, m)| m.alive)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// A node's cluster side.
+    pub fn node(&self, id: NodeId) -> Option<&ClusterNode> {
+        self.members.get(&id).map(|m| &m.node)
+    }
+
+    /// A node's data path.
+    pub fn path(&self, id: NodeId) -> Option<&NodeDataPath> {
+        self.members.get(&id).map(|m| &m.path)
+    }
+
+    /// The events a node emitted so far.
+    pub fn events(&self, id: NodeId) -> &[ClusterEvent] {
+        self.members.get(&id).map_or(&[], |m| &m.events)
+    }
+
+    /// `kill -9`: no more heartbeats, log reading or packets; Corosync
+    /// removes it after `corosync_delay`.
+    pub fn kill(&mut self, id: NodeId) {
+        if let Some(member) = self.members.get_mut(&id) {
+            member.alive = false;
+            self.removals
+                .push((self.now + self.config.corosync_delay, id));
+        }
+    }
+
+    /// `node` drops heartbeats from `from` for `duration` (a false
+    /// suspicion when longer than `suspect_after`).
+    pub fn deafen(&mut self, node: NodeId, from: NodeId, duration: Duration) {
+        if let Some(member) = self.members.get_mut(&node) {
+            member.deaf.insert(from, self.now + duration);
+        }
+    }
+
+    /// `node` misses the next `packets` packets of the stream.
+    pub fn miss(&mut self, node: NodeId, packets: u64) {
+        if let Some(member) = self.members.get_mut(&node) {
+            member.miss += packets;
+        }
+    }
+
+    /// Delay the heartbeats `node` receives by `delay` more (so survivors
+    /// suspect a failed node at different times).
+    pub fn set_heartbeat_delay(&mut self, node: NodeId, delay: Duration) {
+        if let Some(member) = self.members.get_mut(&node) {
+            member.heartbeat_delay = delay;
+        }
+    }
+
+    /// Delay the log's deliveries to `node`.
+    pub fn set_log_delay(&mut self, node: NodeId, delay: Duration) {
+        self.group.set_delay(node, delay);
+    }
+
+    /// A new node (or a restarted one: a fresh process with the same id,
+    /// once the group removed the old one) joins.
+    pub fn join(&mut self, id: NodeId) {
+        // Corosync removes the old incarnation first; its pending removal
+        // must not remove the new one.
+        self.removals.retain(|&(_, old)| old != id);
+        self.group.remove(id);
+        self.pump();
+        let transport = self.group.join(&[id]).remove(0);
+        self.add_member(transport);
+        self.pump();
+    }
+
+    /// Run with no packets until every live node is ready (at most
+    /// `limit`); true when they are.
+    pub fn run_until_ready(&mut self, limit: Duration) -> bool {
+        let end = self.now + limit;
+        while self.now < end {
+            let ready = self
+                .members
+                .values()
+                .filter(|m| m.alive)
+                .all(|m| m.node.is_ready() && m.path.is_active());
+            if ready {
+                return true;
+            }
+            self.run_for(Duration::from_millis(1));
+        }
+        false
+    }
+
+    /// Advance the virtual clock by `duration`, with no packets.
+    pub fn run_for(&mut self, duration: Duration) {
+        let end = self.now + duration;
+        let step = (self.config.heartbeat_interval / 5).max(Duration::from_micros(100));
+        while self.now < end {
+            self.now = (self.now + step).min(end);
+            self.pump();
+        }
+    }
+
+    /// One outbound packet of `spi` with inner flow `flow`, seen by every
+    /// live node (but those missing it).
+    pub fn outbound(&mut self, spi: u32, flow: u64, len: u32) -> Outcome {
+        self.packets += 1;
+        let packet = self.packets;
+        let fingerprint = mix(packet);
+        let mut outcome = Outcome {
+            packet,
+            ..Outcome::default()
+        };
+        for (&id, member) in self.members.iter_mut().filter(|(_, m)| m.alive) {
+            if member.miss > 0 {
+                member.miss -= 1;
+                continue;
+            }
+            match member.path.outbound(spi, PEER, flow, len, fingerprint) {
+                OutboundDecision::Send { seq } => {
+                    if !member.node.is_ready() {
+                        self.record
+                            .violations
+                            .push(format!("{id} sent packet {packet} before it was ready"));
+                    }
+                    outcome.senders.push((id, seq));
+                }
+                OutboundDecision::NoLease => outcome.no_lease.push(id),
+                OutboundDecision::NotOwned | OutboundDecision::UnknownSa => {}
+            }
+        }
+        for &(id, seq) in &outcome.senders {
+            self.record_send(spi, id, seq, packet);
+        }
+        self.record.no_lease += outcome.no_lease.len() as u64;
+        self.tick_packet();
+        outcome
+    }
+
+    /// Check and record one sequence number sent.
+    fn record_send(&mut self, spi: u32, id: NodeId, seq: u64, packet: u64) {
+        if let Some((other, earlier)) = self.record.sent.insert((spi, seq), (id, packet)) {
+            self.record.violations.push(format!(
+                "(spi {spi:#x}, seq {seq}) sent twice: {other} packet {earlier}, {id} packet {packet}"
+            ));
+        }
+        let iv = u64::from(id.0) << 48 | (seq & ((1 << 48) - 1));
+        if !self.record.ivs.insert((spi, iv)) {
+            self.record
+                .violations
+                .push(format!("(spi {spi:#x}, iv {iv:#x}) sent twice"));
+        }
+        let allowed = self.record.grants.get(&spi).is_some_and(|blocks| {
+            blocks
+                .range(..=seq)
+                .next_back()
+                .is_some_and(|(_, b)| b.may_send(id, seq))
+        });
+        if !allowed {
+            self.record.violations.push(format!(
+                "{id} sent seq {seq} outside its class of a granted block"
+            ));
+        }
+    }
+
+    /// One inbound ESP packet of `spi` with number `seq`: every live node
+    /// observes it, owners run it through their replay window model
+    /// (after marking the takeover marks).
+    pub fn inbound(&mut self, spi: u32, seq: u64) -> InboundOutcome {
+        let mut outcome = InboundOutcome::default();
+        for (&id, member) in self.members.iter_mut().filter(|(_, m)| m.alive) {
+            if member.miss > 0 {
+                member.miss -= 1;
+                continue;
+            }
+            let decision = member.path.inbound(spi, PEER, seq as u32, 100);
+            if decision != InboundDecision::Process {
+                continue;
+            }
+            if !member.node.is_ready() {
+                self.record
+                    .violations
+                    .push(format!("{id} processed inbound {seq} before it was ready"));
+            }
+            let mut marks = Vec::new();
+            member.path.drain_takeover_marks(spi, &mut marks);
+            let Some(window) = member.windows.get_mut(&spi) else {
+                continue;
+            };
+            for mark in marks {
+                // "Already seen" and "too old" are expected here.
+                let _ = window.commit(mark);
+            }
+            // With ESN the ICV covers the inferred high half (RFC 4303
+            // §2.2.1): a number inferred wrong fails authentication.
+            let accepted = window.check(seq as u32) == Ok(seq) && window.commit(seq).is_ok();
+            if accepted {
+                outcome.accepted.push(id);
+            } else {
+                outcome.refused.push(id);
+            }
+        }
+        self.tick_packet();
+        outcome
+    }
+
+    fn tick_packet(&mut self) {
+        self.now += self.config.packet_gap;
+        self.pump();
+    }
+
+    /// Run everything due at the current time until nothing moves.
+    pub fn pump(&mut self) {
+        self.group.set_now(self.now);
+        loop {
+            let mut moved = self.corosync_removals();
+            let ids: Vec<NodeId> = self.alive();
+            for id in ids {
+                moved |= self.step_member(id);
+            }
+            moved |= self.deliver_heartbeats();
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn corosync_removals(&mut self) -> bool {
+        let now = self.now;
+        let due: Vec<NodeId> = self
+            .removals
+            .iter()
+            .filter(|(at, _)| *at <= now)
+            .map(|&(_, id)| id)
+            .collect();
+        self.removals.retain(|(at, _)| *at > now);
+        for &id in &due {
+            self.group.remove(id);
+        }
+        !due.is_empty()
+    }
+
+    /// One round of one member's I/O; true when something moved.
+    fn step_member(&mut self, id: NodeId) -> bool {
+        let now = self.now;
+        let latency = self.config.heartbeat_latency;
+        let peers: Vec<(NodeId, Duration)> = self
+            .members
+            .iter()
+            .filter(|(&p, _)| p != id)
+            .map(|(&p, m)| (p, m.heartbeat_delay))
+            .collect();
+        let Some(member) = self.members.get_mut(&id) else {
+            return false;
+        };
+        let mut moved = false;
+        if member.node.poll_timeout().is_some_and(|t| t <= now) {
+            member.node.handle_timeout(now);
+        }
+        while let Some(bytes) = member.node.poll_heartbeat(now) {
+            for &(to, delay) in &peers {
+                self.flights.push(Flight {
+                    at: now + latency + delay,
+                    from: id,
+                    to,
+                    bytes: bytes.clone(),
+                });
+            }
+        }
+        while let Some(message) = member.node.poll_group() {
+            // A node the group removed cannot send; it learns so from the
+            // membership it reads.
+            let _ = member.transport.multicast(&message);
+            moved = true;
+        }
+        while let Some(event) = member.transport.poll() {
+            match event {
+                GroupEvent::Delivered { from, message } => {
+                    member.node.handle_delivery(now, from, &message)
+                }
+                GroupEvent::Membership { members } => member.node.handle_membership(now, &members),
+            }
+            moved = true;
+        }
+        while let Some(report) = member.path.poll_report() {
+            member.node.handle_report(now, report);
+            moved = true;
+        }
+        member.path.update(&member.node.shared());
+        while let Some(event) = member.node.poll_event() {
+            if let ClusterEvent::LeaseGranted(grant) = &event {
+                record_grant(&mut self.record, id, grant.spi, &grant.block);
+            }
+            member.events.push(event);
+        }
+        moved
+    }
+
+    /// Hand every heartbeat due to its (live, listening) receiver.
+    fn deliver_heartbeats(&mut self) -> bool {
+        let now = self.now;
+        let (due, later): (Vec<Flight>, Vec<Flight>) =
+            self.flights.drain(..).partition(|f| f.at <= now);
+        self.flights = later;
+        let mut moved = false;
+        for flight in due {
+            let Some(member) = self.members.get_mut(&flight.to) else {
+                continue;
+            };
+            let deaf = member
+                .deaf
+                .get(&flight.from)
+                .is_some_and(|&until| now < until);
+            if member.alive && !deaf {
+                member
+                    .node
+                    .handle_heartbeat(now, flight.from, &flight.bytes);
+                moved = true;
+            }
+        }
+        moved
+    }
+
+    /// True when the cluster is at rest: every live node ready, nobody
+    /// suspected anywhere, the log read by all, and every outbound
+    /// counter equal on every live node.
+    pub fn steady(&self) -> bool {
+        let alive: Vec<&Member> = self.members.values().filter(|m| m.alive).collect();
+        let settled = alive.iter().all(|m| {
+            let status = m.node.status();
+            m.node.is_ready() && status.suspects.is_empty() && m.path.is_active()
+        });
+        let views_equal = alive
+            .windows(2)
+            .all(|w| w[0].path.view() == w[1].path.view());
+        let counters_equal = self.sas.iter().all(|sa| {
+            sa.direction == Direction::Inbound
+                || alive.windows(2).all(|w| {
+                    w[0].path.counter(sa.spi) == w[1].path.counter(sa.spi)
+                        && w[0].path.lineage(sa.spi) == w[1].path.lineage(sa.spi)
+                })
+        });
+        let all_alive_in_group = self.group.members().len() == alive.len();
+        settled && views_equal && counters_equal && !self.group.pending() && all_alive_in_group
+    }
+}
+
+/// Record a grant seen by node `id`; every node must see the same block
+/// at the same start, and blocks of one SA must not overlap.
+fn record_grant(record: &mut Record, id: NodeId, spi: u32, block: &LeaseBlock) {
+    let blocks = record.grants.entry(spi).or_default();
+    if let Some(known) = blocks.get(&block.start) {
+        if known != block {
+            record.violations.push(format!(
+                "{id} saw another block at {}: {block:?} vs {known:?}",
+                block.start
+            ));
+        }
+        return;
+    }
+    let before = blocks.range(..block.start).next_back().map(|(_, b)| b);
+    let after = blocks.range(block.start..).next().map(|(_, b)| b);
+    for other in before.into_iter().chain(after) {
+        if other.overlaps(block) {
+            record.violations.push(format!(
+                "lease overlap on spi {spi:#x}: {block:?} and {other:?}"
+            ));
+        }
+    }
+    blocks.insert(block.start, block.clone());
+}
+
+/// A fixed 64-bit mix (splitmix64's finaliser): the packets' fingerprints.
+pub fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,362 @@
+//! `phalanxctl cluster`: members, ownership, leases, checkpoint lag,
+//! counters and the last failovers, as tables.
+
+use phalanx_control::{
+    ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport,
+};
+
+use crate::table::{Align, Table};
+
+/// The whole human output of a cluster report.
+pub(crate) fn render(report: &ClusterReport) -> String {
+    let state = if report.ready {
+        "ready"
+    } else {
+        "joining (owns nothing until its state transfer)"
+    };
+    let mut out = format!(
+        "node {} of group {:?}, scheme {}, generation {}: {state}\n",
+        report.node_id, report.group, report.scheme, report.generation
+    );
+    if let Some(error) = &report.corosync_error {
+        out.push_str(&format!(
+            "corosync: LOST ({error}); this node sends no heartbeats and owns nothing\n"
+        ));
+    }
+    out.push_str(&format!("members:\n{}", members(&report.members)));
+    if !report.segment_owners.is_empty() {
+        out.push_str(&format!("segments:\n{}", segments(&report.segment_owners)));
+    }
+    if report.sas.is_empty() {
+        out.push_str("SAs: none registered\n");
+    } else {
+        out.push_str(&format!("SAs:\n{}", sas(&report.sas, report.node_id)));
+    }
+    if !report.counters.is_empty() {
+        let mut t = Table::new(&[("NAME", Align::Left), ("COUNT", Align::Right)]);
+        for c in &report.counters {
+            t.row(vec![c.name.clone(), c.count.to_string()]);
+        }
+        out.push_str(&format!("counters:\n{}", t.render(2)));
+    }
+    if report.failovers.is_empty() {
+        out.push_str("failovers: none\n");
+    } else {
+        out.push_str(&format!("failovers:\n{}", failovers(&report.failovers)));
+    }
+    out
+}
+
+fn yes_no(flag: bool) -> String {
+    if flag { "yes" } else { "no" }.to_owned()
+}
+
+fn members(members: &[ClusterMember]) -> String {
+    let mut t = Table::new(&[
+        ("NODE", Align::Left),
+        ("ADDRESS", Align::Left),
+        ("AGREED", Align::Left),
+        ("LIVE", Align::Left),
+        ("SUSPECTED", Align::Left),
+        ("READY", Align::Left),
+        ("HEARTBEAT", Align::Right),
+    ]);
+    for m in members {
+        let name = if m.local {
+            format!("{} (this)", m.node_id)
+        } else {
+            m.node_id.to_string()
+        };
+        let heartbeat = match (m.local, m.last_heartbeat_ms) {
+            (true, _) => "-".to_owned(),
+            (false, Some(ms)) => format!("{ms} ms ago"),
+            (false, None) => "never".to_owned(),
+        };
+        t.row(vec![
+            name,
+            m.address.clone().unwrap_or_else(|| "-".to_owned()),
+            yes_no(m.agreed),
+            yes_no(m.live),
+            yes_no(m.suspected),
+            yes_no(m.ready),
+            heartbeat,
+        ]);
+    }
+    t.render(2)
+}
+
+/// Each owner with its segments as ranges (`0-41,97,200-255`).
+fn segments(owners: &[u32]) -> String {
+    let mut nodes: Vec<u32> = owners.to_vec();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let mut t = Table::new(&[
+        ("OWNER", Align::Left),
+        ("COUNT", Align::Right),
+        ("SEGMENTS", Align::Left),
+    ]);
+    for node in nodes {
+        let mine: Vec<usize> = (0..owners.len()).filter(|&s| owners[s] == node).collect();
+        let name = if node == 0 {
+            "none".to_owned()
+        } else {
+            node.to_string()
+        };
+        t.row(vec![name, mine.len().to_string(), ranges(&mine)]);
+    }
+    t.render(2)
+}
+
+/// Ascending numbers as comma-separated runs.
+fn ranges(numbers: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &n in numbers {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == n => *last = n,
+            _ => runs.push((n, n)),
+        }
+    }
+    let text: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    text.join(",")
+}
+
+/// `start-end/[view]`.
+fn block(b: &LeaseBlockReport) -> String {
+    let view: Vec<String> = b.view.iter().map(u32::to_string).collect();
+    format!("{}-{} [{}]", b.start, b.end, view.join(","))
+}
+
+fn sas(sas: &[ClusterSaReport], local: u32) -> String {
+    let mut t = Table::new(&[
+        ("SPI", Align::Left),
+        ("DIR", Align::Left),
+        ("PEER", Align::Left),
+        ("COUNTER", Align::Right),
+        ("BLOCK [VIEW]", Align::Left),
+        ("CLASS", Align::Right),
+        ("TAKEOVER BLOCKS", Align::Left),
+        ("CHECKPOINT", Align::Right),
+    ]);
+    for sa in sas {
+        let class = match (sa.class, &sa.block) {
+            (Some(c), Some(b)) => format!("{c}/{}", b.view.len()),
+            (Some(c), None) => c.to_string(),
+            (None, _) => "-".to_owned(),
+        };
+        // The blocks this node would enter when another member fails.
+        let takeover: Vec<String> = sa
+            .takeover_blocks
+            .iter()
+            .filter(|t| t.suspect != local)
+            .map(|t| format!("if {} fails: {}", t.suspect, block(&t.block)))
+            .collect();
+        t.row(vec![
+            format!("0x{:08x}", sa.spi),
+            sa.direction.to_string(),
+            sa.peer.clone().unwrap_or_else(|| "-".to_owned()),
+            sa.counter.to_string(),
+            match (&sa.block, sa.exhausted) {
+                (_, true) => "EXHAUSTED (rekey)".to_owned(),
+                (Some(b), false) => block(b),
+                (None, false) => "-".to_owned(),
+            },
+            class,
+            if takeover.is_empty() {
+                "-".to_owned()
+            } else {
+                takeover.join("; ")
+            },
+            sa.checkpoint_age_ms
+                .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms ago")),
+        ]);
+    }
+    t.render(2)
+}
+
+fn failovers(list: &[FailoverReport]) -> String {
+    let mut t = Table::new(&[
+        ("SUSPECT", Align::Left),
+        ("DETECTED", Align::Right),
+        ("HANDOVER", Align::Right),
+        ("COROSYNC", Align::Left),
+        ("WHEN", Align::Right),
+    ]);
+    for f in list {
+        t.row(vec![
+            f.suspect.to_string(),
+            millis(f.detected_after_ms),
+            f.handover_ms.map_or_else(|| "-".to_owned(), millis),
+            f.outcome.clone(),
+            format!("{}s ago", f.age_seconds),
+        ]);
+    }
+    t.render(2)
+}
+
+/// Milliseconds with one decimal.
+fn millis(ms: f64) -> String {
+    format!("{ms:.1} ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use phalanx_control::{Direction, NamedCounter, TakeoverBlockReport};
+
+    use super::*;
+
+    fn member(node_id: u32, local: bool, suspected: bool) -> ClusterMember {
+        ClusterMember {
+            node_id,
+            local,
+            agreed: true,
+            live: !suspected,
+            suspected,
+            ready: true,
+            address: Some(format!("10.99.0.1{node_id}")),
+            last_heartbeat_ms: Some(if suspected { 1500 } else { 2 }),
+        }
+    }
+
+    fn report() -> ClusterReport {
+        let lease = |start: u64, view: &[u32]| LeaseBlockReport {
+            start,
+            end: start + 4095,
+            view: view.to_vec(),
+        };
+        ClusterReport {
+            node_id: 1,
+            scheme: "packet-rr".into(),
+            group: "phalanx".into(),
+            ready: true,
+            generation: 4,
+            corosync_error: None,
+            members: vec![member(1, true, false), member(2, false, true)],
+            segment_owners: vec![],
+            sas: vec![ClusterSaReport {
+                spi: 0x1001,
+                direction: Direction::Out,
+                peer: Some("192.0.2.2".into()),
+                counter: 5000,
+                exhausted: false,
+                block: Some(lease(4097, &[1, 2])),
+                class: Some(0),
+                takeover_blocks: vec![
+                    TakeoverBlockReport {
+                        suspect: 1,
+                        block: lease(8193, &[2]),
+                    },
+                    TakeoverBlockReport {
+                        suspect: 2,
+                        block: lease(12_289, &[1]),
+                    },
+                ],
+                checkpoint_age_ms: Some(12),
+            }],
+            counters: vec![NamedCounter {
+                name: "takeovers".into(),
+                count: 1,
+            }],
+            failovers: vec![FailoverReport {
+                suspect: 2,
+                detected_after_ms: 31.3,
+                handover_ms: Some(31.5),
+                outcome: "confirmed".into(),
+                age_seconds: 9,
+            }],
+        }
+    }
+
+    #[test]
+    fn shows_members_leases_and_failovers() {
+        let out = render(&report());
+        assert!(
+            out.starts_with("node 1 of group \"phalanx\", scheme packet-rr, generation 4: ready\n")
+        );
+        let has = |words: &[&str]| {
+            out.lines()
+                .any(|l| l.split_whitespace().eq(words.iter().copied()))
+        };
+        assert!(
+            has(&["1", "(this)", "10.99.0.11", "yes", "yes", "no", "yes", "-"]),
+            "{out}"
+        );
+        assert!(
+            has(&[
+                "2",
+                "10.99.0.12",
+                "yes",
+                "no",
+                "yes",
+                "yes",
+                "1500",
+                "ms",
+                "ago"
+            ]),
+            "{out}"
+        );
+        let sa = out
+            .lines()
+            .find(|l| l.contains("0x00001001"))
+            .expect("an SA row");
+        assert!(sa.contains("4097-8192 [1,2]"), "{sa}");
+        assert!(sa.contains(" 192.0.2.2 "), "{sa}");
+        assert!(sa.contains(" 0/2 "), "{sa}");
+        assert!(sa.contains("if 2 fails: 12289-16384 [1]"), "{sa}");
+        assert!(
+            !sa.contains("if 1 fails"),
+            "a node never enters its own takeover block: {sa}"
+        );
+        assert!(sa.trim_end().ends_with("12 ms ago"), "{sa}");
+        assert!(
+            has(&["2", "31.3", "ms", "31.5", "ms", "confirmed", "9s", "ago"]),
+            "{out}"
+        );
+        assert!(has(&["takeovers", "1"]), "{out}");
+        assert!(!out.contains("segments:"));
+    }
+
+    #[test]
+    fn segments_are_grouped_by_owner_as_ranges() {
+        let mut owners = vec![1_u32; 256];
+        for (s, owner) in owners.iter_mut().enumerate() {
+            if (100..=199).contains(&s) || s == 7 {
+                *owner = 2;
+            }
+        }
+        owners[255] = 0;
+        let out = segments(&owners);
+        let lines: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[1], ["none", "1", "255"]);
+        assert_eq!(lines[2], ["1", "154", "0-6,8-99,200-254"]);
+        assert_eq!(lines[3], ["2", "101", "7,100-199"]);
+    }
+
+    #[test]
+    fn empty_parts_say_so() {
+        let mut r = report();
+        r.ready = false;
+        r.sas.clear();
+        r.failovers.clear();
+        r.corosync_error = Some("cpg_dispatch failed: ErrLibrary".into());
+        let out = render(&r);
+        assert!(
+            out.contains("corosync: LOST (cpg_dispatch failed: ErrLibrary)"),
+            "{out}"
+        );
+        assert!(out.contains("joining (owns nothing until its state transfer)"));
+        assert!(out.contains("SAs: none registered\n"));
+        assert!(out.contains("failovers: none\n"));
+    }
+}

@@ -1,0 +1,336 @@
+//! `[cluster]`: the example parses with its defaults, and each error
+//! names the file, line, column and field.
+
+use core::net::{IpAddr, Ipv4Addr};
+use core::time::Duration;
+
+use phalanx_cluster::DispatchScheme;
+use phalanx_cluster::NodeId;
+
+use super::super::{Config, ConfigError};
+use super::{check_cluster_reload, mac};
+
+/// A cluster node's file: line numbers matter to the tests below.
+const BASE: &str = r#"[clear]
+tun = "phx0"
+
+[protected]
+local = "192.0.2.1"
+
+[cluster]
+node_id = 2
+scheme = "session-sqf"
+heartbeat_interval_ms = 10
+suspect_after_ms = 45
+
+[cluster.outside]
+interface = "wan0"
+address = "192.0.2.1"
+mac = "02:00:5e:10:00:01"
+
+[cluster.inside]
+interface = "lan0"
+address = "10.1.0.1"
+mac = "02-00-5E-10-00-02"
+
+[[cluster.node]]
+id = 1
+address = "10.99.0.11"
+
+[[cluster.node]]
+id = 2
+address = "10.99.0.12"
+"#;
+
+/// `BASE` with the first occurrence of `from` replaced by `to`.
+fn edit(from: &str, to: &str) -> String {
+    assert!(
+        BASE.contains(from),
+        "test edits text that is not there: {from}"
+    );
+    BASE.replacen(from, to, 1)
+}
+
+fn error(text: &str) -> ConfigError {
+    match Config::parse("node.toml", text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+/// Asserts the error's line, field and a fragment of its message.
+fn assert_error(text: &str, line: usize, field: &str, fragment: &str) {
+    let e = error(text);
+    assert_eq!((e.line, e.field.as_str()), (line, field), "{e}");
+    assert!(e.message.contains(fragment), "{e}");
+    assert!(
+        e.to_string().starts_with(&format!("node.toml:{line}:")),
+        "{e}"
+    );
+}
+
+#[test]
+fn base_parses_with_defaults() {
+    let config = Config::parse("node.toml", BASE).unwrap();
+    let c = config.cluster.unwrap();
+    assert_eq!(c.node_id, NodeId(2));
+    assert_eq!(c.scheme, DispatchScheme::SessionShortestQueue);
+    assert_eq!(c.group, "phalanx");
+    assert_eq!(c.heartbeat_port, 7400);
+    assert_eq!(c.heartbeat_interval, Duration::from_millis(10));
+    assert_eq!(c.suspect_after, Duration::from_millis(45));
+    assert_eq!((c.lease_len, c.checkpoint_every), (65_536, 1024));
+    assert_eq!(c.outside.interface, "wan0");
+    assert_eq!(c.outside.address, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
+    assert_eq!(c.outside.mac, [2, 0, 0x5e, 0x10, 0, 1]);
+    assert_eq!(c.inside.mac, [2, 0, 0x5e, 0x10, 0, 2]);
+    assert_eq!(c.nodes.len(), 2);
+    let local = IpAddr::V4(Ipv4Addr::new(10, 99, 0, 12));
+    assert_eq!(c.local_address(), Some(local));
+    assert_eq!(c.node_at(local), Some(NodeId(2)));
+    assert_eq!(c.address_of(NodeId(3)), None);
+}
+
+#[test]
+fn every_scheme_name_parses() {
+    let names = [
+        ("packet-rr", DispatchScheme::PacketRoundRobin),
+        ("packet-sqf", DispatchScheme::PacketShortestQueue),
+        ("session-rr", DispatchScheme::SessionRoundRobin),
+        ("session-sqf", DispatchScheme::SessionShortestQueue),
+        ("hash-src", DispatchScheme::HashSegments { with_spi: false }),
+        (
+            "hash-src-spi",
+            DispatchScheme::HashSegments { with_spi: true },
+        ),
+    ];
+    for (name, scheme) in names {
+        let text = edit("\"session-sqf\"", &format!("{name:?}"));
+        let c = Config::parse("node.toml", &text).unwrap().cluster.unwrap();
+        assert_eq!(c.scheme, scheme, "{name}");
+    }
+    let text = edit("scheme = \"session-sqf\"\n", "");
+    let c = Config::parse("node.toml", &text).unwrap().cluster.unwrap();
+    assert_eq!(c.scheme, DispatchScheme::PacketRoundRobin, "the default");
+}
+
+#[test]
+fn no_cluster_table_is_host_mode() {
+    let end = BASE.find("[cluster]").unwrap();
+    let config = Config::parse("node.toml", &BASE[..end]).unwrap();
+    assert!(config.cluster.is_none());
+}
+
+/// Each broken value: (from, to, line, field, message fragment).
+#[test]
+fn errors_name_line_and_field() {
+    let cases: &[(&str, &str, usize, &str, &str)] = &[
+        (
+            "node_id = 2",
+            "node_id = 0",
+            8,
+            "cluster.node_id",
+            "out of range 1..=65535",
+        ),
+        (
+            "node_id = 2",
+            "node_id = 65536",
+            8,
+            "cluster.node_id",
+            "16 bits",
+        ),
+        (
+            "node_id = 2",
+            "node_id = 3",
+            8,
+            "cluster.node",
+            "not listed",
+        ),
+        (
+            "\"session-sqf\"",
+            "\"round-robin\"",
+            9,
+            "cluster.scheme",
+            "packet-rr",
+        ),
+        (
+            "scheme =",
+            "group = \"\"\nscheme =",
+            9,
+            "cluster.group",
+            "CPG group",
+        ),
+        (
+            "scheme =",
+            "heartbeat_port = 0\nscheme =",
+            9,
+            "cluster.heartbeat_port",
+            "1..=65535",
+        ),
+        (
+            "scheme =",
+            "lease_len = 8\nscheme =",
+            9,
+            "cluster.lease_len",
+            "out of range",
+        ),
+        (
+            "scheme =",
+            "checkpoint_every = 0\nscheme =",
+            9,
+            "cluster.checkpoint_every",
+            "range",
+        ),
+        (
+            "= 45",
+            "= 20",
+            11,
+            "cluster.suspect_after_ms",
+            "more than twice",
+        ),
+        (
+            "= 10\n",
+            "= 0\n",
+            10,
+            "cluster.heartbeat_interval_ms",
+            "out of range",
+        ),
+        (
+            "\"wan0\"",
+            "\"wan/0\"",
+            14,
+            "cluster.outside.interface",
+            "interface name",
+        ),
+        (
+            "address = \"192.0.2.1\"\nmac",
+            "address = \"192.0.2.9\"\nmac",
+            15,
+            "cluster.outside.address",
+            "protected.local",
+        ),
+        (
+            "\"10.1.0.1\"",
+            "\"224.0.0.1\"",
+            20,
+            "cluster.inside.address",
+            "unicast",
+        ),
+        (
+            "\"10.1.0.1\"",
+            "\"192.0.2.1\"",
+            20,
+            "cluster.inside.address",
+            "must differ",
+        ),
+        (
+            "\"lan0\"",
+            "\"wan0\"",
+            19,
+            "cluster.inside.interface",
+            "must differ",
+        ),
+        (
+            "\"02:00:5e:10:00:01\"",
+            "\"03:00:5e:10:00:01\"",
+            16,
+            "cluster.outside.mac",
+            "multicast",
+        ),
+        (
+            "\"02-00-5E-10-00-02\"",
+            "\"02:00:5e:10:00\"",
+            21,
+            "cluster.inside.mac",
+            "MAC address",
+        ),
+        (
+            "\nid = 2\n",
+            "\nid = 1\n",
+            28,
+            "cluster.node[1].id",
+            "listed twice",
+        ),
+        (
+            "\"10.99.0.12\"",
+            "\"10.99.0.11\"",
+            29,
+            "cluster.node[1].address",
+            "listed twice",
+        ),
+        (
+            "\"10.99.0.12\"",
+            "\"fd00::12\"",
+            29,
+            "cluster.node[1].address",
+            "same family",
+        ),
+        (
+            "\"10.99.0.12\"",
+            "\"10.99.0\"",
+            29,
+            "cluster.node[1].address",
+            "not an IP address",
+        ),
+        (
+            "mac = \"02:00:5e:10:00:01\"\n",
+            "",
+            13,
+            "cluster.outside",
+            "missing field `mac`",
+        ),
+        (
+            "node_id = 2",
+            "node_id = 2\ncolour = 1",
+            9,
+            "cluster.colour",
+            "unknown field",
+        ),
+    ];
+    for (from, to, line, field, fragment) in cases {
+        assert_error(&edit(from, to), *line, field, fragment);
+    }
+}
+
+#[test]
+fn cluster_with_ike_is_refused() {
+    let text = BASE.replacen("[cluster]", "[ike]\nport = 500\n\n[cluster]", 1);
+    assert_error(&text, 10, "cluster", "IKE is not replicated");
+}
+
+#[test]
+fn mac_syntax() {
+    assert_eq!(mac("02:00:5e:10:00:01"), Ok([2, 0, 0x5e, 0x10, 0, 1]));
+    assert_eq!(
+        mac("AA-BB-CC-DD-EE-FE"),
+        Ok([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xfe])
+    );
+    for bad in [
+        "",
+        "02:00:5e:10:00",
+        "02:00:5e:10:00:01:02",
+        "2:0:5e:10:0:1",
+        "zz:00:5e:10:00:01",
+    ] {
+        assert!(mac(bad).is_err(), "{bad}");
+    }
+    assert!(mac("00:00:00:00:00:00").is_err());
+    assert!(mac("ff:ff:ff:ff:ff:ff").unwrap_err().contains("multicast"));
+}
+
+#[test]
+fn reload_may_not_touch_the_cluster() {
+    let config = Config::parse("node.toml", BASE).unwrap();
+    let current = config.cluster.as_ref();
+    assert_eq!(check_cluster_reload("node.toml", None, None), Ok(()));
+    assert_eq!(check_cluster_reload("node.toml", current, current), Ok(()));
+    let mut moved = config.cluster.clone().unwrap();
+    moved.heartbeat_port = 7401;
+    let e = check_cluster_reload("node.toml", current, Some(&moved)).unwrap_err();
+    assert!(e.starts_with("node.toml: [cluster] changed;"), "{e}");
+    assert!(e.contains("restart"), "{e}");
+    let e = check_cluster_reload("node.toml", current, None).unwrap_err();
+    assert!(e.contains("[cluster] removed"), "{e}");
+    let e = check_cluster_reload("node.toml", None, current).unwrap_err();
+    assert!(e.contains("[cluster] added"), "{e}");
+}

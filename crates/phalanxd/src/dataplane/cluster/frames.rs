@@ -1,0 +1,484 @@
+//! What a cluster node does with one frame, device-free: answer an ARP
+//! request, protect a cleartext packet it owns, open an ESP packet it
+//! owns, or count and drop it. The worker ([`super::worker`]) feeds it
+//! the frames of both rings in order and carries out the [`Decision`]s;
+//! tests feed it crafted frames.
+//!
+//! Every node runs this over the same frames in the same order (one
+//! shared L2 segment), so every node's dispatcher sees the same packets
+//! of every stream: a packet is dropped before it reaches the dispatcher
+//! only for reasons every node shares (its bytes, the SPD, the SAs), never
+//! for a local one (a full buffer is counted after the dispatcher).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use phalanx_cluster::dispatch::{flow_hash, DispatchScheme};
+use phalanx_cluster::{
+    DataPathReport, InboundDecision, NodeDataPath, NodeId, OutboundDecision, SharedState,
+};
+use phalanx_io::PacketMeta;
+use phalanx_sa::{FlowCache, FlowKey, IpsecProtocol, OutboundSa, PolicyAction, SaMode};
+use phalanx_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+use phalanx_wire::ethernet::{EtherType, EthernetFrame, MacAddress};
+use phalanx_wire::natt::{classify, UdpEncapPayload};
+use phalanx_wire::{checksum, EspPacket, IpProtocol, Ipv4Packet, UdpPacket};
+
+use super::arp::{reply_frame, ArpFrame};
+use super::Side;
+use crate::dataplane::{DaemonCounter, Ingress, WorkerStats};
+use crate::install::Runtime;
+use crate::limits::{FLOW_CACHE_ENTRIES, IKE_PORT};
+
+/// Octets of an IP packet the divergence fingerprint covers (cluster
+/// contract: "a fixed 64-bit hash of the first 64 bytes").
+const FINGERPRINT_LEN: usize = 64;
+
+/// UDP header (RFC 768).
+const UDP_HEADER_LEN: usize = 8;
+
+/// Where the checksum sits in a TCP header (RFC 9293 §3.1).
+const TCP_CHECKSUM_AT: usize = 16;
+
+/// Where the checksum sits in a UDP header (RFC 768).
+const UDP_CHECKSUM_AT: usize = 6;
+
+/// One side's virtual address as this node uses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VirtualSide {
+    /// The virtual IPv4 address (configured on no interface).
+    pub address: Ipv4Addr,
+    /// The virtual MAC address, shared by every node.
+    pub mac: MacAddress,
+    /// This node's own MAC on that side's interface: the Ethernet source
+    /// of what it sends there, so the switch never learns the virtual MAC
+    /// on one port (frames to it must keep flooding to every node).
+    pub own_mac: MacAddress,
+}
+
+/// What to do with a frame.
+#[derive(Debug)]
+pub enum Decision<'f> {
+    /// Send this ARP reply on the side the request came from.
+    ArpReply(ArpFrame),
+    /// Protect `packet` (an IPv4 packet, Ethernet padding removed) with
+    /// `sa` as sequence number `seq`, after decrementing its TTL.
+    Protect {
+        /// The cleartext packet.
+        packet: &'f [u8],
+        /// The outbound SA its policy names.
+        sa: Arc<OutboundSa>,
+        /// The number this node was assigned for it.
+        seq: u64,
+    },
+    /// Decrypt `payload`: the ESP packet (`Ingress::Raw`) or the UDP
+    /// payload (`Ingress::Udp`), with the outer addresses in `meta`.
+    Open {
+        /// What the socket would have delivered.
+        payload: &'f [u8],
+        /// Outer source (address, port), destination, TOS.
+        meta: PacketMeta,
+        /// Which socket it would have come from.
+        ingress: Ingress,
+    },
+    /// Nothing to do (counted).
+    Drop,
+}
+
+/// A cluster node's per-frame state: its dispatcher and sequencers
+/// ([`NodeDataPath`]), the SPD flow cache, and whether it answers ARP.
+#[derive(Debug)]
+pub struct FrameClassifier {
+    local: NodeId,
+    inside: VirtualSide,
+    outside: VirtualSide,
+    udp_port: u16,
+    datapath: NodeDataPath,
+    cache: FlowCache,
+    arp_owner: bool,
+    /// Scratch for the drained marks.
+    marks: Vec<u64>,
+}
+
+impl FrameClassifier {
+    /// State for node `local` dispatching with `scheme`, ESP in UDP on
+    /// `udp_port`.
+    pub fn new(
+        local: NodeId,
+        scheme: DispatchScheme,
+        (inside, outside): (VirtualSide, VirtualSide),
+        udp_port: u16,
+    ) -> FrameClassifier {
+        FrameClassifier {
+            local,
+            inside,
+            outside,
+            udp_port,
+            datapath: NodeDataPath::new(local, scheme),
+            cache: FlowCache::new(FLOW_CACHE_ENTRIES),
+            arp_owner: false,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Once per batch, before its frames: adopts the cluster thread's
+    /// latest state and `rt`'s policies. True when this node has just
+    /// become the view's first member, which then announces the virtual
+    /// addresses ([`super::arp::announcement_frame`]).
+    pub fn begin_batch(
+        &mut self,
+        state: &SharedState,
+        rt: &Runtime,
+        stats: &mut WorkerStats,
+    ) -> bool {
+        self.datapath.update(state);
+        stats.policy_hits.sync(rt);
+        let first = state.view().first() == Some(self.local);
+        let became = first && !self.arp_owner;
+        self.arp_owner = first;
+        became
+    }
+
+    /// Whether this node answers ARP for the virtual addresses.
+    pub fn is_arp_owner(&self) -> bool {
+        self.arp_owner
+    }
+
+    /// The virtual address of `side`.
+    pub fn side(&self, side: Side) -> &VirtualSide {
+        match side {
+            Side::Inside => &self.inside,
+            Side::Outside => &self.outside,
+        }
+    }
+
+    /// The dispatcher's and sequencers' state.
+    pub fn datapath(&self) -> &NodeDataPath {
+        &self.datapath
+    }
+
+    /// The next report for the cluster thread (checkpoints, lease
+    /// requests), after a batch.
+    pub fn poll_report(&mut self) -> Option<DataPathReport> {
+        self.datapath.poll_report()
+    }
+
+    /// Decides what to do with `frame`, received on `side`; counts
+    /// everything that is not carried out in `stats`.
+    pub fn classify<'f>(
+        &mut self,
+        side: Side,
+        frame: &'f [u8],
+        rt: &Runtime,
+        stats: &mut WorkerStats,
+    ) -> Decision<'f> {
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            return drop(stats, DaemonCounter::ClusterIgnoredMalformed);
+        };
+        let (dst, mac) = (eth.dst_addr(), self.side(side).mac);
+        if eth.vlan().is_some() {
+            let counter = if dst == mac {
+                DaemonCounter::ClusterIgnoredNotIpv4
+            } else {
+                DaemonCounter::ClusterIgnoredOtherMac
+            };
+            return drop(stats, counter);
+        }
+        let payload = frame.get(eth.header_len()..).unwrap_or(&[]);
+        if eth.ethertype() == EtherType::ARP && (dst == mac || dst.is_broadcast()) {
+            return self.arp(side, payload, stats);
+        }
+        if dst != mac {
+            return drop(stats, DaemonCounter::ClusterIgnoredOtherMac);
+        }
+        if eth.ethertype() != EtherType::IPV4 {
+            return drop(stats, DaemonCounter::ClusterIgnoredNotIpv4);
+        }
+        let Some(packet) = ipv4_packet(payload) else {
+            return drop(stats, DaemonCounter::ClusterIgnoredMalformed);
+        };
+        match side {
+            Side::Inside => self.cleartext(packet, rt, stats),
+            Side::Outside => self.protected(packet, rt, stats),
+        }
+    }
+
+    /// An ARP packet for the virtual MAC or broadcast (RFC 826): a
+    /// request for the side's virtual address is answered by the view's
+    /// first node; everything else is ignored.
+    fn arp(&mut self, side: Side, payload: &[u8], stats: &mut WorkerStats) -> Decision<'static> {
+        let vside = *self.side(side);
+        let request = ArpPacket::new_checked(payload)
+            .ok()
+            .and_then(|p| ArpRepr::parse(&p).ok());
+        let Some(request) = request else {
+            return drop(stats, DaemonCounter::ClusterArpIgnored);
+        };
+        // RFC 5227 §2.1.1 / §2.3: probes and announcements of the virtual
+        // address (a node announcing it) are not requests to answer.
+        let asks_for_vip = request.operation == ArpOperation::REQUEST
+            && request.target_ip == vside.address
+            && request.sender_ip != vside.address
+            && !request.sender_ip.is_unspecified();
+        if !asks_for_vip {
+            return drop(stats, DaemonCounter::ClusterArpIgnored);
+        }
+        if !self.arp_owner {
+            return drop(stats, DaemonCounter::ClusterArpNotOwner);
+        }
+        stats.daemon.bump(DaemonCounter::ClusterArpReplies);
+        Decision::ArpReply(reply_frame(&request, &vside))
+    }
+
+    /// An IPv4 packet from the LAN to the inside virtual MAC: the SPD,
+    /// then the dispatcher for PROTECT packets.
+    fn cleartext<'f>(
+        &mut self,
+        packet: &'f [u8],
+        rt: &Runtime,
+        stats: &mut WorkerStats,
+    ) -> Decision<'f> {
+        let ip = Ipv4Packet::new_unchecked(packet);
+        let dst = ip.dst_addr();
+        if dst == self.inside.address || dst == self.outside.address {
+            return drop(stats, DaemonCounter::ClusterIgnoredToVip);
+        }
+        // RFC 1812 §5.3.1: a router does not forward a packet whose TTL
+        // would reach 0 (no ICMP Time Exceeded is sent from here).
+        if ip.ttl() <= 1 {
+            return drop(stats, DaemonCounter::ClusterTtlExpired);
+        }
+        let Ok(flow) = phalanx_wire::flow_of(packet) else {
+            return drop(stats, DaemonCounter::ClusterIgnoredMalformed);
+        };
+        let key = FlowKey::from(flow);
+        let Some(found) = self.cache.lookup_action(&rt.spd, &key) else {
+            return drop(stats, DaemonCounter::NoPolicy);
+        };
+        stats.policy_hits.record(found.id);
+        let id = match found.action {
+            PolicyAction::Protect(id) => id,
+            PolicyAction::Bypass => return drop(stats, DaemonCounter::PolicyBypass),
+            PolicyAction::Discard => return drop(stats, DaemonCounter::PolicyDiscard),
+        };
+        let Some(sa) = rt.outbound.lookup(id) else {
+            return drop(stats, DaemonCounter::NoOutboundSa);
+        };
+        let peer = match sa.params.mode {
+            SaMode::Tunnel { remote, .. } => remote,
+            SaMode::Transport => IpAddr::V4(dst),
+        };
+        let len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
+        let (flow, print) = (flow_hash(&key), fingerprint(packet));
+        match self.datapath.outbound(sa.spi(), peer, flow, len, print) {
+            OutboundDecision::Send { seq } => {
+                stats.daemon.bump(DaemonCounter::ClusterOutboundOwned);
+                Decision::Protect { packet, sa, seq }
+            }
+            OutboundDecision::NotOwned => drop(stats, DaemonCounter::ClusterOutboundNotOwned),
+            OutboundDecision::NoLease => drop(stats, DaemonCounter::ClusterNoLease),
+            OutboundDecision::UnknownSa => drop(stats, DaemonCounter::ClusterOutboundUnknownSa),
+        }
+    }
+
+    /// An IPv4 packet from the WAN to the outside virtual MAC: ESP or ESP
+    /// in UDP to the outside virtual address goes to the dispatcher.
+    fn protected<'f>(
+        &mut self,
+        packet: &'f [u8],
+        rt: &Runtime,
+        stats: &mut WorkerStats,
+    ) -> Decision<'f> {
+        let ip = Ipv4Packet::new_unchecked(packet);
+        if ip.dst_addr() != self.outside.address {
+            return drop(stats, DaemonCounter::ClusterIgnoredOtherDestination);
+        }
+        if ip.is_fragment() {
+            return drop(stats, DaemonCounter::ClusterIgnoredFragment);
+        }
+        let src = ip.src_addr();
+        let body = packet.get(ip.header_len()..).unwrap_or(&[]);
+        let (esp, payload, ingress, port) = match ip.protocol() {
+            IpProtocol::ESP => (body, body, Ingress::Raw, 0),
+            IpProtocol::UDP => match self.udp_esp(body, stats) {
+                Ok((esp, payload, port)) => (esp, payload, Ingress::Udp, port),
+                Err(decision) => return decision,
+            },
+            _ => return drop(stats, DaemonCounter::ClusterIgnoredToVip),
+        };
+        let Ok(view) = EspPacket::new_checked(esp) else {
+            return drop(stats, DaemonCounter::ClusterIgnoredMalformed);
+        };
+        let (spi, seq) = (view.spi(), view.sequence_number());
+        let len = u32::try_from(esp.len()).unwrap_or(u32::MAX);
+        match self.datapath.inbound(spi, IpAddr::V4(src), seq, len) {
+            InboundDecision::Process => {
+                self.take_over_marks(spi, rt, stats);
+                stats.daemon.bump(DaemonCounter::ClusterInboundOwned);
+                let meta = PacketMeta {
+                    remote: SocketAddr::new(IpAddr::V4(src), port),
+                    local: Some(IpAddr::V4(self.outside.address)),
+                    stride: 0,
+                    tos: ip.dscp_ecn(),
+                };
+                Decision::Open {
+                    payload,
+                    meta,
+                    ingress,
+                }
+            }
+            InboundDecision::NotOwned => drop(stats, DaemonCounter::ClusterInboundNotOwned),
+            InboundDecision::UnknownSa => drop(stats, DaemonCounter::ClusterInboundUnknownSa),
+        }
+    }
+
+    /// The ESP packet of a UDP datagram to the virtual address (RFC 3948
+    /// §2.2: a non-zero marker), with the UDP payload and source port; the
+    /// decision for anything else.
+    fn udp_esp<'f>(
+        &self,
+        datagram: &'f [u8],
+        stats: &mut WorkerStats,
+    ) -> Result<(&'f [u8], &'f [u8], u16), Decision<'f>> {
+        let Ok(udp) = UdpPacket::new_checked(datagram) else {
+            return Err(drop(stats, DaemonCounter::ClusterIgnoredMalformed));
+        };
+        let payload = datagram
+            .get(UDP_HEADER_LEN..usize::from(udp.len()))
+            .unwrap_or(&[]);
+        let port = udp.dst_port();
+        if port == IKE_PORT {
+            return Err(drop(stats, DaemonCounter::ClusterIkeUnsupported));
+        }
+        if port != self.udp_port {
+            return Err(drop(stats, DaemonCounter::ClusterIgnoredToVip));
+        }
+        match classify(payload) {
+            Ok(UdpEncapPayload::Esp(esp)) => Ok((esp, payload, udp.src_port())),
+            Ok(UdpEncapPayload::Keepalive) => Err(drop(stats, DaemonCounter::NattKeepalives)),
+            Ok(UdpEncapPayload::Ike(_)) => Err(drop(stats, DaemonCounter::ClusterIkeUnsupported)),
+            Err(_) => Err(drop(stats, DaemonCounter::ClusterIgnoredMalformed)),
+        }
+    }
+
+    /// Before each packet of inbound SA `spi` this node owns: the numbers
+    /// other nodes owned and this node observed, when some are due (after
+    /// a view change; with the shortest-queue schemes after every packet),
+    /// enter the SA's replay window (`replay_commit`; numbers it already
+    /// holds are ignored), so a packet captured before a takeover and
+    /// replayed after it is refused: the window "continues from what every
+    /// node observed". Cheap when nothing is due.
+    ///
+    /// Known cost: the observed numbers are not authenticated (only the
+    /// owner verifies a packet), so forged packets other nodes observed
+    /// before a takeover can make the new owner refuse the genuine packets
+    /// with those numbers — a denial of service limited to the packets in
+    /// flight at the takeover.
+    fn take_over_marks(&mut self, spi: u32, rt: &Runtime, stats: &mut WorkerStats) {
+        self.marks.clear();
+        self.datapath.drain_takeover_marks(spi, &mut self.marks);
+        if self.marks.is_empty() {
+            return;
+        }
+        let Some(sa) = rt.inbound.get(spi, IpsecProtocol::Esp) else {
+            return;
+        };
+        let committed = self
+            .marks
+            .iter()
+            .filter(|&&seq| sa.replay_commit(seq).is_ok());
+        stats.daemon.add(
+            DaemonCounter::ClusterTakeoverMarks,
+            committed.count() as u64,
+        );
+    }
+}
+
+/// Counts `counter` and decides to drop.
+fn drop<'f>(stats: &mut WorkerStats, counter: DaemonCounter) -> Decision<'f> {
+    stats.daemon.bump(counter);
+    Decision::Drop
+}
+
+/// The IPv4 packet at the start of an Ethernet payload, without the
+/// Ethernet padding behind it (IEEE 802.3 pads frames to 60 octets);
+/// `None` when its header does not check (version, lengths, RFC 791
+/// header checksum).
+fn ipv4_packet(payload: &[u8]) -> Option<&[u8]> {
+    let ip = Ipv4Packet::new_checked(payload).ok()?;
+    if ip.version() != 4 || !ip.verify_checksum() {
+        return None;
+    }
+    payload.get(..usize::from(ip.total_len()))
+}
+
+/// The divergence fingerprint of a packet: FNV-1a 64 (draft-eastlake-fnv
+/// §2) over its first 64 octets. Fixed and seedless:
+/// every node computes the same value for the same packet, which is what
+/// lets a node that missed a packet find where its counter stands
+/// (cluster contract, "Divergence").
+pub fn fingerprint(packet: &[u8]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let head = packet.get(..FINGERPRINT_LEN).unwrap_or(packet);
+    head.iter().fold(OFFSET_BASIS, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    })
+}
+
+/// Decrements the TTL of the IPv4 packet in `packet` and patches its
+/// header checksum incrementally (RFC 1624 §3; the TTL is the high octet
+/// of the header's fifth 16-bit word, the protocol the low one). The
+/// caller checked the header and that the TTL is above 1.
+pub fn decrement_ttl(packet: &mut [u8]) {
+    let mut ip = Ipv4Packet::new_unchecked(&mut *packet);
+    let (ttl, protocol) = (ip.ttl(), ip.protocol().0);
+    let Some(lower) = ttl.checked_sub(1) else {
+        return;
+    };
+    let old = u16::from_be_bytes([ttl, protocol]);
+    let new = u16::from_be_bytes([lower, protocol]);
+    let patched = checksum::update(ip.checksum(), old, new);
+    ip.set_ttl(lower);
+    ip.set_checksum(patched);
+}
+
+/// Fills in the TCP or UDP checksum of the IPv4 packet in `packet` from
+/// scratch (RFC 9293 §3.1, RFC 768: pseudo-header and segment): the LAN
+/// host's kernel left it to its NIC (`checksum_pending`), and the far
+/// side of the tunnel must get it right. Other protocols and fragments
+/// are left alone. False when the transport header does not fit.
+pub fn fill_transport_checksum(packet: &mut [u8]) -> bool {
+    let ip = Ipv4Packet::new_unchecked(&*packet);
+    let (src, dst, protocol) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
+    let at = match protocol {
+        IpProtocol::TCP => TCP_CHECKSUM_AT,
+        IpProtocol::UDP => UDP_CHECKSUM_AT,
+        _ => return true,
+    };
+    if ip.is_fragment() {
+        return true;
+    }
+    let header_len = ip.header_len();
+    let Some(segment) = packet.get_mut(header_len..) else {
+        return false;
+    };
+    let Ok(length) = u16::try_from(segment.len()) else {
+        return false;
+    };
+    let Some(field) = segment.get_mut(at..at + 2) else {
+        return false;
+    };
+    field.fill(0);
+    let sum = checksum::combine(&[
+        checksum::pseudo_header_v4(src, dst, protocol, length),
+        checksum::data(segment),
+    ]);
+    // RFC 768: a computed zero is sent as all ones (zero means "none").
+    let value = match !sum {
+        0 if protocol == IpProtocol::UDP => 0xffff,
+        v => v,
+    };
+    segment[at..at + 2].copy_from_slice(&value.to_be_bytes());
+    true
+}
