@@ -47,6 +47,7 @@ pub mod packet;
 mod plan;
 pub mod poll;
 pub mod raw;
+pub mod sched;
 mod stats;
 #[allow(unsafe_code)]
 mod sys;

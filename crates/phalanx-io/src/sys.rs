@@ -480,6 +480,21 @@ pub(crate) fn set_no_check(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+/// Moves the calling thread to `SCHED_FIFO` at `priority` (1..=99).
+pub(crate) fn set_fifo_priority(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: pid 0 names the calling thread; `param` is a live
+    // sched_param the kernel only reads.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, ptr::from_ref(&param)) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use phalanx_wire::ethernet::MacAddress;
-use phalanxd::cluster::ClusterHandle;
+use phalanxd::cluster::{ClusterHandle, REALTIME_PRIORITY};
 use phalanxd::config::{ClusterSettings, ClusterSide, Config, LogFormat};
 use phalanxd::control::{self, ControlHandler};
 use phalanxd::daemon::Daemon;
@@ -203,6 +203,12 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
     };
     if let Some(account) = &account {
         privileges::prepare_socket_dir(&config.daemon.control_socket, account)?;
+    }
+    if config.cluster.is_some() {
+        // The cluster thread (started after the drop) runs SCHED_FIFO so
+        // that load never delays its heartbeats: allow that without a
+        // capability (PRIVILEGES.md).
+        privileges::allow_realtime(REALTIME_PRIORITY)?;
     }
     let dropped = privileges::drop_all(account.as_ref())?;
     tracing::info!(user = ?dropped.user, capabilities_before = dropped.had, "privileges dropped: no capability kept");

@@ -55,6 +55,10 @@ pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
 /// Status requests waiting at most (control connections are bounded too).
 const STATUS_QUEUE: usize = 32;
 
+/// `SCHED_FIFO` priority of the cluster thread: below Corosync's own
+/// (99 by default), above every ordinary thread.
+pub const REALTIME_PRIORITY: u64 = 50;
+
 /// Where data-plane threads send their reports: never blocks; a full
 /// queue drops the report and counts it.
 #[derive(Clone, Debug)]
@@ -283,6 +287,19 @@ struct ThreadState {
 
 impl ThreadState {
     fn run(mut self) {
+        // Heartbeats late by more than `suspect_after` make the other
+        // nodes take over from a live one: run ahead of ordinary work.
+        match phalanx_io::sched::set_realtime(REALTIME_PRIORITY as i32) {
+            Ok(()) => tracing::debug!(
+                priority = REALTIME_PRIORITY,
+                "cluster: thread runs SCHED_FIFO"
+            ),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "cluster: cannot run SCHED_FIFO; on a loaded machine late heartbeats may make \
+                 peers suspect this node"
+            ),
+        }
         let mut buf = vec![0_u8; 2048];
         while !self.stop.load(Ordering::SeqCst) {
             let (cpg_ready, heartbeat_ready) = match self.wait() {
