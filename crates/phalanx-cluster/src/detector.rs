@@ -145,7 +145,10 @@ impl FailureDetector {
         self.peers
             .values()
             .filter(|p| !p.suspected)
-            .map(|p| p.last_heard + self.suspect_after + Duration::from_nanos(1))
+            .filter_map(|p| {
+                p.last_heard
+                    .checked_add(self.suspect_after.saturating_add(Duration::from_nanos(1)))
+            })
             .min()
     }
 }

@@ -84,3 +84,8 @@ pub const FAILOVER_HISTORY: usize = 16;
 
 /// Cluster events kept until polled; older ones are dropped (counted).
 pub const EVENT_QUEUE: usize = 4096;
+
+/// The largest counter advance a checkpoint may cause. Two nodes in one
+/// lineage differ by the packets one missed; anything near this is a bug
+/// or a lie, and is ignored.
+pub const MAX_HEAL: u64 = 1 << 24;

@@ -19,7 +19,11 @@
 //!    If nobody holds a state (a new cluster), the lowest member founds one
 //!    once the membership has been stable for a while and every member's
 //!    heartbeats say it holds none (`founding` transfer; all founders own
-//!    traffic at once).
+//!    traffic at once). A node that ever heard of a state (a synced peer's
+//!    heartbeat, a message only synced nodes send) never founds: if every
+//!    node holding the state failed, the cluster stays down rather than
+//!    start every SA's sequence space over (restarting all nodes founds
+//!    anew; static SAs must then be rekeyed).
 //! 2. *Synced*: it applies the log; it waits until each inbound SA's replay
 //!    checkpoint arrived (so its replay windows continue from what the
 //!    others observed), then multicasts `Ready`.
@@ -40,10 +44,16 @@
 //! recorded with its handover time: from the suspect's last heartbeat to
 //! the data path's switch.
 //!
+//! A second suspicion while the first is not in the log yet shrinks the
+//! dispatch view at once too, but the lease switch waits for the log (the
+//! data path stays in its takeover block, which stays safe; counted as
+//! `deferred_takeovers`).
+//!
 //! Known limits: the founding rule trusts heartbeats (two partitions that
 //! each hold a state and merge are not reconciled); state transfers are
 //! one message (Corosync fragments them; very large SA tables need
-//! chunking).
+//! chunking); a joiner can refuse replays of packets sent before it
+//! started only as far as another node's replay checkpoint told it.
 
 mod join;
 mod log;

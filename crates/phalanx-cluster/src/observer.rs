@@ -61,6 +61,9 @@ pub struct InboundObserver {
     marked: Box<[u64; RING_WORDS]>,
     /// Knowledge is complete from this number on (`None`: nothing known).
     known_from: Option<u64>,
+    /// The lowest number that may have become markable since the last
+    /// drain (`None`: nothing new), so a drain scans only from there.
+    pending_from: Option<u64>,
     observed: u64,
 }
 
@@ -74,6 +77,7 @@ impl InboundObserver {
             owned: Box::new([0; RING_WORDS]),
             marked: Box::new([0; RING_WORDS]),
             known_from: None,
+            pending_from: Some(1),
             observed: 0,
         }
     }
@@ -129,6 +133,7 @@ impl InboundObserver {
         let first = !self.seen(seq);
         self.observed += 1;
         self.known_from.get_or_insert(seq);
+        self.pending(seq);
         self.mark(seq);
         Some(Observed { seq, first })
     }
@@ -153,12 +158,15 @@ impl InboundObserver {
     /// nor marked before, ascending; they are marked now. What the replay
     /// window must treat as seen before this node processes a packet.
     pub fn drain_marks(&mut self, out: &mut Vec<u64>) {
+        let Some(from) = self.pending_from.take() else {
+            return;
+        };
         if self.top == 0 {
             return;
         }
         let low = self.top.saturating_sub(OBSERVER_WINDOW - 1).max(1);
         let unknown_below = self.known_from.unwrap_or(0).max(low);
-        let mut word = low / 64;
+        let mut word = from.max(low) / 64;
         while word <= self.top / 64 {
             let i = (word % RING_WORDS as u64) as usize;
             let unknown = below_mask(word, unknown_below);
@@ -208,6 +216,11 @@ impl InboundObserver {
                 }
             }
         }
+    }
+
+    /// Numbers from `seq` on may have become markable.
+    fn pending(&mut self, seq: u64) {
+        self.pending_from = Some(self.pending_from.map_or(seq, |p| p.min(seq)));
     }
 
     /// Record `seq`, sliding the window when it is the new highest.

@@ -39,7 +39,7 @@
 //! raw local count of each fingerprint, so a packet is never healed twice.
 
 use crate::lease::{BlockKind, LeaseBlock, SaLeases};
-use crate::limits::FINGERPRINT_RING;
+use crate::limits::{FINGERPRINT_RING, MAX_HEAL};
 use crate::view::NodeId;
 
 /// How lineage positions map to sequence numbers.
@@ -111,6 +111,22 @@ fn first_of_class(slot: &Slot, low: u64) -> Option<u64> {
     (s <= slot.end).then_some(s)
 }
 
+/// When a lineage's last block is half used, computed once per change of
+/// the leases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RequestPlan {
+    /// What the plan was computed for: lineage, `max_end`, generation.
+    key: (u64, u64, u64),
+    /// The last block's end (`None`: nothing to ask for).
+    after_end: Option<u64>,
+    /// Numbers per lineage position.
+    stride: u64,
+    /// Ask once the lineage position, in numbers, reaches this...
+    position: u64,
+    /// ... or the last number sent reaches this.
+    sent: u64,
+}
+
 /// One remembered packet: local raw count and fingerprint.
 #[derive(Clone, Copy, Debug, Default)]
 struct Seen {
@@ -143,6 +159,8 @@ pub struct OutboundSequencer {
     requested: u64,
     /// The block of the last assignment.
     cache: Option<Slot>,
+    /// When to ask for the next block, for the leases as they were.
+    request_plan: Option<RequestPlan>,
     ring: Box<[Seen]>,
     since_checkpoint: u64,
     last_fingerprint: u64,
@@ -165,6 +183,7 @@ impl OutboundSequencer {
             last_sent: 0,
             requested: 0,
             cache: None,
+            request_plan: None,
             ring: vec![Seen::default(); FINGERPRINT_RING].into_boxed_slice(),
             since_checkpoint: 0,
             last_fingerprint: 0,
@@ -289,7 +308,7 @@ impl OutboundSequencer {
         }
         let last = leases.last_of(self.lineage)?;
         let q = self
-            .position(self.counter() + 1)
+            .position(self.counter().saturating_add(1))
             .saturating_mul(self.stride(last));
         leases.block_at(self.lineage, q).or(Some(last))
     }
@@ -332,6 +351,9 @@ impl OutboundSequencer {
 
     /// Start counting in `lineage` (0: none) from the next packet on.
     fn enter_lineage(&mut self, lineage: u64) {
+        // Lineage ids are unique within one SA lifetime only: forget the
+        // cached block rather than trust an id.
+        self.cache = None;
         self.lineage = lineage;
         self.raw_at_entry = self.raw;
         self.base = lineage.saturating_sub(1);
@@ -341,7 +363,9 @@ impl OutboundSequencer {
 
     /// `c` of the packet counted as raw count `raw`.
     fn c_of(&self, raw: u64) -> u64 {
-        self.base + (raw - self.raw_at_entry) + self.shift
+        self.base
+            .saturating_add(raw - self.raw_at_entry)
+            .saturating_add(self.shift)
     }
 
     /// Another node counted the packet with `fingerprint` as `c` in
@@ -355,7 +379,7 @@ impl OutboundSequencer {
             return 0;
         };
         let mine = self.c_of(raw);
-        if c <= mine {
+        if c <= mine || c - mine > MAX_HEAL {
             return 0;
         }
         let advance = c - mine;
@@ -380,26 +404,57 @@ impl OutboundSequencer {
 
     /// The end of the lineage's last block when the counter (or the last
     /// number sent) is past its middle and no successor was asked for
-    /// yet: the `after_end` of the `LeaseRequest` to multicast.
+    /// yet: the `after_end` of the `LeaseRequest` to multicast. Cheap on
+    /// every packet: the thresholds are computed once per lease change.
+    #[inline]
     pub fn lease_request(&mut self, leases: &SaLeases) -> Option<u64> {
         if self.lineage == 0 {
             return None;
         }
-        let last = leases.last_of(self.lineage)?;
-        if self.requested == last.end || last.end >= leases.limit() {
+        let key = (self.lineage, leases.max_end(), leases.generation());
+        let plan = match self.request_plan {
+            Some(plan) if plan.key == key => plan,
+            _ => {
+                let plan = self.plan_request(key, leases);
+                self.request_plan = Some(plan);
+                plan
+            }
+        };
+        let after_end = plan.after_end?;
+        if self.requested == after_end {
             return None;
         }
-        let half = last.len() / 2;
-        let q = self
-            .position(self.counter())
-            .saturating_mul(self.stride(last));
-        let counter_past = q >= last.offset + half;
-        let sent_past = self.last_sent >= last.start + half;
-        if counter_past || sent_past {
-            self.requested = last.end;
-            return Some(last.end);
+        let q = self.position(self.counter()).saturating_mul(plan.stride);
+        if q >= plan.position || self.last_sent >= plan.sent {
+            self.requested = after_end;
+            return Some(after_end);
         }
         None
+    }
+
+    /// The request thresholds for the leases as they are now.
+    fn plan_request(&self, key: (u64, u64, u64), leases: &SaLeases) -> RequestPlan {
+        let none = RequestPlan {
+            key,
+            after_end: None,
+            stride: 1,
+            position: u64::MAX,
+            sent: u64::MAX,
+        };
+        let Some(last) = leases.last_of(self.lineage) else {
+            return none;
+        };
+        if last.end >= leases.limit() {
+            return none;
+        }
+        let half = last.len() / 2;
+        RequestPlan {
+            key,
+            after_end: Some(last.end),
+            stride: self.stride(last),
+            position: last.offset.saturating_add(half),
+            sent: last.start.saturating_add(half),
+        }
     }
 
     /// A checkpoint of the counter when `every` packets were counted since

@@ -105,7 +105,7 @@ fn script(scheme: DispatchScheme, founders: u32, ops: &[Op]) -> (String, Shape) 
     // Let Corosync catch up with the kills, then settle and measure.
     clauses.push("idle 400 ms".into());
     clauses.push("settle".into());
-    clauses.push("2000 packets".into());
+    clauses.push("3000 packets".into());
     if !shape.misses {
         clauses.push("replay inbound".into());
     }
@@ -128,9 +128,11 @@ fn check(scheme: DispatchScheme, founders: u32, ops: &[Op]) -> Result<(), TestCa
     let last = script.split(';').count() - 1 - usize::from(!shape.misses);
     let stateful_session = scheme.is_session_based() && (shape.misses || shape.skewed_log);
     if !stateful_session {
-        // SQF models resync every 1,024 packets: a node that missed one
-        // agrees again within that many after its counter healed.
-        assert_exactly_one(&run, last, 1100, &script);
+        // SQF models restart every 1,024 packets of the counter: a node
+        // that missed packets agrees again at the second restart after its
+        // counter healed (the first may come between the others' and its
+        // own, when the heal jumps over it).
+        assert_exactly_one(&run, last, 2100, &script);
     }
     if !shape.misses {
         prop_assert_eq!(run.replays_accepted, 0, "{}", script);

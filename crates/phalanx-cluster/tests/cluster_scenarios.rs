@@ -232,3 +232,17 @@ fn s16_no_refounding_after_total_loss() {
     assert!(!n2.is_synced());
     assert!(run.clause(7).iter().all(|o| o.senders.is_empty()));
 }
+
+/// "n1,n2,n3 packet-sqf; 600 inbound; replay inbound": with shortest
+/// queue first a replayed packet may land on another node than the
+/// original; the marks every owned packet carries make it refuse it too.
+#[test]
+fn s17_sqf_replays_refused_without_failover() {
+    for scheme in ["packet-sqf", "session-sqf"] {
+        let script = format!("n1,n2,n3 {scheme}; 600 inbound; replay inbound; 300 inbound");
+        let (h, run) = run(&script);
+        assert_safe(&h, &script);
+        assert_eq!(run.replays_accepted, 0, "{script}");
+        assert_eq!(run.inbound_once, 900, "{script}");
+    }
+}

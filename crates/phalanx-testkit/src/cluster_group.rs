@@ -779,3 +779,63 @@ pub fn mix(x: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(t: &mut MemoryTransport) -> Vec<GroupEvent> {
+        std::iter::from_fn(|| t.poll()).collect()
+    }
+
+    /// One order for every member, from the membership that made it one.
+    #[test]
+    fn total_order_and_membership() {
+        let now = Instant::now();
+        let group = MemoryGroup::new(now);
+        let mut ts = group.join(&[NodeId(1), NodeId(2)]);
+        ts[0].multicast(b"a").unwrap();
+        ts[1].multicast(b"b").unwrap();
+        let mut late = group.join(&[NodeId(3)]).remove(0);
+        ts[0].multicast(b"c").unwrap();
+        let one = drain(&mut ts[0]);
+        assert_eq!(one, drain(&mut ts[1]));
+        assert_eq!(one.len(), 5);
+        let three = drain(&mut late);
+        assert_eq!(three, one[3..].to_vec());
+        group.remove(NodeId(2));
+        assert_eq!(ts[1].multicast(b"d"), Err(TransportError::Closed));
+        assert!(drain(&mut ts[1]).is_empty());
+        assert_eq!(drain(&mut ts[0]).len(), 1);
+        assert_eq!(group.members(), vec![NodeId(1), NodeId(3)]);
+    }
+
+    /// A member with a delivery delay sees events that much later.
+    #[test]
+    fn delivery_delay() {
+        let now = Instant::now();
+        let group = MemoryGroup::new(now);
+        let mut ts = group.join(&[NodeId(1), NodeId(2)]);
+        group.set_delay(NodeId(2), Duration::from_millis(2));
+        ts[0].multicast(b"x").unwrap();
+        assert_eq!(drain(&mut ts[0]).len(), 2);
+        assert!(drain(&mut ts[1]).is_empty());
+        assert!(group.pending());
+        group.set_now(now + Duration::from_millis(2));
+        assert_eq!(drain(&mut ts[1]).len(), 2);
+        assert!(!group.pending());
+    }
+
+    /// The harness founds a cluster and sends each packet once.
+    #[test]
+    fn harness_smoke() {
+        let mut h = ClusterHarness::new(HarnessConfig::default());
+        h.add_sa(Direction::Outbound, 7, false);
+        assert!(h.run_until_ready(Duration::from_secs(1)));
+        for i in 0..100 {
+            assert_eq!(h.outbound(7, mix(i), 100).senders.len(), 1);
+        }
+        assert!(h.record.violations.is_empty());
+        assert!(h.steady());
+    }
+}

@@ -46,6 +46,12 @@ impl NodeDataPath {
                 noted: 0,
             });
             if !Arc::ptr_eq(&stream.shared, shared) {
+                // An SA deleted and added again (its leases start over)
+                // is a new SA: a new sequencer.
+                if shared.incarnation != stream.shared.incarnation {
+                    stream.sequencer = OutboundSequencer::new(local, spacing);
+                    stream.noted = 0;
+                }
                 stream.shared = Arc::clone(shared);
             }
         }
@@ -58,6 +64,10 @@ impl NodeDataPath {
                 traffic: false,
             });
             if !Arc::ptr_eq(&stream.shared, shared) {
+                if shared.incarnation != stream.shared.incarnation {
+                    stream.observer = InboundObserver::new(shared.descriptor.esn);
+                    stream.merged = 0;
+                }
                 stream.shared = Arc::clone(shared);
             }
         }

@@ -25,6 +25,9 @@ pub(crate) struct CheckpointNote {
 #[derive(Clone, Debug)]
 pub(crate) struct OutboundShared {
     pub(crate) descriptor: SaDescriptor,
+    /// Changes when the SA is added again (a new SA lifetime, whose
+    /// leases start over): the data path then starts a new sequencer.
+    pub(crate) incarnation: u64,
     /// `None` until this node holds the replicated state.
     pub(crate) leases: Option<Arc<SaLeases>>,
     pub(crate) notes: VecDeque<CheckpointNote>,
@@ -34,6 +37,8 @@ pub(crate) struct OutboundShared {
 #[derive(Clone, Debug)]
 pub(crate) struct InboundShared {
     pub(crate) descriptor: SaDescriptor,
+    /// Changes when the SA is added again: a new observer.
+    pub(crate) incarnation: u64,
     pub(crate) replay: Option<(u64, Arc<ReplayCheckpoint>)>,
 }
 

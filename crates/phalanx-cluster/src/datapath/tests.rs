@@ -33,11 +33,13 @@ fn state(local: u32, ids: &[u32], version: u64) -> SharedState {
     };
     let outbound = OutboundShared {
         descriptor: descriptor(Direction::Outbound, OUT),
+        incarnation: 1,
         leases: table.sa(OUT).cloned().map(Arc::new),
         notes: VecDeque::new(),
     };
     let inbound = InboundShared {
         descriptor: descriptor(Direction::Inbound, IN),
+        incarnation: 1,
         replay: None,
     };
     s.outbound = BTreeMap::from([(OUT, Arc::new(outbound))]);
@@ -233,4 +235,31 @@ fn ticks() {
         .iter()
         .any(|r| matches!(r, DataPathReport::ReplayCheckpoint(rc) if rc.top == 9)));
     assert!(r.iter().any(|r| matches!(r, DataPathReport::Stats(_))));
+}
+
+/// An SA deleted and added again starts over: a new sequencer, whose
+/// numbers come from the new table.
+#[test]
+fn re_added_sa_gets_a_new_sequencer() {
+    let mut path = NodeDataPath::new(NodeId(1), DispatchScheme::PacketRoundRobin);
+    let s = state(1, &[1], 1);
+    path.update(&s);
+    for p in 0..100 {
+        path.outbound(OUT, PEER, 0, 100, p);
+    }
+    // The same SA again, its table started over (smaller than the sent).
+    let mut again = state(1, &[1], 2);
+    let mut out = (*again.outbound[&OUT]).clone();
+    let mut table = LeaseTable::new(64);
+    let mut grants = Vec::new();
+    table.set_view(view(&[1]), &mut grants);
+    table.add_sa(OUT, false, &mut grants);
+    out.leases = table.sa(OUT).cloned().map(Arc::new);
+    out.incarnation = 2;
+    again.outbound.insert(OUT, Arc::new(out));
+    path.update(&again);
+    assert_eq!(
+        path.outbound(OUT, PEER, 0, 100, 1),
+        OutboundDecision::Send { seq: 1 }
+    );
 }

@@ -242,7 +242,9 @@ impl ClusterNode {
 
     /// How long the membership must be stable before founding.
     fn found_after(&self) -> std::time::Duration {
-        self.config.suspect_after * FOUND_AFTER_SUSPECT_PERIODS
+        self.config
+            .suspect_after
+            .saturating_mul(FOUND_AFTER_SUSPECT_PERIODS)
     }
 
     /// Found when this is the lowest member, the membership was stable

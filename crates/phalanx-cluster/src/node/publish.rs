@@ -62,12 +62,15 @@ impl Publisher {
         }
     }
 
-    /// The state arrived: the SAs are the log's from now on.
+    /// The state arrived: the SAs are the log's from now on (an SA this
+    /// node observed already stays the same SA).
     pub(super) fn sync_from(&mut self, log: Option<&Replicated>) {
         let Some(log) = log else { return };
         self.synced = true;
-        self.outbound.clear();
-        self.inbound.clear();
+        self.outbound
+            .retain(|&spi, _| log.sas.contains_key(&(Direction::Outbound, spi)));
+        self.inbound
+            .retain(|&spi, _| log.sas.contains_key(&(Direction::Inbound, spi)));
         for entry in log.sas.values() {
             self.add_sa(Some(log), entry.descriptor);
             if let Some(replay) = &entry.replay {
@@ -80,8 +83,11 @@ impl Publisher {
     /// The state was dropped: back to the locally registered SAs.
     pub(super) fn unsync(&mut self) {
         self.synced = false;
-        self.outbound.clear();
-        self.inbound.clear();
+        let local = &self.local_sas;
+        self.outbound
+            .retain(|&spi, _| local.contains_key(&(Direction::Outbound, spi)));
+        self.inbound
+            .retain(|&spi, _| local.contains_key(&(Direction::Inbound, spi)));
         let local: Vec<SaDescriptor> = self.local_sas.values().copied().collect();
         for sa in local {
             self.add_sa(None, sa);
@@ -89,26 +95,44 @@ impl Publisher {
         self.dirty = true;
     }
 
+    /// Publish SA `sa` (with its leases when the log holds them). The same
+    /// SA published again keeps its incarnation; a different one with the
+    /// same SPI gets a new one.
     pub(super) fn add_sa(&mut self, log: Option<&Replicated>, sa: SaDescriptor) {
         match sa.direction {
             Direction::Outbound => {
                 let leases = log.and_then(|l| l.leases.sa(sa.spi)).cloned().map(Arc::new);
+                let incarnation = match self.outbound.get(&sa.spi) {
+                    Some(old) if old.descriptor == sa => old.incarnation,
+                    _ => self.next_serial(),
+                };
                 let shared = OutboundShared {
                     descriptor: sa,
+                    incarnation,
                     leases,
                     notes: VecDeque::new(),
                 };
                 self.outbound.insert(sa.spi, Arc::new(shared));
             }
             Direction::Inbound => {
+                let incarnation = match self.inbound.get(&sa.spi) {
+                    Some(old) if old.descriptor == sa => old.incarnation,
+                    _ => self.next_serial(),
+                };
                 let shared = InboundShared {
                     descriptor: sa,
+                    incarnation,
                     replay: None,
                 };
                 self.inbound.insert(sa.spi, Arc::new(shared));
             }
         }
         self.dirty = true;
+    }
+
+    fn next_serial(&mut self) -> u64 {
+        self.serial += 1;
+        self.serial
     }
 
     pub(super) fn remove_sa(&mut self, direction: Direction, spi: u32) {

@@ -264,3 +264,93 @@ fn t06_empty_membership_owns_nothing() {
     assert!(!node.is_ready());
     assert!(node.shared().view().is_empty() || !node.shared().view().contains(NodeId(2)));
 }
+
+mod hostile {
+    use super::*;
+    use crate::codec::{Checkpoint, ReplayCheckpoint, StateTransfer, TransferTarget};
+    use proptest::prelude::*;
+
+    fn message() -> impl Strategy<Value = Message> {
+        let node = (1u32..8).prop_map(NodeId);
+        let big = prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>(), 0u64..500];
+        prop_oneof![
+            (0u32..3, big.clone())
+                .prop_map(|(spi, after_end)| Message::LeaseRequest { spi, after_end }),
+            (0u32..3, big.clone(), big.clone(), any::<u64>()).prop_map(
+                |(spi, lineage, c, fingerprint)| {
+                    Message::Checkpoint(Checkpoint {
+                        spi,
+                        lineage,
+                        c,
+                        fingerprint,
+                    })
+                }
+            ),
+            (
+                0u32..3,
+                big.clone(),
+                proptest::collection::vec(any::<u64>(), 0..64)
+            )
+                .prop_map(|(spi, top, words)| Message::ReplayCheckpoint(
+                    ReplayCheckpoint { spi, top, words }
+                )),
+            node.clone().prop_map(|node| Message::Suspect { node }),
+            node.clone().prop_map(|node| Message::Rejoin { node }),
+            node.clone().prop_map(|node| Message::Ready { node }),
+            (any::<bool>(), 0u32..3).prop_map(|(out, spi)| {
+                let direction = if out {
+                    Direction::Outbound
+                } else {
+                    Direction::Inbound
+                };
+                Message::SaAdd(sa(direction, spi))
+            }),
+            (node, big, any::<bool>()).prop_map(|(node, position, founding)| {
+                let mini = Mini::new(&[1]);
+                let mut state = mini
+                    .node(1)
+                    .log
+                    .as_ref()
+                    .map(|l| l.snapshot())
+                    .unwrap_or_else(|| {
+                        crate::node::log::Replicated::founded(&[NodeId(1)], 5, &mut Vec::new())
+                            .snapshot()
+                    });
+                state.agreed.push(NodeId(9));
+                Message::StateTransfer(Box::new(StateTransfer {
+                    founding,
+                    targets: vec![TransferTarget { node, position }],
+                    state,
+                }))
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever other members multicast, in whatever order, a node (and
+        /// its data path) never panics, and keeps a consistent status.
+        #[test]
+        fn hostile_log_never_panics(
+            events in proptest::collection::vec((1u32..8, message(), any::<bool>()), 1..40),
+        ) {
+            let mut mini = Mini::new(&[1, 2]);
+            mini.run(250 * MS);
+            let now = mini.now;
+            for (from, message, packet) in events {
+                let node = mini.nodes.get_mut(&NodeId(1)).unwrap();
+                node.handle_delivery(now, NodeId(from), &encode(&message));
+                node.handle_heartbeat(now, NodeId(from), &encode(&message));
+                let path = mini.paths.get_mut(&NodeId(1)).unwrap();
+                path.update(&node.shared());
+                if packet {
+                    path.outbound(1, IpAddr::V4(Ipv4Addr::LOCALHOST), 0, 100, from.into());
+                    path.inbound(2, IpAddr::V4(Ipv4Addr::LOCALHOST), from, 100);
+                }
+                let status = node.status();
+                prop_assert!(status.view.members().iter().all(|m| status.agreed.contains(m)));
+            }
+        }
+    }
+}
