@@ -208,7 +208,11 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         // The cluster thread (started after the drop) runs SCHED_FIFO so
         // that load never delays its heartbeats: allow that without a
         // capability (PRIVILEGES.md).
-        privileges::allow_realtime(REALTIME_PRIORITY)?;
+        // Without CAP_SYS_RESOURCE (some containers) the limit stays and
+        // the cluster thread runs at normal priority: said, not fatal.
+        if let Err(e) = privileges::allow_realtime(REALTIME_PRIORITY) {
+            tracing::warn!(error = %e, "the cluster thread will not run SCHED_FIFO");
+        }
     }
     let dropped = privileges::drop_all(account.as_ref())?;
     tracing::info!(user = ?dropped.user, capabilities_before = dropped.had, "privileges dropped: no capability kept");
