@@ -1,0 +1,992 @@
+#!/usr/bin/env python3
+"""A three-node Phalanx cluster in network namespaces, with real Corosync.
+
+    hostA 10.1.0.10 (eth0, default route -> 10.1.0.1)
+      |
+    [br-lan] ------------------+-------------------+                 switch namespace:
+      | lan0 10.1.0.11         | lan0 10.1.0.12    | lan0 10.1.0.13    three bridges that
+     n1                       n2                  n3                   flood every frame
+      | wan0 192.0.2.11        | wan0 192.0.2.12   | wan0 192.0.2.13   (ageing_time 0)
+    [br-wan] ------------------+-------------------+
+      | wan0 192.0.2.2          (each node: cl0 10.99.0.11-13 on [br-cl]:
+     gwB (host-mode phalanxd,    Corosync knet ring0 + Phalanx heartbeats)
+      |   peer 192.0.2.1)
+      | lan0 10.2.0.1
+    hostB 10.2.0.10
+
+    virtual addresses (configured on NO interface; answered by phalanxd):
+      inside  10.1.0.1  / 02:00:5e:10:00:02   (hostA's gateway)
+      outside 192.0.2.1 / 02:00:5e:10:00:01   (gwB's peer)
+
+The bridges forget every address at once (`ageing_time 0`), so every frame
+reaches every port: a switch that floods the virtual MAC as unknown unicast.
+Each node's kernel has ip_forward=1 and a connected route to site A (it
+forwards the packets phalanxd decrypts into its TUN) and routes site B into
+the TUN. Veth offloads are off on every port (a capture on the bridge then
+shows wire frames, one ESP packet per frame). hostA's MTU is 1400 (room for
+ESP on the 1500-byte WAN, like the host-mode TUN's MTU).
+
+Corosync: one instance per node namespace, each in its own mount namespace
+with a private /run (tmpfs), /var/lib/corosync and /var/log/corosync (bind
+mounts of the node's run directory), knet transport on the cluster link,
+nodelist n1..n3 (nodeid 1..3). Token tuning: see `COROSYNC_TOTEM`.
+
+Every name carries a per-run prefix (`pxc<pid>t<n>`): namespaces
+`<prefix>-sw`, `-hostA`, `-n1`.. `-n3`, `-gwB`, `-hostB`. Bookkeeping in the
+run directory uses tests/netns/lib.sh's format (`namespaces`, `pids`), so its
+`phx_cleanup` removes exactly what this run created. Every wait is bounded.
+
+CLI (used by bench/cluster-failover.sh):
+
+    cluster.py failover --mode kill|cut --reps N [--seconds S] [--tcp-rate R]
+
+runs the failover measurement N times per mode and prints a markdown table.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import failover_analysis as fa  # noqa: E402
+import phxnet  # noqa: E402
+
+NODE_COUNT = 3
+HOSTA, HOSTB = "10.1.0.10", "10.2.0.10"
+GWB_LAN = "10.2.0.1"
+VIP_IN, VMAC_IN = "10.1.0.1", "02:00:5e:10:00:02"
+VIP_OUT, VMAC_OUT = phxnet.GWA_WAN_V4, "02:00:5e:10:00:01"   # 192.0.2.1
+GWB_WAN = phxnet.GWB_WAN_V4                                   # 192.0.2.2
+HEARTBEAT_PORT = 7400
+GWB_WAN_MAC = "02:00:00:02:00:fe"
+HOSTA_MAC = "02:00:00:01:00:fa"
+SITE_A_MTU = 1400
+
+# Corosync totem tuning (token 1000 ms without the per-node coefficient,
+# so 1 s whatever the node count; consensus 1.2 x token, Corosync's own
+# default ratio; knet pings every 200 ms, link down after 500 ms).
+COROSYNC_TOTEM = {
+    "token": 1000,
+    "token_coefficient": 0,
+    "consensus": 1200,
+    "join": 50,
+    "knet_ping_interval": 200,
+    "knet_ping_timeout": 500,
+    "knet_pong_count": 1,
+}
+
+
+def node_addr(i, side):
+    """Address of node i (1-based) on `side` ("lan", "wan", "cl")."""
+    return {"lan": "10.1.0.1{}", "wan": "192.0.2.1{}", "cl": "10.99.0.1{}"}[side].format(i)
+
+
+def node_mac(i, side):
+    """The fixed MAC of node i's veth on `side` (02:00:00:SS:00:0i)."""
+    return "02:00:00:{:02x}:00:{:02x}".format({"lan": 1, "wan": 2, "cl": 3}[side], i)
+
+
+# ------------------------------------------------------------------ configs
+def corosync_conf(node_dir, nodes, totem=None):
+    """corosync.conf for one node (knet, no crypto: the cluster link is
+    the test's own bridge), logging into node_dir/log."""
+    t = dict(COROSYNC_TOTEM, **(totem or {}))
+    lines = ["totem {", "    version: 2", "    cluster_name: phalanx", "    transport: knet",
+             "    crypto_cipher: none", "    crypto_hash: none"]
+    lines += ["    {}: {}".format(k, v) for k, v in t.items()]
+    lines += ["    interface {", "        linknumber: 0", "    }", "}",
+              "logging {", "    to_stderr: yes", "    to_logfile: yes",
+              "    logfile: {}".format(os.path.join(node_dir, "log", "corosync.log")),
+              "    to_syslog: no", "    timestamp: hires", "    debug: off", "}",
+              "quorum {", "    provider: corosync_votequorum", "}", "nodelist {"]
+    for i in range(1, nodes + 1):
+        lines += ["    node {", "        name: n{}".format(i), "        nodeid: {}".format(i),
+                  "        ring0_addr: {}".format(node_addr(i, "cl")), "    }"]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def cluster_table(i, nodes, scheme, lease_len=4096, checkpoint_every=1024,
+                  heartbeat_interval_ms=5, suspect_after_ms=30):
+    """The `[cluster]` part of node i's phalanxd config (config contract
+    in crates/phalanxd/src/config/cluster.rs)."""
+    text = """
+[cluster]
+node_id = {i}
+scheme = "{scheme}"
+group = "phalanx"
+heartbeat_port = {port}
+heartbeat_interval_ms = {hb}
+suspect_after_ms = {suspect}
+lease_len = {lease}
+checkpoint_every = {cp}
+
+[cluster.outside]
+interface = "wan0"
+address = "{vip_out}"
+mac = "{vmac_out}"
+
+[cluster.inside]
+interface = "lan0"
+address = "{vip_in}"
+mac = "{vmac_in}"
+""".format(i=i, scheme=scheme, port=HEARTBEAT_PORT, hb=heartbeat_interval_ms, suspect=suspect_after_ms,
+           lease=lease_len, cp=checkpoint_every, vip_out=VIP_OUT, vmac_out=VMAC_OUT, vip_in=VIP_IN,
+           vmac_in=VMAC_IN)
+    for j in range(1, nodes + 1):
+        text += '\n[[cluster.node]]\nid = {}\naddress = "{}"\n'.format(j, node_addr(j, "cl"))
+    return text
+
+
+def node_config(i, nodes, sas, node_dir, scheme="packet-rr", **cluster_kw):
+    """phalanxd TOML for node i: gwA's static SAs and policies of
+    phxnet (local 192.0.2.1 = the outside virtual address, peer gwB)
+    shared by every node, plus its own `[cluster]`."""
+    text = phxnet.gateway_config("A", sas, node_dir, comment="cluster node n{}".format(i))
+    text = text.replace(os.path.join(node_dir, "gwA.sock"), os.path.join(node_dir, "phalanxd.sock"))
+    return text + cluster_table(i, nodes, scheme, **cluster_kw)
+
+
+# ---------------------------------------------------------------- topology
+class Cluster(phxnet.Topology):
+    """The namespaces above, Corosync and phalanxd per node, gwB. Process
+    and namespace bookkeeping as in phxnet.Topology (lib.sh's format)."""
+
+    def __init__(self, prefix=None, run_dir=None, nodes=NODE_COUNT):
+        super().__init__(prefix=prefix or "pxc{}".format(os.getpid()), run_dir=run_dir)
+        self.nodes = nodes
+        names = ["sw", "hostA", "gwB", "hostB"] + ["n{}".format(i) for i in range(1, nodes + 1)]
+        self.ns = {n: "{}-{}".format(self.prefix, n) for n in names}
+        self.gateways = {}        # "n1".. / "gwB" -> phxnet.Gateway
+        self.sas = None
+
+    # -------------------------------------------------------- building
+    def _ip(self, *args):
+        proc = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=20)
+        if proc.returncode != 0:
+            raise RuntimeError("ip {} failed: {}".format(" ".join(args), proc.stderr.strip()))
+
+    def _ns_add(self, short):
+        name = self.ns[short]
+        if name in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split():
+            raise RuntimeError("namespace {} already exists: refusing to reuse it".format(name))
+        with open(os.path.join(self.run_dir, "namespaces"), "a") as f:
+            f.write(name + "\n")
+        self._ip("netns", "add", name)
+        self._ip("-n", name, "link", "set", "lo", "up")
+
+    def _sysctl(self, short, *settings):
+        self.run(short, ["sysctl", "-qw"] + list(settings))
+
+    def _port(self, short, dev, bridge, sw_dev, mac, addr=None):
+        """A veth from namespace `short` (DEV) to the switch (SW_DEV on BRIDGE)."""
+        ns, sw = self.ns[short], self.ns["sw"]
+        self._ip("-n", ns, "link", "add", dev, "address", mac, "type", "veth", "peer", "name", sw_dev, "netns", sw)
+        self._ip("-n", sw, "link", "set", sw_dev, "master", bridge, "up")
+        if addr:
+            self._ip("-n", ns, "addr", "add", addr, "dev", dev)
+        self._ip("-n", ns, "link", "set", dev, "up")
+        self._offload_off(short, dev)
+        self._offload_off("sw", sw_dev)
+
+    def _offload_off(self, short, dev):
+        subprocess.run(["ip", "netns", "exec", self.ns[short], "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                        "gro", "off", "tx", "off", "rx", "off"], capture_output=True, timeout=10)
+
+    def up(self):
+        for short in self.ns:
+            self._ns_add(short)
+        sw = self.ns["sw"]
+        for br in ("br-lan", "br-wan", "br-cl"):
+            # ageing_time 0: no learning, every frame floods to every port.
+            self._ip("-n", sw, "link", "add", br, "type", "bridge", "ageing_time", "0", "stp_state", "0",
+                     "forward_delay", "0", "mcast_snooping", "0")
+            self._ip("-n", sw, "link", "set", br, "up")
+        self._port("hostA", "eth0", "br-lan", "hA-lan", HOSTA_MAC, HOSTA + "/24")
+        # Site A's MTU leaves room for ESP on the 1500-byte WAN, as the
+        # host-mode TUN's 1400 does (cluster nodes take frames off the LAN
+        # with AF_PACKET; there is no TUN MTU in front of them).
+        self._ip("-n", self.ns["hostA"], "link", "set", "eth0", "mtu", str(SITE_A_MTU))
+        self._ip("-n", self.ns["hostA"], "route", "add", "default", "via", VIP_IN)
+        self._port("gwB", "wan0", "br-wan", "gB-wan", GWB_WAN_MAC, GWB_WAN + "/24")
+        ns_gwb, ns_hostb = self.ns["gwB"], self.ns["hostB"]
+        self._ip("-n", ns_gwb, "link", "add", "lan0", "type", "veth", "peer", "name", "eth0", "netns", ns_hostb)
+        self._ip("-n", ns_gwb, "addr", "add", GWB_LAN + "/24", "dev", "lan0")
+        self._ip("-n", ns_hostb, "addr", "add", HOSTB + "/24", "dev", "eth0")
+        for short, dev in (("gwB", "lan0"), ("hostB", "eth0")):
+            self._ip("-n", self.ns[short], "link", "set", dev, "up")
+            self._offload_off(short, dev)
+        self._ip("-n", ns_hostb, "route", "add", "default", "via", GWB_LAN)
+        self._sysctl("gwB", "net.ipv4.ip_forward=1")
+        for i in range(1, self.nodes + 1):
+            self._node_up(i)
+
+    def _node_up(self, i):
+        short = "n{}".format(i)
+        for side in ("lan", "wan", "cl"):
+            self._port(short, side + "0", "br-" + side, "n{}-{}".format(i, side), node_mac(i, side),
+                       node_addr(i, side) + "/24")
+        # Forwarding for decrypted packets (TUN -> lan0); no reverse-path
+        # filter (they arrive from the TUN with site B sources).
+        self._sysctl(short, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0",
+                     "net.ipv4.conf.default.rp_filter=0")
+
+    def node_dir(self, i):
+        d = os.path.join(self.run_dir, "n{}".format(i))
+        for sub in ("", "lib", "log"):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        return d
+
+    def set_links(self, i, state):
+        """Cuts (state "down") or restores ("up") node i's three cables at
+        the switch side, all three in one `ip -batch` (one process: a few
+        microseconds apart, not one `ip` start-up apart)."""
+        batch = "".join("link set n{}-{} {}\n".format(i, side, state) for side in ("cl", "lan", "wan"))
+        proc = subprocess.run(["ip", "-n", self.ns["sw"], "-batch", "-"], input=batch, capture_output=True,
+                              text=True, timeout=20)
+        if proc.returncode != 0:
+            raise RuntimeError("ip -batch ({}) failed: {}".format(batch.strip(), proc.stderr.strip()))
+
+    # -------------------------------------------------------- Corosync
+    def start_corosync(self, i, totem=None):
+        """Corosync of node i in its own mount namespace; the PID recorded
+        is corosync's own (ip netns exec, unshare and sh all exec)."""
+        d = self.node_dir(i)
+        conf = os.path.join(d, "corosync.conf")
+        with open(conf, "w") as f:
+            f.write(corosync_conf(d, self.nodes, totem))
+        script = ("mount -t tmpfs tmpfs /run && mount --bind {lib} /var/lib/corosync && "
+                  "mount --bind {log} /var/log/corosync && exec corosync -f -c {conf}").format(
+            lib=os.path.join(d, "lib"), log=os.path.join(d, "log"), conf=conf)
+        return self.popen("corosync-n{}".format(i), "n{}".format(i), ["unshare", "-m", "sh", "-c", script])
+
+    def corosync_members(self, i):
+        """Node ids in node i's current Corosync membership (queried inside
+        its network and mount namespaces), or None when it does not answer."""
+        proc = self.procs.get("corosync-n{}".format(i))
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            out = subprocess.run(["nsenter", "-t", str(proc.pid), "-m", "-n", "corosync-quorumtool", "-l", "-p"],
+                                 capture_output=True, text=True, timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+        if out.returncode != 0:
+            return None
+        ids = [int(line.split()[0]) for line in out.stdout.splitlines() if line.strip()[:1].isdigit()]
+        return sorted(ids)
+
+    def wait_corosync(self, expected, nodes=None, seconds=20):
+        """Waits until every node in `nodes` reports membership `expected`;
+        returns the seconds it took. Raises after `seconds`."""
+        nodes = nodes or list(expected)
+        start = time.monotonic()
+        while True:
+            seen = {i: self.corosync_members(i) for i in nodes}
+            if all(m == sorted(expected) for m in seen.values()):
+                return time.monotonic() - start
+            if time.monotonic() - start > seconds:
+                raise RuntimeError("Corosync membership not {} after {} s: {}".format(expected, seconds, seen))
+            time.sleep(0.02)
+
+    def kill(self, name):
+        """SIGKILL one recorded process by PID and reap it."""
+        proc = self.procs.pop(name, None)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+    # -------------------------------------------------------- phalanxd
+    def write_configs(self, alg="aes128gcm16", encap="udp", seed="cluster", scheme="packet-rr", **cluster_kw):
+        """Static SAs shared by every node and gwB's mirror; returns paths."""
+        self.sas = phxnet.sa_table(alg, encap, seed)
+        paths = {}
+        for i in range(1, self.nodes + 1):
+            d = self.node_dir(i)
+            paths["n{}".format(i)] = os.path.join(d, "phalanxd.toml")
+            with open(paths["n{}".format(i)], "w") as f:
+                f.write(node_config(i, self.nodes, self.sas, d, scheme=scheme, **cluster_kw))
+        paths["gwB"] = os.path.join(self.run_dir, "gwB.toml")
+        with open(paths["gwB"], "w") as f:
+            f.write(phxnet.gateway_config("B", self.sas, self.run_dir, comment="site B peer of the cluster"))
+        with open(os.path.join(self.run_dir, "sas.json"), "w") as f:
+            json.dump(self.sas, f, indent=1)
+        self.config_paths = paths
+        return paths
+
+    def start_node(self, i, wait=True):
+        """phalanxd on node i (its Corosync must run); waits for its TUN
+        and control socket and routes site B into the TUN."""
+        short = "n{}".format(i)
+        name = "phalanxd-" + short
+        proc = self.popen(name, short, [os.path.join(phxnet.BIN_DIR, "phalanxd"), "--config",
+                                        self.config_paths[short], "--foreground"])
+        g = phxnet.Gateway(self, short, proc, os.path.join(self.node_dir(i), "phalanxd.sock"),
+                           self.config_paths[short])
+        g.name = name
+        self.gateways[short] = g
+        if wait:
+            if not self.wait_dev(short, phxnet.TUN, 15) or not g.alive():
+                time.sleep(0.2)
+                raise RuntimeError("phalanxd on {} created no {} (alive={}):\n{}".format(
+                    short, phxnet.TUN, g.alive(), self.log_of(name)[-4000:]))
+            self._ip("-n", self.ns[short], "link", "set", phxnet.TUN, "up")
+            self._ip("-n", self.ns[short], "route", "replace", phxnet.SITEB[0], "dev", phxnet.TUN)
+            g.wait_socket(15)
+        return g
+
+    def start_gwb(self):
+        g = self.start_gateway("B", self.config_paths["gwB"])
+        self.gateways["gwB"] = g
+        return g
+
+    def start_all(self, scheme="packet-rr", **kw):
+        """Corosync on every node (membership formed), gwB, phalanxd on
+        every node, and the cluster ready (all members in every view)."""
+        self.write_configs(scheme=scheme, **kw)
+        for i in range(1, self.nodes + 1):
+            self.start_corosync(i)
+        all_ids = list(range(1, self.nodes + 1))
+        self.wait_corosync(all_ids)
+        self.start_gwb()
+        for i in all_ids:
+            self.start_node(i)
+        self.wait_cluster_view(all_ids)
+
+    def cluster_status(self, short):
+        return self.gateways[short].ctl("cluster")
+
+    def wait_cluster_view(self, expected, nodes=None, seconds=20):
+        """Waits until every node in `nodes` has every one of `expected` in
+        its dispatch view, ready; returns the seconds it took."""
+        nodes = nodes or list(expected)
+        start = time.monotonic()
+        while True:
+            seen = {}
+            for i in nodes:
+                try:
+                    seen[i] = status_view(self.cluster_status("n{}".format(i)))
+                except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                    seen[i] = str(e)[:200]
+            if all(v == sorted(expected) for v in seen.values()):
+                return time.monotonic() - start
+            if time.monotonic() - start > seconds:
+                raise RuntimeError("cluster view not {} after {} s: {}".format(expected, seconds, seen))
+            time.sleep(0.1)
+
+    def crash_node(self, i):
+        """kill -9 of node i: phalanxd and Corosync, as a power loss."""
+        self.kill("phalanxd-n{}".format(i))
+        self.kill("corosync-n{}".format(i))
+        self.gateways.pop("n{}".format(i), None)
+
+    def down(self):
+        # phalanxd before Corosync (it logs a lost Corosync otherwise).
+        for name in sorted(self.procs, key=lambda n: not n.startswith("phalanxd")):
+            self.stop(name)
+        super().down()
+
+    def dump_logs(self, stream=sys.stderr, tail=3000):
+        for name in sorted(os.listdir(self.run_dir)):
+            if name.endswith(".log"):
+                stream.write("--- {} (tail)\n{}\n".format(name, self.log_of(name[:-4])[-tail:]))
+        for i in range(1, self.nodes + 1):
+            path = os.path.join(self.run_dir, "n{}".format(i), "log", "corosync.log")
+            if os.path.exists(path):
+                with open(path) as f:
+                    stream.write("--- n{} corosync.log (tail)\n{}\n".format(i, f.read()[-tail:]))
+
+
+# ----------------------------------------------------------------- traffic
+UDP_SEND = r"""
+import json, socket, struct, sys, time
+dst, port, rate, secs, size = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+n, errors, pad = int(rate * secs), 0, b"x" * max(0, size - 24)
+t0, wall0 = time.monotonic(), time.time()
+for i in range(n):
+    delay = t0 + i / rate - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    try:
+        s.sendto(struct.pack("!Qdd", i, wall0, rate) + pad, (dst, port))
+    except OSError:
+        errors += 1
+print(json.dumps({"sent": n, "errors": errors, "start": wall0, "rate": rate}), flush=True)
+"""
+
+# Counts each sequence number once; duplicates (a packet delivered twice:
+# two nodes processed it, or a replay got through) are counted apart.
+UDP_RECV = r"""
+import json, socket, struct, sys, time
+port, n, limit = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+s.bind(("0.0.0.0", port))
+s.settimeout(0.2)
+print("ready", flush=True)
+seen, got, dups, start, rate, dup_list = bytearray(n), 0, 0, None, None, []
+stop = time.monotonic() + limit
+last_rx = time.monotonic()
+while time.monotonic() < stop:
+    try:
+        data = s.recv(65535)
+    except socket.timeout:
+        if got and seen[n - 1] and time.monotonic() - last_rx > 0.5:
+            break
+        continue
+    last_rx = time.monotonic()
+    i, start, rate = struct.unpack("!Qdd", data[:24])
+    if i >= n:
+        continue
+    if seen[i]:
+        dups += 1
+        if len(dup_list) < 10000:
+            dup_list.append([i, time.time()])
+    else:
+        seen[i], got = 1, got + 1
+runs, i = [], 0
+while i < n:
+    if not seen[i]:
+        j = i
+        while j + 1 < n and not seen[j + 1]:
+            j += 1
+        runs.append([i, j])
+        i = j
+    i += 1
+print(json.dumps({"expected": n, "received": got, "duplicates": dups, "lost": n - got, "lost_runs": runs,
+                  "dup_list": dup_list, "start": start, "rate": rate}), flush=True)
+"""
+
+
+class UdpStream:
+    """A fixed-rate UDP stream (sequence-numbered datagrams) from `src` to
+    `dst_addr` in namespace `dst`, with its receiver."""
+
+    def __init__(self, cl, name, src, dst, dst_addr, port, rate, seconds, size=200):
+        self.cl, self.name, self.src, self.dst = cl, name, src, dst
+        self.dst_addr, self.port, self.rate, self.seconds, self.size = dst_addr, port, rate, seconds, size
+        self.expected = int(rate * seconds)
+
+    def start(self):
+        rx = self.cl.popen(self.name + "-rx", self.dst, ["/usr/bin/python3", "-c", UDP_RECV, str(self.port),
+                                                         str(self.expected), str(self.seconds + 15)])
+        deadline = time.monotonic() + 10
+        while "ready" not in self.cl.log_of(self.name + "-rx"):
+            if time.monotonic() > deadline or rx.poll() is not None:
+                raise RuntimeError("UDP receiver {} did not start".format(self.name))
+            time.sleep(0.05)
+        self.cl.popen(self.name + "-tx", self.src, ["/usr/bin/python3", "-c", UDP_SEND, self.dst_addr,
+                                                    str(self.port), str(self.rate), str(self.seconds),
+                                                    str(self.size)])
+        return self
+
+    def result(self, timeout=30):
+        """{sent, expected, received, duplicates, lost, lost_runs, start, rate}."""
+        for part in ("-tx", "-rx"):
+            self.cl.procs[self.name + part].wait(timeout)
+        tx = json.loads(self.cl.log_of(self.name + "-tx").strip().splitlines()[-1])
+        rx = json.loads(self.cl.log_of(self.name + "-rx").strip().splitlines()[-1])
+        rx["sent"], rx["send_errors"] = tx["sent"], tx["errors"]
+        rx["start"], rx["rate"] = tx["start"], tx["rate"]
+        return rx
+
+
+def lost_in(result, t_from, t_to):
+    """Datagrams of a UdpStream result lost whose send time is in [t_from, t_to)."""
+    n = 0
+    for first, last in result["lost_runs"]:
+        for i in range(first, last + 1):
+            if t_from <= result["start"] + i / result["rate"] < t_to:
+                n += 1
+    return n
+
+
+class Ping:
+    """`ping -i 0.01` from hostA to hostB; result: sent, received, lost, lost seqs."""
+
+    def __init__(self, cl, seconds, interval=0.01, src="hostA", dst=HOSTB):
+        self.cl, self.count, self.interval, self.src, self.dst = cl, int(seconds / interval), interval, src, dst
+
+    def start(self):
+        self.start_time = time.time()
+        self.proc = self.cl.popen("ping", self.src, ["ping", "-D", "-n", "-i", str(self.interval), "-c",
+                                                     str(self.count), "-W", "1", self.dst])
+        return self
+
+    def result(self, timeout=30):
+        self.proc.wait(self.count * self.interval + timeout)
+        first, dup_list = {}, []      # seq -> first reply time; [seq, time] of repeats
+        for line in self.cl.log_of("ping").splitlines():
+            if "icmp_seq=" in line and "bytes from" in line and line.startswith("["):
+                seq = int(line.split("icmp_seq=")[1].split()[0])
+                at = float(line[1:line.index("]")])
+                if seq in first or "DUP!" in line:
+                    dup_list.append([seq, at])
+                else:
+                    first[seq] = at
+        lost = sorted(set(range(1, self.count + 1)) - set(first))
+        return {"sent": self.count, "received": len(first), "lost": len(lost), "lost_seqs": lost[:50],
+                "duplicates": len(dup_list), "dup_list": dup_list, "first": first}
+
+
+def start_iperf_download(cl, seconds, rate=None, reverse=True):
+    """iperf3 TCP hostB -> hostA (`-R`: the server in hostB sends), or
+    hostA -> hostB with reverse=False."""
+    cl.popen("iperf3-server", "hostB", ["iperf3", "-s", "-1", "-B", HOSTB])
+    deadline = time.monotonic() + 10
+    while ":5201 " not in cl.run("hostB", ["ss", "-ltn"], check=False).stdout:
+        if time.monotonic() > deadline:
+            raise RuntimeError("iperf3 server did not start")
+        time.sleep(0.1)
+    argv = ["iperf3", "-c", HOSTB, "-t", str(seconds), "-J"] + (["-R"] if reverse else [])
+    if rate:
+        argv += ["-b", str(rate)]
+    return cl.popen("iperf3-client", "hostA", argv)
+
+
+def iperf_result(cl, timeout=30):
+    """Received Mbit/s of the transfer, or None when iperf3 failed."""
+    proc = cl.procs.get("iperf3-client")
+    if proc is None:
+        return None
+    try:
+        proc.wait(timeout)
+        rep = json.loads(cl.log_of("iperf3-client"))
+        return rep["end"]["sum_received"]["bits_per_second"] / 1e6
+    except (subprocess.TimeoutExpired, ValueError, KeyError):
+        return None
+    finally:
+        cl.stop("iperf3-client")
+        cl.stop("iperf3-server")
+
+
+class WanCapture:
+    """tcpdump on br-wan in the switch namespace: every frame of the WAN
+    segment once (the bridge floods it to itself too: tcpdump makes it
+    promiscuous). `snaplen` 96 keeps headers, SPI, sequence number and IV."""
+
+    def __init__(self, cl, name, path, snaplen=96, bpf=None, immediate=False):
+        self.cl, self.name, self.path, self.snaplen, self.bpf = cl, name, path, snaplen, bpf
+        self.immediate = immediate
+
+    def __enter__(self):
+        argv = ["tcpdump", "-i", "br-wan", "-n", "-s", str(self.snaplen), "-B", "32768", "-U", "-w", self.path]
+        if self.immediate:
+            # Frames reach the file at once, not when libpcap's ring block
+            # times out (up to 1 s later): the file is read while running.
+            argv.insert(1, "--immediate-mode")
+        if self.bpf:
+            argv += self.bpf.split()
+        proc = self.cl.popen(self.name, "sw", argv)
+        deadline = time.monotonic() + 10
+        while "listening on" not in self.cl.log_of(self.name):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("tcpdump did not start: " + self.cl.log_of(self.name))
+            time.sleep(0.05)
+        return self
+
+    def stop(self):
+        """Stops tcpdump (SIGINT); returns the packets it dropped."""
+        proc = self.cl.procs.pop(self.name, None)
+        if proc is not None and proc.poll() is None:
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        for line in self.cl.log_of(self.name).splitlines():
+            if "dropped by kernel" in line:
+                return int(line.split()[0])
+        return None
+
+    def __exit__(self, *exc):
+        self.drops = self.stop()
+        return False
+
+
+RESEND = r"""
+import sys
+from scapy.all import Ether, sendp
+print("ready", flush=True)
+frames = [Ether(bytes.fromhex(line.strip())) for line in sys.stdin if line.strip()]
+sendp(frames, iface="wan0", verbose=False, inter=0.001)
+print(len(frames), flush=True)
+"""
+
+
+class Resender:
+    """scapy's sendp on gwB's WAN port, started (scapy imported) before it
+    is needed so that `send` puts the frames on the wire at once."""
+
+    def __init__(self, cl):
+        self.cl = cl
+        self.log = os.path.join(cl.run_dir, "resend.log")
+        with open(self.log, "w") as logf:
+            self.proc = subprocess.Popen(["ip", "netns", "exec", cl.ns["gwB"], "/usr/bin/python3", "-c", RESEND],
+                                         stdin=subprocess.PIPE, stdout=logf, stderr=subprocess.STDOUT, text=True)
+        with open(os.path.join(cl.run_dir, "pids"), "a") as f:
+            f.write("{} resend\n".format(self.proc.pid))
+        cl.procs["resend"] = self.proc
+        deadline = time.monotonic() + 20
+        while "ready" not in cl.log_of("resend"):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("scapy sender did not start: " + cl.log_of("resend"))
+            time.sleep(0.05)
+
+    def send(self, frames):
+        """Sends captured frames (each to the outside virtual MAC); returns how many went out."""
+        vmac = bytes.fromhex(VMAC_OUT.replace(":", ""))
+        if any(frame[0:6] != vmac for _, frame in frames):
+            raise ValueError("a frame not to the outside virtual MAC")
+        self.proc.communicate("".join(frame.hex() + "\n" for _, frame in frames), timeout=60)
+        self.cl.procs.pop("resend", None)
+        return int(self.cl.log_of("resend").split()[-1])
+
+
+# ------------------------------------------------------ status accessors
+# `phalanxctl --json cluster` is phalanx-control's ClusterReport.
+def status_view(status):
+    """Sorted node ids of the live dispatch view (agreed, not suspected, ready)."""
+    return sorted(m["node_id"] for m in status["members"] if m["live"])
+
+
+def status_agreed(status):
+    return sorted(m["node_id"] for m in status["members"] if m["agreed"])
+
+
+def status_sa(status, spi, direction="out"):
+    for sa in status["sas"]:
+        if sa["spi"] == spi and sa["direction"] == direction:
+            return sa
+    raise KeyError("SA 0x{:x} ({}) not in the cluster status".format(spi, direction))
+
+
+def takeover_range(status, spi, suspect):
+    """(start, end) of the takeover block T(spi, suspect), or None."""
+    for t in status_sa(status, spi)["takeover_blocks"]:
+        if t["suspect"] == suspect:
+            return t["block"]["start"], t["block"]["end"]
+    return None
+
+
+def status_counter(status, name):
+    return sum(c["count"] for c in status["counters"] if c["name"] == name)
+
+
+def replay_drops(gw):
+    """Inbound packets refused by the replay window (RFC 4303 §3.4.3)."""
+    c = gw.counters()
+    return c.get("replayed", 0) + c.get("too_old", 0)
+
+
+# ---------------------------------------------------------------- failover
+def owned(gw):
+    """Packets this node processed (owned), outbound and inbound."""
+    c = gw.counters()
+    return c.get("daemon.cluster_outbound_owned", 0) + c.get("daemon.cluster_inbound_owned", 0)
+
+
+def _rejoin(cl, victim, mode, res):
+    """Brings the failed node back (links up, or Corosync + phalanxd
+    restarted) and waits until every node has it in its view again."""
+    t = time.time()
+    if mode == "cut":
+        cl.set_links(victim, "up")
+    else:
+        cl.start_corosync(victim)
+    everyone = list(range(1, cl.nodes + 1))
+    cl.wait_corosync(everyone, seconds=20)
+    if mode != "cut":
+        cl.start_node(victim)
+    cl.wait_cluster_view(everyone, seconds=30)
+    res.update(t_rejoin=t, rejoin_s=time.time() - t, owned_at_rejoin=owned(cl.gateways["n{}".format(victim)]))
+
+
+def _replay(cl, resender, pcap, t_fail, victim):
+    """Re-sends gwB's small ESP frames of the last 0.5 s before the
+    failure; returns (sent, how many of them the failed node owned)."""
+    frames = [f for f in fa.read_frames(pcap, src_mac=GWB_WAN_MAC) if t_fail - 0.5 <= f[0] <= t_fail]
+    frames = [f for f in frames if fa.parse_esp(*f) is not None][-300:]
+    # packet-rr inbound: owner = view[seq % n], view [1, 2, 3].
+    share = sum(1 for f in frames if fa.parse_esp(*f).seq % cl.nodes == victim - 1)
+    return resender.send(frames), share, time.time()
+
+
+def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=False, tcp_rate=None,
+                 replay=True, rejoin=False, out_dir=None):
+    """The failover experiment on a running cluster: a WAN capture, a 10 ms
+    ping, fixed-rate UDP both ways (and an iperf3 TCP download), node
+    `victim` killed (mode "kill": phalanxd and Corosync, SIGKILL) or cut
+    off (mode "cut": its three cables down at the switch) at 30 % of the
+    run; captured ESP from gwB re-sent 0.1 s later; optionally the node
+    brought back. Returns a dict of everything measured."""
+    out_dir = out_dir or cl.run_dir
+    out_spi = cl.sas[0]["spi"]          # a-to-b: what the cluster sends
+    survivors = [i for i in range(1, cl.nodes + 1) if i != victim]
+    wan = WanCapture(cl, "tcpdump-wan", os.path.join(out_dir, "wan.pcap"))
+    small = WanCapture(cl, "tcpdump-gwb", os.path.join(out_dir, "gwb-small.pcap"), snaplen=0,
+                       bpf="ether src {} and less 400".format(GWB_WAN_MAC), immediate=True)
+    resender = Resender(cl) if replay else None     # scapy's import is done before the traffic
+    res = {"mode": mode, "failed": victim, "seconds": seconds, "udp_rate": udp_rate, "t_replay": float("inf")}
+    owned_before = {i: owned(cl.gateways["n{}".format(i)]) for i in range(1, cl.nodes + 1)}
+    with wan, small:
+        streams = [UdpStream(cl, "udp-out", "hostA", "hostB", HOSTB, 5001, udp_rate, seconds).start(),
+                   UdpStream(cl, "udp-in", "hostB", "hostA", HOSTA, 5002, udp_rate, seconds).start()]
+        ping = Ping(cl, seconds).start()
+        t_start = time.time()
+        if tcp:
+            start_iperf_download(cl, seconds, tcp_rate)
+        time.sleep(max(0.0, t_start + seconds * 0.3 - time.time()))
+        before = cl.cluster_status("n{}".format(survivors[0]))
+        trange = takeover_range(before, out_spi, victim)
+        replays_before = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors)
+        res["t_fail"] = t_fail = time.time()
+        if mode == "kill":
+            cl.crash_node(victim)
+        else:
+            cl.set_links(victim, "down")
+        trange = _takeover_block(cl, survivors, out_spi, victim) or trange
+        time.sleep(max(0.0, t_fail + 0.1 - time.time()))
+        if replay:
+            res["t_replay"] = time.time()
+            res["replays_sent"], res["replays_of_failed_share"], t_end = _replay(cl, resender, small.path, t_fail,
+                                                                                 victim)
+            res["replay_s"] = (res["t_replay"] - t_fail, t_end - t_fail)
+        else:
+            res["replays_sent"] = res["replays_of_failed_share"] = 0
+        res["corosync_confirm_s"] = _confirm(cl, survivors, t_fail)
+        time.sleep(0.2)
+        after = {i: cl.cluster_status("n{}".format(i)) for i in survivors}
+        res["replays_refused"] = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors) - replays_before
+        if rejoin:
+            _rejoin(cl, victim, mode, res)
+        res["udp_out"], res["udp_in"] = (st.result(seconds + 30) for st in streams)
+        res["ping"] = ping.result()
+        res["tcp_mbps"] = iperf_result(cl, seconds + 30) if tcp else None
+    res["capture_drops"] = (wan.drops or 0) + (small.drops or 0)
+    res["owned_delta"] = {i: owned(cl.gateways["n{}".format(i)]) - owned_before[i] for i in survivors}
+    if rejoin:
+        res["owned_since_rejoin"] = owned(cl.gateways["n{}".format(victim)]) - res["owned_at_rejoin"]
+    res["failovers"] = {i: [f for f in st["failovers"] if f["suspect"] == victim] for i, st in after.items()}
+    # Suspicions of nodes that did not fail (heartbeats late under load).
+    res["false_suspicions"] = {i: [f for f in st["failovers"] if f["suspect"] != victim] for i, st in after.items()}
+    res["counters_after"] = {i: {c["name"]: c["count"] for c in st["counters"]} for i, st in after.items()}
+    res["takeover_range"] = trange
+    res["final_counters"] = {}
+    for name, gw in cl.gateways.items():
+        try:
+            res["final_counters"][name] = {k: v for k, v in gw.counters().items() if v}
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError):
+            pass        # a node that is down or cut off
+    _analyse(cl, res, wan.path, out_spi, victim, t_fail, trange)
+    classify_duplicates(res)
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    return res
+
+
+def _takeover_block(cl, survivors, spi, victim, seconds=1.0):
+    """(start, end) of the block the survivors send from once they took
+    over (its view leaves `victim` out), polled right after the failure,
+    before Corosync's membership moves everyone to fresh blocks; None
+    when no survivor showed one within `seconds`."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        for i in survivors:
+            try:
+                block = status_sa(cl.cluster_status("n{}".format(i)), spi)["block"]
+            except (RuntimeError, KeyError, subprocess.TimeoutExpired):
+                continue
+            if block and victim not in block["view"]:
+                return block["start"], block["end"]
+        time.sleep(0.01)
+    return None
+
+
+def _confirm(cl, survivors, t_fail):
+    """Seconds from the failure until Corosync on every survivor agrees
+    that only the survivors are left (None: not within 15 s)."""
+    try:
+        cl.wait_corosync(survivors, seconds=15)
+    except RuntimeError:
+        return None
+    return time.time() - t_fail
+
+
+def _analyse(cl, res, pcap, out_spi, victim, t_fail, trange):
+    pkts = [p for p in fa.read_esp(pcap) if p.src == VIP_OUT]
+    macs = {node_mac(i, "wan"): i for i in range(1, cl.nodes + 1)}
+    res["wire"] = fa.wire_checks(pkts, macs)
+    res["handover"] = fa.handover(pkts, out_spi, victim, t_fail, trange)
+    ho = res["handover"]["handover"]
+    res["handover_ms"] = None if ho is None else ho * 1000.0
+    window = (t_fail - 0.1, t_fail + 1.5)
+    res["lost_at_failover"] = {k: lost_in(res[k], *window) for k in ("udp_out", "udp_in")}
+    if "t_rejoin" in res:
+        w = (res["t_rejoin"], res["t_rejoin"] + res["rejoin_s"] + 1.0)
+        res["lost_at_rejoin"] = {k: lost_in(res[k], *w) for k in ("udp_out", "udp_in")}
+    hos = [f["handover_ms"] for fs in res["failovers"].values() for f in fs if f.get("handover_ms") is not None]
+    res["phalanxd_handover_ms"] = max(hos) if hos else None
+
+
+def classify_duplicates(res):
+    """Splits the copies delivered twice into replays accepted (a copy
+    that arrived after the re-sending began, of a packet sent before the
+    failure: only a re-sent capture can deliver it then) and packets
+    processed twice by the cluster (every other copy)."""
+    t_fail, t_replay = res["t_fail"], res.get("t_replay", float("inf"))
+    first = res["ping"]["first"]
+    sent_at = {
+        "udp_out": lambda seq: res["udp_out"]["start"] + seq / res["udp_out"]["rate"],
+        "udp_in": lambda seq: res["udp_in"]["start"] + seq / res["udp_in"]["rate"],
+        "ping": lambda seq: first.get(seq, float("inf")),
+    }
+    replayed, twice = 0, {}
+    for k in ("udp_out", "udp_in", "ping"):
+        twice[k] = []
+        for seq, at in res[k]["dup_list"]:
+            if k != "udp_out" and at >= t_replay and sent_at[k](seq) <= t_fail:
+                replayed += 1
+            else:
+                twice[k].append(at)
+    res["replays_accepted"] = replayed
+    res["delivered_twice"] = sum(len(v) for v in twice.values())
+    # Copies at the takeover itself (the survivors' detectors disagree for
+    # a few milliseconds by design).
+    res["twice_at_failover"] = {k: sum(1 for at in v if t_fail - 0.1 <= at < t_fail + 1.0) for k, v in twice.items()}
+
+
+def replays_accepted(res):
+    """Re-sent packets that came out on hostA again."""
+    return res["replays_accepted"]
+
+
+def table_row(run, res):
+    """One row of failover_analysis.COLUMNS."""
+    w = res["wire"]
+    return {
+        "run": run, "mode": res["mode"], "failed": res["failed"],
+        "handover ms (WAN capture)": res["handover_ms"], "handover ms (phalanxd)": res["phalanxd_handover_ms"],
+        "Corosync confirmed s": res["corosync_confirm_s"],
+        "ping 10 ms lost": "{} / {}".format(res["ping"]["lost"], res["ping"]["sent"]),
+        "UDP out lost / sent": "{} / {}".format(res["udp_out"]["lost"], res["udp_out"]["sent"]),
+        "UDP in lost / sent": "{} / {}".format(res["udp_in"]["lost"], res["udp_in"]["sent"]),
+        "TCP down Mbit/s": res["tcp_mbps"],
+        "replays re-sent / refused / accepted": "{} / {} / {}".format(
+            res["replays_sent"], res["replays_refused"], replays_accepted(res)),
+        "delivered twice": res["delivered_twice"],
+        "dup (SPI, IV)": w["dup_spi_iv"], "dup (SPI, seq)": w["dup_spi_seq"],
+        "capture drops": res["capture_drops"],
+    }
+
+
+def bench_header(args):
+    """The lines above the table: what ran, where, with which settings."""
+    rev = subprocess.run(["git", "-C", phxnet.REPO, "describe", "--always", "--dirty=+dirty"],
+                         capture_output=True, text=True).stdout.strip()
+    kernel = os.uname().release
+    return "\n".join([
+        "### {} — {}".format(time.strftime("%Y-%m-%d"), rev or "unknown"),
+        "",
+        "- machine: {} cores, kernel {}; 3 nodes + gwB + hosts in network namespaces, bridges that flood "
+        "(ageing_time 0), veth offloads off".format(os.cpu_count(), kernel),
+        "- cluster: scheme {}, heartbeat 5 ms, suspect after 30 ms, lease {}; Corosync 3.1.7 knet, "
+        "token {} ms (coefficient 0), consensus {} ms".format(args.scheme, args.lease_len, COROSYNC_TOTEM["token"],
+                                                               COROSYNC_TOTEM["consensus"]),
+        "- traffic for {} s: iperf3 TCP download hostB -> hostA (-R{}), ping every 10 ms hostA -> hostB, UDP "
+        "{} pps each way (200 B); failure at 30 %".format(
+            args.seconds, ", -b " + args.tcp_rate if args.tcp_rate else "", args.udp_rate),
+        "- handover (WAN capture): last ESP packet from the failed node (node id = explicit IV >> 48) to the "
+        "first ESP packet a survivor sends from the takeover lease T(SPI, failed); handover (phalanxd): the "
+        "survivors' own record, last heartbeat -> takeover (the larger of the two survivors)",
+        "- replays: gwB's ESP frames of the last 0.5 s before the failure re-sent (scapy sendp to the "
+        "virtual MAC) 0.1 s after it; refused = survivors' replayed + too_old counters; accepted = "
+        "duplicates delivered to hostA",
+        "- command: `bench/cluster-failover.sh` (reps {}, modes {})".format(args.reps, " ".join(args.modes)),
+        "",
+    ])
+
+
+def bench(args):
+    rows, raw = [], []
+    out = args.out or tempfile.mkdtemp(prefix="cluster-failover.")
+    os.makedirs(out, exist_ok=True)
+    for rep in range(1, args.reps + 1):
+        for mode in args.modes:
+            cl = Cluster(prefix="pxc{}b{}{}".format(os.getpid(), rep, mode[0]))
+            try:
+                cl.up()
+                cl.start_all(scheme=args.scheme, lease_len=args.lease_len)
+                victim = (rep - 1) % cl.nodes + 1
+                res = failover_run(cl, victim=victim, mode=mode, seconds=args.seconds, udp_rate=args.udp_rate,
+                                   tcp=True, tcp_rate=args.tcp_rate, out_dir=cl.run_dir)
+                rows.append(table_row(rep, res))
+                raw.append(res)
+                phxnet.log("rep {} {}: handover {} ms".format(rep, mode, res["handover_ms"]))
+            except Exception:
+                cl.dump_logs()
+                raise
+            finally:
+                cl.down()
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(raw, f, indent=1, default=str)
+    text = bench_header(args) + fa.markdown_table(rows) + "\n\n" + fa.summary(raw) + "\n"
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+    phxnet.log("raw results: {}".format(out))
+    return 0
+
+
+def corosync_only(args):
+    for _ in range(args.reps):
+        cl = Cluster()
+        try:
+            cl.up()
+            for i in range(1, cl.nodes + 1):
+                cl.start_corosync(i)
+            formed = cl.wait_corosync([1, 2, 3])
+            cl.kill("corosync-n3")
+            left = cl.wait_corosync([1, 2], nodes=[1, 2])
+            print("formed in {:.2f} s, n3 (kill -9) gone after {:.2f} s".format(formed, left))
+        finally:
+            cl.down()
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("corosync", help="form a Corosync membership, kill -9 one, time the change")
+    c.add_argument("--reps", type=int, default=1)
+    f = sub.add_parser("failover", help="the failover measurement; prints a markdown table")
+    f.add_argument("--reps", type=int, default=1)
+    f.add_argument("--modes", nargs="+", choices=("kill", "cut"), default=["kill", "cut"])
+    f.add_argument("--seconds", type=float, default=10.0)
+    f.add_argument("--udp-rate", type=int, default=500)
+    f.add_argument("--tcp-rate", default=None, help="iperf3 -b for the download (default: unlimited)")
+    f.add_argument("--scheme", default="packet-rr")
+    f.add_argument("--lease-len", type=int, default=65536, help="sequence numbers per lease block")
+    f.add_argument("--out", default=None, help="directory for results.json and table.md")
+    args = ap.parse_args()
+    # A bounded caller (timeout) stops us with SIGTERM: unwind, so every
+    # `finally` removes its namespaces and processes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if os.geteuid() != 0:
+        print("cluster.py needs root (network namespaces)", file=sys.stderr)
+        return 1
+    return corosync_only(args) if args.cmd == "corosync" else bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

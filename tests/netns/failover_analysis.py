@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""What a WAN capture says about a cluster failover (pure functions, no I/O
+besides reading the pcap; used by tests/netns/test_cluster.py and
+bench/cluster-failover.sh through tests/netns/cluster.py).
+
+* `read_esp(path)`: every ESP packet of a pcap (plain ESP or ESP in UDP 4500,
+  RFC 3948 §2.2: a non-zero first word), with time, MACs, addresses, SPI,
+  sequence number and the 8-byte explicit IV (RFC 4106 §3.1).
+* `node_of(pkt)`: the sending node from the IV: Phalanx cluster nodes use
+  node-partitioned IVs, node id in the top 16 bits.
+* `duplicates`: (SPI, IV) and (SPI, seq) pairs seen more than once.
+* `handover`: last ESP packet of the failed node -> first ESP packet a
+  survivor sends with a sequence number from a takeover lease.
+* `markdown_table`, `summary`: the bench's result rows and per-mode summary.
+
+CLI: `failover_analysis.py PCAP [--spi SPI] [--failed N]` prints the summary.
+"""
+
+import argparse
+import collections
+import json
+import struct
+import sys
+
+PCAP_MAGIC = {0xa1b2c3d4: 1e-6, 0xa1b23c4d: 1e-9}
+LINKTYPE_ETHERNET = 1
+NATT_PORT = 4500
+
+EspPacket = collections.namedtuple("EspPacket", "ts src_mac dst_mac src dst spi seq iv length")
+
+
+def _mac(b):
+    return ":".join("{:02x}".format(x) for x in b)
+
+
+def _ip(b):
+    return ".".join(str(x) for x in b)
+
+
+def _frames(path):
+    """(timestamp, frame bytes) of a classic pcap file; a truncated last
+    record (capture still running) ends the iteration."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+        if len(head) < 24:
+            return
+        magic = struct.unpack("<I", head[:4])[0]
+        endian = "<"
+        if magic not in PCAP_MAGIC:
+            magic = struct.unpack(">I", head[:4])[0]
+            endian = ">"
+        if magic not in PCAP_MAGIC:
+            raise ValueError("{}: not a pcap file (pcapng?)".format(path))
+        scale = PCAP_MAGIC[magic]
+        if struct.unpack(endian + "I", head[20:24])[0] != LINKTYPE_ETHERNET:
+            raise ValueError("{}: not an Ethernet capture".format(path))
+        rec = struct.Struct(endian + "IIII")
+        while True:
+            h = f.read(16)
+            if len(h) < 16:
+                return
+            sec, frac, caplen, _ = rec.unpack(h)
+            data = f.read(caplen)
+            if len(data) < caplen:
+                return
+            yield sec + frac * scale, data
+
+
+def parse_esp(ts, frame):
+    """The EspPacket in an Ethernet frame, or None (not IPv4 ESP)."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+        return None
+    ip = frame[14:]
+    ihl = (ip[0] & 0x0f) * 4
+    proto, total = ip[9], struct.unpack("!H", ip[2:4])[0]
+    payload = ip[ihl:]
+    if proto == 17:
+        if len(payload) < 8 or NATT_PORT not in struct.unpack("!HH", payload[:4]):
+            return None
+        payload = payload[8:]
+        # RFC 3948 §2.2: a zero first word is the non-ESP marker (IKE).
+        if len(payload) < 8 or payload[:4] == b"\0\0\0\0":
+            return None
+    elif proto != 50:
+        return None
+    if len(payload) < 8:
+        return None
+    spi, seq = struct.unpack("!II", payload[:8])
+    iv = int.from_bytes(payload[8:16], "big") if len(payload) >= 16 else None
+    return EspPacket(ts, _mac(frame[6:12]), _mac(frame[0:6]), _ip(ip[12:16]), _ip(ip[16:20]), spi, seq, iv, total)
+
+
+def read_esp(path):
+    """Every ESP packet in the pcap at `path`, in capture order."""
+    out = []
+    for ts, frame in _frames(path):
+        pkt = parse_esp(ts, frame)
+        if pkt is not None:
+            out.append(pkt)
+    return out
+
+
+def read_frames(path, src_mac=None, max_len=None):
+    """Raw frames (for re-sending), optionally only from `src_mac` and at
+    most `max_len` bytes long: [(ts, bytes)]."""
+    out = []
+    for ts, frame in _frames(path):
+        if src_mac and _mac(frame[6:12]) != src_mac:
+            continue
+        if max_len and len(frame) > max_len:
+            continue
+        out.append((ts, frame))
+    return out
+
+
+def node_of(pkt):
+    """The cluster node id carried in the explicit IV's top 16 bits
+    (phalanx-esp IvSource::NodePartitioned), or None without an IV."""
+    return None if pkt.iv is None else pkt.iv >> 48
+
+
+def duplicates(packets, key):
+    """How many packets repeat an already seen `key(pkt)`, and up to 5 examples."""
+    seen = collections.Counter(key(p) for p in packets)
+    dups = {k: n for k, n in seen.items() if n > 1}
+    return sum(n - 1 for n in dups.values()), list(dups)[:5]
+
+
+def wire_checks(packets, mac_to_node=None):
+    """Duplicate (SPI, IV) and (SPI, seq) pairs among `packets` (one
+    sender's ESP, e.g. everything the cluster sent), and IV/MAC agreement."""
+    dup_iv, ex_iv = duplicates([p for p in packets if p.iv is not None], lambda p: (p.spi, p.iv))
+    dup_seq, ex_seq = duplicates(packets, lambda p: (p.spi, p.seq))
+    mismatched = 0
+    if mac_to_node:
+        mismatched = sum(1 for p in packets if p.iv is not None and mac_to_node.get(p.src_mac) != node_of(p))
+    # NodePartitioned IVs: node id << 48 | the low 48 bits of the sequence
+    # number, whose low 32 bits are the header's (RFC 4303 §2.2.1).
+    iv_seq = sum(1 for p in packets if p.iv is not None and (p.iv & 0xffffffff) != p.seq)
+    per_node = collections.Counter(node_of(p) for p in packets)
+    return {"packets": len(packets), "iv_seq_mismatch": iv_seq, "dup_spi_iv": dup_iv, "dup_spi_iv_examples": ex_iv,
+            "dup_spi_seq": dup_seq, "dup_spi_seq_examples": ex_seq,
+            "iv_mac_mismatch": mismatched, "per_node": dict(sorted((k or 0, v) for k, v in per_node.items()))}
+
+
+def handover(packets, spi, failed, t_fail, takeover_range=None, jump=64):
+    """Handover on one outbound SA from the capture: the last packet node
+    `failed` sent (at or before `t_fail` + 50 ms of slack for frames in
+    flight), then the first packet a survivor sent with a sequence number
+    from the takeover lease: inside `takeover_range` (start, end) when the
+    node's status named it, otherwise the first survivor packet whose
+    sequence number jumps more than `jump` over everything sent before.
+    Returns a dict (times in seconds; None where the capture lacks one)."""
+    sa = [p for p in packets if p.spi == spi]
+    mine = [p for p in sa if node_of(p) == failed and p.ts <= t_fail + 0.05]
+    out = {"spi": spi, "failed": failed, "last_failed": None, "first_takeover": None, "handover": None,
+           "takeover_node": None, "takeover_seq": None, "method": "range" if takeover_range else "jump"}
+    if not mine:
+        return out
+    last = mine[-1]
+    out["last_failed"] = last.ts
+    top = max(p.seq for p in sa if p.ts <= last.ts)
+    for p in sa:
+        if p.ts < last.ts or node_of(p) == failed:
+            continue
+        if takeover_range:
+            hit = takeover_range[0] <= p.seq <= takeover_range[1]
+        else:
+            hit = p.seq > top + jump
+        if hit:
+            out.update(first_takeover=p.ts, handover=p.ts - last.ts, takeover_node=node_of(p), takeover_seq=p.seq)
+            break
+    return out
+
+
+def largest_gap(packets, t_from, t_to):
+    """Longest silence between consecutive packets in [t_from, t_to]."""
+    times = [p.ts for p in packets if t_from <= p.ts <= t_to]
+    return max((b - a for a, b in zip(times, times[1:])), default=None)
+
+
+COLUMNS = [
+    ("run", "{}"), ("mode", "{}"), ("failed", "n{}"), ("handover ms (WAN capture)", "{:.1f}"),
+    ("handover ms (phalanxd)", "{:.1f}"), ("Corosync confirmed s", "{:.2f}"),
+    ("ping 10 ms lost", "{}"), ("UDP out lost / sent", "{}"), ("UDP in lost / sent", "{}"),
+    ("TCP down Mbit/s", "{:.0f}"), ("replays re-sent / refused / accepted", "{}"),
+    ("delivered twice", "{}"), ("dup (SPI, IV)", "{}"), ("dup (SPI, seq)", "{}"), ("capture drops", "{}"),
+]
+
+
+def _cell(fmt, value):
+    if value is None:
+        return "n/a"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def markdown_table(rows):
+    """Rows (dicts keyed by COLUMNS' names) as a markdown table."""
+    lines = ["| " + " | ".join(name for name, _ in COLUMNS) + " |",
+             "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(fmt, row.get(name)) for name, fmt in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def summary(results):
+    """Per failure mode: median and worst handover (capture), losses and the
+    safety counts summed over the runs (results: cluster.failover_run dicts)."""
+    lines = []
+    for mode in sorted({r["mode"] for r in results}):
+        rs = [r for r in results if r["mode"] == mode]
+        hos = sorted(r["handover_ms"] for r in rs if r["handover_ms"] is not None)
+        med = hos[len(hos) // 2] if hos else None
+        lost = sum(r["udp_out"]["lost"] + r["udp_in"]["lost"] for r in rs)
+        sent = sum(r["udp_out"]["sent"] + r["udp_in"]["sent"] for r in rs)
+        lines.append(
+            "- {}: handover (capture) median {} ms, worst {} ms over {} runs (published ClusterIP/strongSwan: "
+            "1630 ms); UDP lost {} of {}; replays accepted {}; duplicate (SPI, IV) {}, (SPI, seq) {}".format(
+                mode, _cell("{:.1f}", med), _cell("{:.1f}", hos[-1] if hos else None), len(rs), lost, sent,
+                sum(r["replays_accepted"] for r in rs), sum(r["wire"]["dup_spi_iv"] for r in rs),
+                sum(r["wire"]["dup_spi_seq"] for r in rs)))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("pcap")
+    ap.add_argument("--spi", type=lambda s: int(s, 0), help="outbound SPI for the handover")
+    ap.add_argument("--src", default=None, help="only packets from this IP (e.g. 192.0.2.1)")
+    ap.add_argument("--failed", type=int, help="failed node id")
+    ap.add_argument("--at", type=float, default=float("inf"), help="failure time (capture clock)")
+    args = ap.parse_args()
+    pkts = read_esp(args.pcap)
+    if args.src:
+        pkts = [p for p in pkts if p.src == args.src]
+    report = wire_checks(pkts)
+    if args.spi is not None and args.failed is not None:
+        report["handover"] = handover(pkts, args.spi, args.failed, args.at)
+    json.dump(report, sys.stdout, indent=1, default=str)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

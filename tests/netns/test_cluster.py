@@ -1,0 +1,473 @@
+"""A three-node Phalanx cluster with real Corosync in front of site A, a
+host-mode phalanxd at site B (topology: tests/netns/cluster.py).
+
+1. Corosync alone: three instances (one per node namespace, each in its own
+   mount namespace) form one membership; after `kill -9` of one the other
+   two report two members (the time it took is printed).
+2. The cluster (static SAs shared by all nodes, scheme packet-rr unless
+   named): (a) ping, UDP and iperf3 between hostA and hostB; (b) every node
+   processed packets of both directions; (c) `phalanxctl cluster` shows 3
+   members, the leases and the takeover blocks; every scheme carries
+   traffic; (d) kill -9 of a node under a 10 ms ping and 500 pps UDP each
+   way: loss below 100 ms worth of packets, nothing delivered twice;
+   (e) in the WAN capture no (SPI, IV) and no (SPI, seq) pair twice, every
+   IV carries its sender's node id; (f) ESP from gwB captured before the
+   failure and re-sent after it is refused; (g) the killed node restarted
+   rejoins with a state transfer and owns traffic again, loss still
+   bounded; (h) the same with the node's cables cut instead (all three at
+   once); cables restored: the node rejoins (an explicit strict xfail until
+   phalanx-cluster merges partitions). (i) strongSwan at site B: phalanxd
+   refuses IKE in cluster mode, then an explicit xfail (IKE replication).
+3. The capture checker itself on a synthetic capture (handover found, a
+   repeated (SPI, IV) / (SPI, seq) and a wrong node id in an IV reported).
+
+Loss bounds are behaviour bounds with margin (100 ms of traffic where the
+design aims at a 30 ms suspicion), never timing micro-assertions; packets
+delivered twice at the takeover (the survivors' detectors fire a few ms
+apart) share that bound, copies at other moments (false suspicions of live
+nodes on a loaded machine) are reported. The measured handover times,
+losses and suspicions are printed (pytest -s) and recorded as properties.
+"""
+
+import itertools
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+import cluster
+import failover_analysis as fa
+
+_COUNTER = itertools.count()
+BOUND_S = 0.100          # loss bound: 100 ms worth of packets
+UDP_RATE = 500
+
+
+def _leftovers(cl):
+    """Namespaces of this run still present, recorded processes still alive."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    ns = [n for n in names if n.startswith(cl.prefix + "-")]
+    alive = [name for name, proc in cl.procs.items() if proc.poll() is None]
+    return ns, alive
+
+
+def _new_cluster(request):
+    if os.geteuid() != 0:
+        pytest.fail("tests/netns needs root (network namespaces)", pytrace=False)
+    return cluster.Cluster(prefix="pxc{}t{}".format(os.getpid(), next(_COUNTER)))
+
+
+def _teardown(cl, failed):
+    if failed:
+        cl.dump_logs()
+    cl.down()
+    ns, alive = _leftovers(cl)
+    assert not ns and not alive, "left behind: namespaces {}, processes {}".format(ns, alive)
+
+
+@pytest.fixture
+def topology(request):
+    """The namespaces and bridges, nothing started."""
+    cl = _new_cluster(request)
+    try:
+        cl.up()
+        yield cl
+    finally:
+        rep = getattr(request.node, "rep_call", None)
+        _teardown(cl, rep is not None and rep.failed)
+
+
+@pytest.fixture(scope="module")
+def steady(binaries, request):
+    """A running cluster (packet-rr) shared by the no-failure tests."""
+    cl = _new_cluster(request)
+    failed_before = request.session.testsfailed
+    try:
+        cl.up()
+        cl.start_all(scheme="packet-rr")
+        yield cl
+    except Exception:
+        cl.dump_logs()
+        raise
+    finally:
+        _teardown(cl, request.session.testsfailed > failed_before)
+
+
+def _experiment(request, **kw):
+    """A fresh cluster, one failover_run, torn down; returns its results."""
+    cl = _new_cluster(request)
+    try:
+        cl.up()
+        cl.start_all(scheme="packet-rr")
+        res = cluster.failover_run(cl, **kw)
+        res["nodes_alive_at_end"] = {n: g.alive() for n, g in cl.gateways.items()}
+        return res
+    except Exception:
+        cl.dump_logs()
+        raise
+    finally:
+        _teardown(cl, False)
+
+
+def _report(record_property, name, res):
+    line = ("{}: handover {} ms on the wire, {} ms by phalanxd; Corosync confirmed after {} s; ping lost {}/{}; "
+            "UDP lost out {}/{} in {}/{}; replays re-sent {} (of the failed node's share {}), refused {}, "
+            "accepted {}; delivered twice {}; wire dup (SPI,IV) {} (SPI,seq) {}").format(
+        name, _ms(res["handover_ms"]), _ms(res["phalanxd_handover_ms"]), _s(res["corosync_confirm_s"]),
+        res["ping"]["lost"], res["ping"]["sent"], res["udp_out"]["lost"], res["udp_out"]["sent"],
+        res["udp_in"]["lost"], res["udp_in"]["sent"], res["replays_sent"], res["replays_of_failed_share"],
+        res["replays_refused"], cluster.replays_accepted(res), res["delivered_twice"], res["wire"]["dup_spi_iv"],
+        res["wire"]["dup_spi_seq"])
+    if "rejoin_s" in res:
+        line += "; rejoined in {:.2f} s, lost then out {} in {}".format(
+            res["rejoin_s"], res["lost_at_rejoin"]["udp_out"], res["lost_at_rejoin"]["udp_in"])
+    false = {n: [(f["suspect"], f["outcome"], f["age_seconds"]) for f in fs]
+             for n, fs in res["false_suspicions"].items() if fs}
+    if false:
+        line += "\n  suspicions of live nodes (survivor: [(suspect, outcome, age s)]): {}".format(false)
+    line += "\n  lost by 100 ms after the failure: out {} in {}; twice: out {} in {} ping {}".format(
+        _timeline(res, "udp_out"), _timeline(res, "udp_in"), _dups(res, "udp_out"), _dups(res, "udp_in"),
+        _dups(res, "ping"))
+    print("\n" + line)
+    sys.stderr.write(line + "\n")
+    record_property(name, line)
+
+
+def _timeline(res, stream):
+    """{100 ms slot relative to the failure: datagrams lost}, for messages."""
+    r, slots = res[stream], {}
+    for first, last in r["lost_runs"]:
+        for i in range(first, last + 1):
+            slot = round((r["start"] + i / r["rate"] - res["t_fail"]) * 10) / 10
+            slots[slot] = slots.get(slot, 0) + 1
+    return {k: slots[k] for k in sorted(slots)}
+
+
+def _ms(v):
+    return "n/a" if v is None else "{:.1f}".format(v)
+
+
+def _s(v):
+    return "n/a" if v is None else "{:.2f}".format(v)
+
+
+def _check_loss(res, windows=1):
+    """Loss across the whole run below `windows` x 100 ms of traffic, per stream."""
+    ping_bound = windows * BOUND_S / 0.01
+    udp_bound = windows * BOUND_S * res["udp_rate"]
+    assert res["ping"]["lost"] < ping_bound, "ping lost {} (bound {}): {}".format(
+        res["ping"]["lost"], ping_bound, res["ping"]["lost_seqs"])
+    for k in ("udp_out", "udp_in"):
+        r = res[k]
+        assert r["send_errors"] == 0, "{}: {} send errors".format(k, r["send_errors"])
+        assert r["lost"] < udp_bound, "{} lost {} of {} (bound {}): runs {}".format(
+            k, r["lost"], r["sent"], udp_bound, r["lost_runs"][:10])
+    assert res["lost_at_failover"]["udp_out"] < BOUND_S * res["udp_rate"], res["lost_at_failover"]
+    assert res["lost_at_failover"]["udp_in"] < BOUND_S * res["udp_rate"], res["lost_at_failover"]
+    # Two owners for a moment: the survivors' detectors fire a few ms
+    # apart (by design), so a few packets may come out twice; bounded
+    # like the loss. Copies outside the takeover (false suspicions of
+    # live nodes under load) are reported, not asserted.
+    twice = res["twice_at_failover"]
+    assert twice["udp_out"] + twice["udp_in"] < BOUND_S * res["udp_rate"] and twice["ping"] < BOUND_S / 0.01, \
+        "packets delivered twice at the takeover: {}; UDP out {} in {}, ping {}".format(
+            twice, _dups(res, "udp_out"), _dups(res, "udp_in"), _dups(res, "ping"))
+
+
+def _dups(res, stream):
+    """How many copies came twice, and when (seconds after the failure)."""
+    times = [at - res["t_fail"] for _, at in res[stream]["dup_list"]]
+    return "{} ({})".format(len(times), "{:+.3f} s .. {:+.3f} s".format(min(times), max(times)) if times else "-")
+
+
+def _check_wire(res, failed):
+    w = res["wire"]
+    assert res["capture_drops"] == 0, "tcpdump dropped {} frames: the checks would be blind".format(
+        res["capture_drops"])
+    assert w["packets"] > 1000, w
+    assert w["dup_spi_iv"] == 0, "(SPI, IV) pairs sent twice: {}".format(w["dup_spi_iv_examples"])
+    assert w["dup_spi_seq"] == 0, "(SPI, seq) pairs sent twice: {}".format(w["dup_spi_seq_examples"])
+    assert w["iv_mac_mismatch"] == 0, "IV node id and source MAC disagree on {} packets".format(w["iv_mac_mismatch"])
+    assert w["iv_seq_mismatch"] == 0, "{} IVs are not node << 48 | seq".format(w["iv_seq_mismatch"])
+    assert set(w["per_node"]) == {1, 2, 3}, "senders on the wire: {}".format(w["per_node"])
+    ho = res["handover"]
+    assert ho["last_failed"] is not None, "no ESP from n{} in the capture before the failure".format(failed)
+    assert ho["handover"] is not None, "no survivor sent from the takeover lease: {}".format(ho)
+    assert ho["method"] == "range", "the takeover block was not in the status: {}".format(res["takeover_range"])
+
+
+def _check_replays(res):
+    assert res["replays_sent"] > 0, "nothing captured to re-send"
+    assert res["replays_of_failed_share"] > 0, "no re-sent packet belonged to the failed node's share"
+    assert cluster.replays_accepted(res) == 0, "replayed packets delivered to hostA"
+    assert res["replays_refused"] >= res["replays_sent"], "re-sent {}, refused by the replay windows {}".format(
+        res["replays_sent"], res["replays_refused"])
+
+
+def _check_takeover_recorded(res, failed):
+    """A survivor's detector took over (a survivor that suspected another
+    live node first may take over through the log and record nothing)."""
+    assert any(res["failovers"].values()), "no survivor recorded a takeover of n{}: {}".format(
+        failed, res["false_suspicions"])
+    assert res["corosync_confirm_s"] is not None, "Corosync never confirmed the failure"
+
+
+# ------------------------------------------------------------- 1. Corosync
+def test_corosync_membership_and_kill(topology, record_property):
+    """Three Corosync instances form one membership; kill -9 of one leaves two."""
+    for i in (1, 2, 3):
+        topology.start_corosync(i)
+    formed = topology.wait_corosync([1, 2, 3], seconds=20)
+    for i in (1, 2, 3):
+        pid = topology.procs["corosync-n{}".format(i)].pid
+        out = subprocess.run(["nsenter", "-t", str(pid), "-m", "-n", "corosync-cfgtool", "-s"],
+                             capture_output=True, text=True, timeout=10).stdout
+        connected = [line for line in out.splitlines() if "connected" in line and "disconnected" not in line]
+        assert len(connected) >= 2, "n{}: links not connected:\n{}".format(i, out)
+    topology.kill("corosync-n3")
+    left = topology.wait_corosync([1, 2], nodes=[1, 2], seconds=15)
+    line = "Corosync: formed in {:.2f} s; kill -9 of n3 -> 2 members after {:.2f} s (token {} ms)".format(
+        formed, left, cluster.COROSYNC_TOTEM["token"])
+    print("\n" + line)
+    record_property("corosync", line)
+
+
+# ------------------------------------------------------- 2. steady cluster
+def test_traffic_both_ways(steady):
+    """(a) ping, UDP and iperf3 TCP hostA <-> hostB through the cluster."""
+    assert steady.wait_ping("hostA", cluster.HOSTB, 10), "first ping hostA -> hostB not answered"
+    assert steady.ping("hostA", cluster.HOSTB, count=20, interval=0.05), "ping hostA -> hostB lost packets"
+    assert steady.ping("hostB", cluster.HOSTA, count=20, interval=0.05), "ping hostB -> hostA lost packets"
+    for name, src, dst, addr in (("udp-a2b", "hostA", "hostB", cluster.HOSTB),
+                                 ("udp-b2a", "hostB", "hostA", cluster.HOSTA)):
+        r = cluster.UdpStream(steady, name, src, dst, addr, 5003, 200, 2).start().result()
+        assert r["lost"] == 0 and r["duplicates"] == 0, "{}: {}".format(name, r)
+    for reverse in (False, True):
+        rates = _iperf(steady, reverse)
+        assert rates > 1.0, "iperf3 {}: {} Mbit/s".format("download" if reverse else "upload", rates)
+        print("\niperf3 TCP {} through the cluster: {:.0f} Mbit/s".format(
+            "hostB -> hostA" if reverse else "hostA -> hostB", rates))
+
+
+def _iperf(cl, reverse):
+    cluster.start_iperf_download(cl, 3, reverse=reverse)
+    return cluster.iperf_result(cl, 40) or 0.0
+
+
+def test_every_node_processes_packets(steady):
+    """(b) packet round robin: each node owns a share of each direction."""
+    before = {n: steady.gateways[n].counters() for n in ("n1", "n2", "n3")}
+    r = cluster.UdpStream(steady, "udp-share", "hostA", "hostB", cluster.HOSTB, 5004, 300, 2).start().result()
+    assert r["lost"] == 0, r
+    assert steady.ping("hostB", cluster.HOSTA, count=30, interval=0.02)
+    time.sleep(0.3)  # counters are published every 100 ms
+    shares = {}
+    for n in ("n1", "n2", "n3"):
+        after = steady.gateways[n].counters()
+        shares[n] = {d: after.get("daemon.cluster_{}_owned".format(d), 0) - before[n].get(
+            "daemon.cluster_{}_owned".format(d), 0) for d in ("outbound", "inbound")}
+        not_owned = after.get("daemon.cluster_outbound_not_owned", 0) - before[n].get(
+            "daemon.cluster_outbound_not_owned", 0)
+        assert not_owned > 0, "{} saw no packet of the other nodes: every node must see every frame".format(n)
+    print("\nowned packets per node (outbound, inbound): {}".format(shares))
+    for n, s in shares.items():
+        assert s["outbound"] > 50 and s["inbound"] > 5, "{} owned too little: {}".format(n, shares)
+    total = sum(s["outbound"] for s in shares.values())
+    assert total >= 600 + 30, "outbound owned {} for >= 630 packets sent".format(total)
+
+
+def test_cluster_status_members_and_leases(steady):
+    """(c) `phalanxctl cluster`: 3 members everywhere, leases, takeover blocks."""
+    out_spi = steady.sas[0]["spi"]
+    for i in (1, 2, 3):
+        st = steady.cluster_status("n{}".format(i))
+        assert st["node_id"] == i and st["ready"], st
+        assert st["scheme"] == "packet-rr"
+        assert cluster.status_view(st) == [1, 2, 3] and cluster.status_agreed(st) == [1, 2, 3], st["members"]
+        sa = cluster.status_sa(st, out_spi)
+        block = sa["block"]
+        assert block is not None and block["view"] == [1, 2, 3], sa
+        assert sa["class"] == block["view"].index(i), sa
+        # T(spi, X) for every other member X (a node never enters its own).
+        takeovers = {t["suspect"]: t["block"] for t in sa["takeover_blocks"]}
+        assert set(takeovers) >= {n for n in (1, 2, 3) if n != i}, sa
+        ranges = [(block["start"], block["end"])] + [(b["start"], b["end"]) for b in takeovers.values()]
+        ranges.sort()
+        assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:])), "overlapping blocks: {}".format(ranges)
+        for suspect, b in takeovers.items():
+            assert b["view"] == [n for n in (1, 2, 3) if n != suspect], (suspect, b)
+    text = steady.gateways["n1"].ctl_raw("cluster", json_out=False)
+    assert text.returncode == 0 and "failovers" in text.stdout, text.stdout + text.stderr
+    print("\n" + text.stdout)
+
+
+@pytest.mark.parametrize("scheme", ["packet-sqf", "session-rr", "session-sqf", "hash-src", "hash-src-spi"])
+def test_scheme_carries_traffic(binaries, topology, scheme):
+    """Every dispatch scheme: pings and UDP both ways, nothing twice."""
+    topology.start_all(scheme=scheme)
+    assert topology.wait_ping("hostA", cluster.HOSTB, 10), "first ping not answered ({})".format(scheme)
+    for name, src, dst, addr in (("udp-a2b", "hostA", "hostB", cluster.HOSTB),
+                                 ("udp-b2a", "hostB", "hostA", cluster.HOSTA)):
+        r = cluster.UdpStream(topology, name, src, dst, addr, 5005, 200, 2).start().result()
+        assert r["lost"] == 0 and r["duplicates"] == 0, "{} {}: {}".format(scheme, name, r)
+    st = topology.cluster_status("n1")
+    assert st["scheme"] == scheme
+    if scheme.startswith("hash"):
+        assert len(st["segment_owners"]) == 256 and set(st["segment_owners"]) <= {1, 2, 3}, st["segment_owners"]
+
+
+# ---------------------------------------------------------- 2d-f. kill -9
+@pytest.fixture(scope="module")
+def kill_run(binaries, request):
+    return _experiment(request, victim=3, mode="kill", seconds=8, udp_rate=UDP_RATE, replay=True)
+
+
+def test_kill_traffic_continues(kill_run, record_property):
+    """(d) kill -9 of n3 under ping and UDP: loss bounded, takeover recorded."""
+    _report(record_property, "kill -9 n3", kill_run)
+    _check_loss(kill_run)
+    _check_takeover_recorded(kill_run, 3)
+    assert all(kill_run["owned_delta"][i] > 0 for i in (1, 2)), kill_run["owned_delta"]
+
+
+def test_kill_no_nonce_or_sequence_reuse(kill_run):
+    """(e) WAN capture: no (SPI, IV), no (SPI, seq) twice; IVs name their node."""
+    _check_wire(kill_run, 3)
+
+
+def test_kill_replays_refused(kill_run):
+    """(f) ESP captured before the failover and re-sent after it: all refused."""
+    _check_replays(kill_run)
+
+
+# -------------------------------------------------------------- 2g. rejoin
+def test_killed_node_rejoins(binaries, request, record_property):
+    """(g) n2 killed, restarted: it rejoins with a state transfer and owns
+    traffic again; loss at the failure and at the rejoin stays bounded."""
+    res = _experiment(request, victim=2, mode="kill", seconds=16, udp_rate=UDP_RATE, replay=False, rejoin=True)
+    _report(record_property, "kill -9 n2 + restart", res)
+    _check_loss(res, windows=2)
+    for k in ("udp_out", "udp_in"):
+        assert res["lost_at_rejoin"][k] < BOUND_S * UDP_RATE, res["lost_at_rejoin"]
+    assert res["owned_since_rejoin"] > 0, "the rejoined node owns nothing"
+    _check_wire(res, 2)
+
+
+# ------------------------------------------------------------ 2h. link cut
+def test_link_cut(binaries, request, record_property):
+    """(h) n1's cables cut at the switch (n1 is the ARP owner: the view's
+    first node) under traffic: the survivors take over within the bound,
+    nothing is sent twice, replays are refused."""
+    res = _experiment(request, victim=1, mode="cut", seconds=8, udp_rate=UDP_RATE, replay=True)
+    _report(record_property, "links of n1 cut", res)
+    _check_loss(res)
+    _check_takeover_recorded(res, 1)
+    _check_wire(res, 1)
+    _check_replays(res)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "partition merge: when the cables come back Corosync merges [1] and [2, 3] into one membership, but "
+    "phalanx-cluster treats it as two joins (each side sends a state transfer to the other, neither applies "
+    "one) and the dispatch views stay [1] and [2, 3]; a returning partition needs a merge rule (e.g. the "
+    "side without the lowest old member restarts as a joiner)"))
+def test_link_restored_rejoins(binaries, request, record_property):
+    """(h) n3 cut off, then its cables restored: it rejoins and owns
+    traffic again; loss at the cut and at the return stays bounded."""
+    res = _experiment(request, victim=3, mode="cut", seconds=16, udp_rate=UDP_RATE, replay=False, rejoin=True)
+    _report(record_property, "links of n3 cut + restored", res)
+    _check_loss(res, windows=2)
+    assert res["owned_since_rejoin"] > 0, "n3 owns nothing after its links came back"
+    _check_wire(res, 3)
+
+
+# ------------------------------------------------------- 2i. strongSwan B
+def test_strongswan_at_site_b(binaries, tmp_path):
+    """(i) strongSwan as the site-B peer of the cluster: charon installs SAs
+    only through IKE (no static SAs), and cluster mode refuses IKE until
+    IKE state is replicated: shown by phalanxd --check, then an explicit xfail."""
+    sas = cluster.phxnet.sa_table("aes128gcm16", "udp", "xfail")
+    path = tmp_path / "n1.toml"
+    path.write_text(cluster.node_config(1, 3, sas, str(tmp_path)) + "\n[ike]\n")
+    proc = subprocess.run([os.path.join(cluster.phxnet.BIN_DIR, "phalanxd"), "--config", str(path), "--check"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "IKE is not replicated" in proc.stdout + proc.stderr, proc
+    pytest.xfail("strongSwan (charon) installs SAs only through IKE, it has no static SAs; a Phalanx cluster "
+                 "can face it only once IKE SA state (IKE SAs, message ids, Child SA keys) is replicated "
+                 "through Corosync, which cluster mode does not do yet (issue 5: IKE replication)")
+
+
+def test_bridges_flood(topology):
+    """The bench itself: a unicast frame between two nodes also reaches the
+    third (the switch floods, as it will for the virtual MACs), and the
+    virtual gateway address answers nothing while no phalanxd runs."""
+    dump = topology.popen("tcpdump-n3", "n3", ["tcpdump", "-i", "cl0", "-n", "-c", "3", "-l",
+                                              "icmp and host {}".format(cluster.node_addr(2, "cl"))])
+    deadline = time.monotonic() + 10
+    while "listening on" not in topology.log_of("tcpdump-n3"):
+        assert time.monotonic() < deadline and dump.poll() is None, topology.log_of("tcpdump-n3")
+        time.sleep(0.05)
+    assert topology.run("n1", ["ping", "-c", "3", "-i", "0.2", "-W", "2", cluster.node_addr(2, "cl")],
+                        check=False).returncode == 0
+    dump.wait(10)
+    assert "3 packets captured" in topology.log_of("tcpdump-n3"), topology.log_of("tcpdump-n3")
+    assert topology.run("hostA", ["ping", "-c", "1", "-W", "1", cluster.VIP_IN], check=False).returncode != 0
+
+
+def _write_pcap(path, frames):
+    """A classic pcap (microseconds, Ethernet) of [(ts, frame)]."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        for ts, frame in frames:
+            f.write(struct.pack("<IIII", int(ts), int(round((ts % 1) * 1e6)), len(frame), len(frame)))
+            f.write(frame)
+
+
+def _esp_frame(node, spi, seq, udp=True):
+    """An Ethernet frame from node's WAN MAC: IPv4 192.0.2.1 -> .2, ESP (in
+    UDP 4500 or plain) with a node-partitioned IV and a dummy payload."""
+    esp = struct.pack("!IIQ", spi, seq, (node << 48) | seq) + b"\0" * 32
+    if udp:
+        esp = struct.pack("!HHHH", 4500, 4500, 8 + len(esp), 0) + esp
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(esp), 0, 0, 64, 17 if udp else 50, 0,
+                     bytes([192, 0, 2, 1]), bytes([192, 0, 2, 2]))
+    mac = bytes.fromhex(cluster.node_mac(node, "wan").replace(":", ""))
+    return bytes.fromhex(cluster.GWB_WAN_MAC.replace(":", "")) + mac + b"\x08\x00" + ip + esp
+
+
+def test_failover_analysis_finds_handover_and_duplicates(tmp_path):
+    """The capture checker itself (no namespaces): on a synthetic packet-rr
+    capture where n3 stops at t=10.5 and n1/n2 continue from a takeover
+    block at 8192, it finds the handover; a repeated (SPI, seq) or
+    (SPI, IV) and an IV that names the wrong node are each reported."""
+    frames, t = [], 10.0
+    for seq in range(1, 301):                  # 3 nodes, class = (seq - 1) % 3
+        frames.append((t, _esp_frame((seq - 1) % 3 + 1, 0x1001, seq, udp=seq % 2 == 0)))
+        t += 0.002
+    t_fail = t
+    t += 0.035                                  # 35 ms without n3's share
+    for k, seq in enumerate(range(8192, 8292)):  # T(spi, 3): view [1, 2]
+        frames.append((t + k * 0.002, _esp_frame(k % 2 + 1, 0x1001, seq)))
+    path = str(tmp_path / "synthetic.pcap")
+    _write_pcap(path, frames)
+    pkts = fa.read_esp(path)
+    assert len(pkts) == 400
+    macs = {cluster.node_mac(i, "wan"): i for i in (1, 2, 3)}
+    w = fa.wire_checks(pkts, macs)
+    assert (w["dup_spi_iv"], w["dup_spi_seq"], w["iv_mac_mismatch"], w["iv_seq_mismatch"]) == (0, 0, 0, 0), w
+    assert w["per_node"] == {1: 150, 2: 150, 3: 100}, w
+    last_n3 = max(ts for ts, f in frames[:300] if f[6:12] == bytes.fromhex("020000020003"))
+    for trange in ((8192, 12287), None):
+        ho = fa.handover(pkts, 0x1001, 3, t_fail, trange)
+        assert ho["takeover_seq"] == 8192 and ho["takeover_node"] == 1, ho
+        assert abs(ho["handover"] - (t + 0 - last_n3)) < 1e-5, ho
+    # Negative controls: the same packet twice, and n2 sending n1's IV.
+    dup = fa.wire_checks(pkts + [pkts[5]], macs)
+    assert dup["dup_spi_iv"] == 1 and dup["dup_spi_seq"] == 1, dup
+    forged = pkts[6]._replace(src_mac=cluster.node_mac(2, "wan"), iv=(1 << 48) | 7777)
+    bad = fa.wire_checks(pkts + [forged], macs)
+    assert bad["iv_mac_mismatch"] == 1 and bad["iv_seq_mismatch"] == 1, bad
