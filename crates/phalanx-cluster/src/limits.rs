@@ -89,3 +89,7 @@ pub const EVENT_QUEUE: usize = 4096;
 /// lineage differ by the packets one missed; anything near this is a bug
 /// or a lie, and is ignored.
 pub const MAX_HEAL: u64 = 1 << 24;
+
+/// Checkpoint datagrams queued for the heartbeat channel at most; more
+/// are left to the log (a stalled sender loses nothing else).
+pub const MAX_DATAGRAMS: usize = 256;

@@ -73,7 +73,7 @@ use crate::dispatch::{Direction, DispatchScheme};
 use crate::lease::Grant;
 use crate::limits::{
     CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_EVERY, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_LEN,
-    DEFAULT_SUSPECT_AFTER, EVENT_QUEUE,
+    DEFAULT_SUSPECT_AFTER, EVENT_QUEUE, MAX_DATAGRAMS,
 };
 use crate::view::{NodeId, View};
 use join::JoinState;
@@ -238,6 +238,9 @@ pub struct ClusterNode {
     /// SAs registered on this node.
     registrations: BTreeMap<(Direction, u32), SaDescriptor>,
     outgoing: VecDeque<Vec<u8>>,
+    /// Counter checkpoints for the heartbeat channel too (see
+    /// [`ClusterNode::poll_datagram`]).
+    datagrams: VecDeque<Vec<u8>>,
     events: VecDeque<ClusterEvent>,
     heartbeat_next: Instant,
     heartbeats_sent: u64,
@@ -265,6 +268,7 @@ impl ClusterNode {
             peers: BTreeMap::new(),
             registrations: BTreeMap::new(),
             outgoing: VecDeque::new(),
+            datagrams: VecDeque::new(),
             events: VecDeque::new(),
             heartbeat_next: now,
             heartbeats_sent: 0,
@@ -330,9 +334,22 @@ impl ClusterNode {
 
     /// A heartbeat datagram from `from` (as the socket layer maps its
     /// source address).
+    ///
+    /// The heartbeat channel also carries counter checkpoints
+    /// ([`poll_datagram`](Self::poll_datagram)): healing only ever moves a
+    /// counter forward to where a peer saw the same packet, so it needs no
+    /// agreed order, and it must work while Corosync re-forms its ring
+    /// after a failure — exactly when survivors that took over a packet
+    /// apart disagree.
     pub fn handle_heartbeat(&mut self, now: Instant, from: NodeId, message: &[u8]) {
         let heartbeat = match crate::codec::decode(message) {
             Ok(Message::Hello(hb) | Message::Heartbeat(hb)) => hb,
+            Ok(Message::Checkpoint(checkpoint)) if from != self.config.local => {
+                self.counters.datagram_checkpoints += 1;
+                self.publisher.note(&checkpoint);
+                self.refresh();
+                return;
+            }
             Ok(_) => {
                 self.counters.heartbeats_refused += 1;
                 return;
@@ -376,7 +393,11 @@ impl ClusterNode {
                         at: now,
                     },
                 );
-                self.forward(Message::Checkpoint(checkpoint));
+                let message = Message::Checkpoint(checkpoint);
+                if self.log.is_some() && self.datagrams.len() < MAX_DATAGRAMS {
+                    self.datagrams.push_back(encode(&message));
+                }
+                self.forward(message);
             }
             DataPathReport::ReplayCheckpoint(replay) => {
                 self.forward(Message::ReplayCheckpoint(replay));
@@ -430,6 +451,13 @@ impl ClusterNode {
             Message::Heartbeat(heartbeat)
         };
         Some(encode(&message))
+    }
+
+    /// A datagram to send to every peer over the heartbeat channel (not
+    /// through the log): this node's counter checkpoints, which the peers
+    /// heal from at once even while the log is blocked.
+    pub fn poll_datagram(&mut self) -> Option<Vec<u8>> {
+        self.datagrams.pop_front()
     }
 
     /// When `handle_timeout` wants to run next.

@@ -669,6 +669,17 @@ impl ClusterHarness {
                 });
             }
         }
+        // Counter checkpoints also travel the heartbeat channel.
+        while let Some(bytes) = member.node.poll_datagram() {
+            for &(to, delay) in &peers {
+                self.flights.push(Flight {
+                    at: now + latency + delay,
+                    from: id,
+                    to,
+                    bytes: bytes.clone(),
+                });
+            }
+        }
         while let Some(message) = member.node.poll_group() {
             // A node the group removed cannot send; it learns so from the
             // membership it reads.

@@ -135,11 +135,13 @@ pub struct ClusterCounters {
     pub events_dropped: u64,
     /// Joins given up because the log buffer overflowed.
     pub join_buffer_overflows: u64,
+    /// Counter checkpoints received over the heartbeat channel.
+    pub datagram_checkpoints: u64,
 }
 
 impl ClusterCounters {
     /// Every counter with its name, for metrics and `phalanxctl`.
-    pub fn named(&self) -> [(&'static str, u64); 15] {
+    pub fn named(&self) -> [(&'static str, u64); 16] {
         [
             ("lease_grants", self.lease_grants),
             ("suspicions", self.suspicions),
@@ -156,6 +158,7 @@ impl ClusterCounters {
             ("reports_dropped", self.reports_dropped),
             ("events_dropped", self.events_dropped),
             ("join_buffer_overflows", self.join_buffer_overflows),
+            ("datagram_checkpoints", self.datagram_checkpoints),
         ]
     }
 }

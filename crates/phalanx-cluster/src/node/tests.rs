@@ -18,6 +18,8 @@ struct Mini {
     dead: BTreeSet<NodeId>,
     /// (receiver, sender) pairs whose heartbeats are dropped.
     deaf: BTreeSet<(NodeId, NodeId)>,
+    /// The log delivers nothing (Corosync re-forming its ring).
+    stalled: bool,
 }
 
 impl Mini {
@@ -31,6 +33,7 @@ impl Mini {
             members: Vec::new(),
             dead: BTreeSet::new(),
             deaf: BTreeSet::new(),
+            stalled: false,
         };
         for &id in ids {
             mini.add(NodeId(id));
@@ -89,6 +92,9 @@ impl Mini {
                 while let Some(bytes) = node.poll_heartbeat(now) {
                     beats.push((id, bytes));
                 }
+                while let Some(bytes) = node.poll_datagram() {
+                    beats.push((id, bytes));
+                }
                 while let Some(message) = node.poll_group() {
                     if self.members.contains(&id) {
                         self.log.push((Some(id), message, Vec::new()));
@@ -109,7 +115,7 @@ impl Mini {
                 }
             }
             for (&id, cursor) in self.cursors.iter_mut() {
-                if self.dead.contains(&id) {
+                if self.dead.contains(&id) || self.stalled {
                     continue;
                 }
                 let node = self.nodes.get_mut(&id).unwrap();
@@ -263,6 +269,39 @@ fn t06_empty_membership_owns_nothing() {
     node.handle_membership(now, &[]);
     assert!(!node.is_ready());
     assert!(node.shared().view().is_empty() || !node.shared().view().contains(NodeId(2)));
+}
+
+/// "n1,n2 packet-rr; n2 misses packet 10; the log stalls (Corosync
+/// re-forming its ring)": n1's counter checkpoints reach n2 over the
+/// heartbeat channel and n2's counter heals forward without the log.
+#[test]
+fn t07_checkpoints_heal_over_the_heartbeat_channel_while_the_log_stalls() {
+    let mut mini = Mini::new(&[1, 2]);
+    mini.run(250 * MS);
+    mini.stalled = true;
+    let peer = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+    // Fewer packets than a lease of 100 holds: no renewal is needed.
+    for i in 1..=60_u64 {
+        for id in [1, 2] {
+            if id == 2 && i == 10 {
+                continue;
+            }
+            let path = mini.paths.get_mut(&NodeId(id)).unwrap();
+            let _ = path.outbound(1, peer, 0, 100, i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        }
+    }
+    assert_eq!(
+        mini.paths[&NodeId(1)].counter(1).unwrap(),
+        mini.paths[&NodeId(2)].counter(1).unwrap() + 1,
+        "n2 missed one packet"
+    );
+    mini.run(60 * MS);
+    assert_eq!(
+        mini.paths[&NodeId(1)].counter(1),
+        mini.paths[&NodeId(2)].counter(1),
+        "healed with the log stalled"
+    );
+    assert!(mini.node(2).status().counters.datagram_checkpoints > 0);
 }
 
 mod hostile {

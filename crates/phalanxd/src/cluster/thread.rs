@@ -420,6 +420,11 @@ impl ThreadState {
                 self.heartbeats.send_to_peers(&payload);
             }
         }
+        while let Some(payload) = self.node.poll_datagram() {
+            if self.corosync_error.is_none() {
+                self.heartbeats.send_to_peers(&payload);
+            }
+        }
         while let Some(event) = self.node.poll_event() {
             log_event(&event);
         }
