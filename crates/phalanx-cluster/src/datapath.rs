@@ -29,7 +29,7 @@ use crate::codec::{Checkpoint, ReplayCheckpoint};
 use crate::dispatch::{Direction, DispatchScheme, Dispatcher, PacketKey};
 use crate::limits::REPLAY_CHECKPOINT_TICKS;
 use crate::observer::InboundObserver;
-use crate::sequencer::{OutboundSequencer, Spacing, TakeoverOutcome};
+use crate::sequencer::{CounterMark, OutboundSequencer, Spacing, TakeoverOutcome};
 use crate::view::{NodeId, View};
 use shared::{InboundShared, OutboundShared};
 
@@ -226,18 +226,7 @@ impl NodeDataPath {
         };
         let c = stream.sequencer.count(fingerprint);
         if let Some(mark) = stream.sequencer.checkpoint(self.checkpoint_every, false) {
-            let checkpoint = Checkpoint {
-                spi,
-                lineage: mark.lineage,
-                c: mark.c,
-                fingerprint: mark.fingerprint,
-            };
-            push(
-                &mut self.reports,
-                &mut self.stats,
-                DataPathReport::Checkpoint(checkpoint),
-            );
-            self.stats.checkpoints += 1;
+            push_checkpoint(&mut self.reports, &mut self.stats, spi, mark);
         }
         let leases = stream.shared.leases.as_deref();
         if let Some(after_end) = leases.and_then(|l| stream.sequencer.lease_request(l)) {
@@ -360,6 +349,23 @@ fn push(reports: &mut VecDeque<DataPathReport>, stats: &mut DataPathStats, repor
         stats.reports_dropped += 1;
     }
     reports.push_back(report);
+}
+
+/// Queues `mark`, a checkpoint of `spi`'s counter, for the cluster thread.
+fn push_checkpoint(
+    reports: &mut VecDeque<DataPathReport>,
+    stats: &mut DataPathStats,
+    spi: u32,
+    mark: CounterMark,
+) {
+    let checkpoint = Checkpoint {
+        spi,
+        lineage: mark.lineage,
+        c: mark.c,
+        fingerprint: mark.fingerprint,
+    };
+    push(reports, stats, DataPathReport::Checkpoint(checkpoint));
+    stats.checkpoints += 1;
 }
 
 mod adopt;

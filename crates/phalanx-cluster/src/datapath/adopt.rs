@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use super::{
-    push, DataPathReport, InboundStream, NodeDataPath, OutboundStream, SharedState,
-    TakeoverOutcome, REPLAY_CHECKPOINT_TICKS, TRANSFER_REPLAY_TICKS,
+    push, push_checkpoint, DataPathReport, InboundStream, NodeDataPath, OutboundStream,
+    SharedState, TakeoverOutcome, REPLAY_CHECKPOINT_TICKS, TRANSFER_REPLAY_TICKS,
 };
-use crate::codec::{Checkpoint, ReplayCheckpoint};
+use crate::codec::ReplayCheckpoint;
 use crate::dispatch::Direction;
 use crate::observer::InboundObserver;
 use crate::sequencer::OutboundSequencer;
@@ -216,18 +216,7 @@ impl NodeDataPath {
     fn tick_checkpoints(&mut self) {
         for (&spi, stream) in &mut self.outbound {
             if let Some(mark) = stream.sequencer.checkpoint(self.checkpoint_every, true) {
-                let checkpoint = Checkpoint {
-                    spi,
-                    lineage: mark.lineage,
-                    c: mark.c,
-                    fingerprint: mark.fingerprint,
-                };
-                push(
-                    &mut self.reports,
-                    &mut self.stats,
-                    DataPathReport::Checkpoint(checkpoint),
-                );
-                self.stats.checkpoints += 1;
+                push_checkpoint(&mut self.reports, &mut self.stats, spi, mark);
             }
         }
     }
