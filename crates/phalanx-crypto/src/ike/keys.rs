@@ -168,6 +168,42 @@ impl IkeSaKeys {
     }
 
     /// The seven keys from SKEYSEED (RFC 7296 §2.14).
+    /// The keys of an IKE SA derived elsewhere (a cluster node taking
+    /// over the SA from a replicated snapshot): `secrets` in the order
+    /// prf+ produces them (RFC 7296 §2.14: SK_d, SK_ai, SK_ar, SK_ei,
+    /// SK_er, SK_pi, SK_pr), each of the length `lengths` gives it;
+    /// [`CryptoError::BadLength`] otherwise.
+    pub fn from_secrets(
+        prf: PrfAlgorithm,
+        lengths: KeyLengths,
+        secrets: [Zeroizing<Vec<u8>>; 7],
+    ) -> Result<IkeSaKeys, CryptoError> {
+        let want = [
+            lengths.prf,
+            lengths.integ,
+            lengths.integ,
+            lengths.encr,
+            lengths.encr,
+            lengths.prf,
+            lengths.prf,
+        ];
+        if secrets.iter().zip(want).any(|(k, n)| k.len() != n) {
+            return Err(CryptoError::BadLength);
+        }
+        let [sk_d, sk_ai, sk_ar, sk_ei, sk_er, sk_pi, sk_pr] = secrets;
+        Ok(IkeSaKeys {
+            sk_d,
+            sk_ai,
+            sk_ar,
+            sk_ei,
+            sk_er,
+            sk_pi,
+            sk_pr,
+            prf,
+            lengths,
+        })
+    }
+
     fn expand(
         provider: &dyn CryptoProvider,
         prf: PrfAlgorithm,

@@ -277,6 +277,40 @@ fn cavp_layout_hmac_sha1_vector() {
     );
 }
 
+/// A snapshot's secrets become the same keys again; a secret of the
+/// wrong length is refused.
+#[test]
+fn from_secrets_rebuilds_derived_keys_and_checks_lengths() {
+    let provider = &crate::AwsLcProvider;
+    let alg = PrfAlgorithm::HmacSha1;
+    let lengths = KeyLengths::new(alg, 20, 16);
+    let inputs = KdfInputs {
+        ni: &[1; 16],
+        nr: &[2; 16],
+        spi_i: [3; 8],
+        spi_r: [4; 8],
+    };
+    let keys = IkeSaKeys::derive(provider, alg, lengths, &inputs, &[5; 32]).unwrap();
+    let secrets = || {
+        [
+            &keys.sk_d,
+            &keys.sk_ai,
+            &keys.sk_ar,
+            &keys.sk_ei,
+            &keys.sk_er,
+            &keys.sk_pi,
+            &keys.sk_pr,
+        ]
+        .map(|k| k.clone())
+    };
+    let rebuilt = IkeSaKeys::from_secrets(alg, lengths, secrets()).unwrap();
+    assert_eq!(stream(&rebuilt), stream(&keys));
+    assert_eq!((rebuilt.prf(), rebuilt.lengths()), (alg, lengths));
+    let mut short = secrets();
+    short[3].pop();
+    assert!(IkeSaKeys::from_secrets(alg, lengths, short).is_err());
+}
+
 const CAVP_SHA1_DKM: &str = concat!(
     "a14293677cc80ff8f9cc0eee30d895da9d8f405666e30ef0dfcb63c634a46002a2a63080e514a0",
     "62768b76606f9fa5e992204fc5a670bde3f10d6b027113936a5c55b648a194ae587b0088d52204",

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use phalanx_crypto::ike::{IkeSaKeys, KdfInputs, KeyLengths};
+use phalanx_crypto::ike::IkeSaKeys;
 use phalanx_crypto::CryptoProvider;
 
 use super::install::child_install;
@@ -121,7 +121,7 @@ impl Endpoint {
                 return Err(HaError::UnknownChild(child.name.clone()));
             }
         }
-        key_lengths(&state.suite, &state.keys)?;
+        ike_sa_keys(&state.suite, &state.keys)?;
         Ok(conn)
     }
 
@@ -163,63 +163,24 @@ impl Endpoint {
 }
 
 /// The lengths the suite's keys must have (RFC 7296 §2.14).
-fn key_lengths(suite: &NegotiatedIke, keys: &IkeKeys) -> Result<KeyLengths, HaError> {
+/// The keys as the crypto layer holds them, checked against the suite's
+/// lengths.
+fn ike_sa_keys(suite: &NegotiatedIke, keys: &IkeKeys) -> Result<IkeSaKeys, HaError> {
     let lengths = suite
         .key_lengths()
         .map_err(|_| HaError::Unusable("IKE suite not supported here"))?;
-    let want = [
-        lengths.prf,
-        lengths.integ,
-        lengths.integ,
-        lengths.encr,
-        lengths.encr,
-        lengths.prf,
-        lengths.prf,
-    ];
-    if keys.all().iter().zip(want).any(|(k, n)| k.len() != n) {
-        return Err(HaError::Unusable("key lengths do not match the suite"));
-    }
-    Ok(lengths)
-}
-
-/// The keys as the crypto layer holds them.
-///
-/// `IkeSaKeys` keeps its PRF and lengths private and has no constructor
-/// from raw secrets, so a throwaway derivation with placeholder inputs
-/// fixes those two, and its seven public secrets are then replaced by the
-/// replicated ones (checked against the suite's lengths first).
-fn ike_sa_keys(
-    provider: &dyn CryptoProvider,
-    suite: &NegotiatedIke,
-    keys: &IkeKeys,
-) -> Result<IkeSaKeys, HaError> {
-    let lengths = key_lengths(suite, keys)?;
     let prf = suite
         .prf_algorithm()
         .map_err(|_| HaError::Unusable("PRF not supported here"))?;
-    let placeholder = KdfInputs {
-        ni: &[0],
-        nr: &[0],
-        spi_i: [0; 8],
-        spi_r: [0; 8],
-    };
-    let mut out = IkeSaKeys::derive(provider, prf, lengths, &placeholder, &[0])
-        .map_err(|_| HaError::Unusable("PRF refused by the provider"))?;
-    out.sk_d = keys.sk_d.clone();
-    out.sk_ai = keys.sk_ai.clone();
-    out.sk_ar = keys.sk_ar.clone();
-    out.sk_ei = keys.sk_ei.clone();
-    out.sk_er = keys.sk_er.clone();
-    out.sk_pi = keys.sk_pi.clone();
-    out.sk_pr = keys.sk_pr.clone();
-    Ok(out)
+    IkeSaKeys::from_secrets(prf, lengths, keys.all().map(|k| k.clone()))
+        .map_err(|_| HaError::Unusable("key lengths do not match the suite"))
 }
 
 /// Keys and protection, the AEAD IV counter moved past anything the
 /// previous node may have used ([`HA_IV_MARGIN`]).
 fn sa_crypto(provider: &dyn CryptoProvider, state: &IkeSaState) -> Result<SaCrypto, HaError> {
     let negotiated = state.suite.clone();
-    let keys = ike_sa_keys(provider, &negotiated, &state.keys)?;
+    let keys = ike_sa_keys(&negotiated, &state.keys)?;
     let prf = negotiated
         .prf_algorithm()
         .map_err(|_| HaError::Unusable("PRF not supported here"))?;
