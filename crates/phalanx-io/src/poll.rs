@@ -32,6 +32,15 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
+/// A duplicate of descriptor `raw` that this process may poll and own,
+/// for a descriptor a C library keeps (and hands out only as a number,
+/// e.g. Corosync's `cpg_fd_get`): the same open file, so the same
+/// readiness. The duplicate is close-on-exec; an `raw` that is not open
+/// gives `EBADF`.
+pub fn duplicate_raw_fd(raw: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    crate::sys::duplicate_raw_fd(raw)
+}
+
 /// Which readiness to wait for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interest {
@@ -223,5 +232,20 @@ mod tests {
         assert_eq!(set.wait(Some(Duration::ZERO)).unwrap(), 1);
         assert!(set.readiness(w).writable && !set.readiness(w).readable);
         assert_eq!(set.readiness(7), Readiness::default(), "unknown token");
+    }
+
+    #[test]
+    fn a_duplicated_raw_fd_shares_readiness_and_bad_numbers_are_refused() {
+        use std::os::fd::AsRawFd;
+        let waker = Waker::new().unwrap();
+        let dup = duplicate_raw_fd(waker.as_fd().as_raw_fd()).unwrap();
+        assert_ne!(dup.as_raw_fd(), waker.as_fd().as_raw_fd());
+        waker.wake().unwrap();
+        let mut set = PollSet::with_capacity(1);
+        let token = set.add(dup.as_fd(), Interest::READ);
+        set.wait(Some(Duration::from_millis(100))).unwrap();
+        assert!(set.readiness(token).readable);
+        let err = duplicate_raw_fd(-1).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
     }
 }

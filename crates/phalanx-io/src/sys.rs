@@ -495,6 +495,20 @@ pub(crate) fn set_fifo_priority(priority: i32) -> io::Result<()> {
     }
 }
 
+/// A duplicate (close-on-exec) of descriptor `raw`, which someone else
+/// owns (a C library that hands out only the number).
+pub(crate) fn duplicate_raw_fd(raw: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl only reads its integer arguments; an fd that is not
+    // open gives EBADF, never undefined behaviour.
+    let dup = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `dup` was just created by this fcntl and nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(dup) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

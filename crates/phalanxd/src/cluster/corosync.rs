@@ -204,20 +204,16 @@ impl CpgTransport {
     /// work, or `None` when it could not be had (the caller then
     /// dispatches on every wake-up, at least every heartbeat interval).
     ///
-    /// libcpg owns its descriptor and hands out only the number; turning
-    /// a bare number into a `BorrowedFd` needs `unsafe`, which this crate
-    /// forbids. `pidfd_getfd(2)` on our own process gives a duplicate of
-    /// it instead (the same socket, so the same readiness), owned here.
+    /// libcpg owns its descriptor and hands out only the number; the
+    /// transport polls a duplicate of it (the same socket, so the same
+    /// readiness), owned here.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.fd.as_ref().map(AsFd::as_fd)
     }
 
     fn duplicate_fd(&self) -> Option<OwnedFd> {
-        use rustix::process::{pidfd_getfd, pidfd_open, Pid, PidfdFlags, PidfdGetfdFlags};
         let raw = cpg::fd_get(&self.handle).ok()?;
-        let pid = Pid::from_raw(i32::try_from(std::process::id()).ok()?)?;
-        let pidfd = pidfd_open(pid, PidfdFlags::empty()).ok()?;
-        match pidfd_getfd(&pidfd, raw, PidfdGetfdFlags::empty()) {
+        match phalanx_io::poll::duplicate_raw_fd(raw) {
             Ok(fd) => Some(fd),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot duplicate the CPG descriptor; dispatching on every wake-up");
