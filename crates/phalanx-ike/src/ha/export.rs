@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use super::state::{
     CachedResponse, ChildSaState, ChildSaStatus, IkeKeys, IkeSaState, InFlightRequest, MessageIds,
-    NatState, QueuedWork, RequestPurpose,
+    NatState, RequestPurpose,
 };
-use crate::ike_sa::{ChildSa, ChildStatus, IkeSa, Pending, Task};
+use crate::ike_sa::{ChildSa, ChildStatus, IkeSa, Pending};
 use crate::timers::{ChildTimer, IkeTimer};
 
 /// What a snapshot depends on, cheap to compare: when it differs from the
@@ -95,11 +95,11 @@ impl IkeSa {
             message_ids: self.ha_message_ids(),
             responses: self.ha_responses(),
             in_flight: self.ha_in_flight(),
-            queued: self.tasks.iter().map(QueuedWork::from).collect(),
+            queued: self.tasks.iter().cloned().collect(),
             delayed: self
                 .delayed
                 .iter()
-                .map(|(at, task)| (at.saturating_duration_since(now), task.into()))
+                .map(|(at, task)| (at.saturating_duration_since(now), task.clone()))
                 .collect(),
             age: self
                 .established_at
@@ -228,29 +228,6 @@ impl From<ChildStatus> for ChildSaStatus {
             ChildStatus::Rekeying => ChildSaStatus::Rekeying,
             ChildStatus::Rekeyed => ChildSaStatus::Rekeyed,
             ChildStatus::Deleting => ChildSaStatus::Deleting,
-        }
-    }
-}
-
-impl From<&Task> for QueuedWork {
-    fn from(task: &Task) -> QueuedWork {
-        match task.clone() {
-            Task::CreateChild {
-                child,
-                trigger,
-                retries,
-                group,
-            } => QueuedWork::CreateChild {
-                child,
-                trigger,
-                retries,
-                group,
-            },
-            Task::RekeyChild { spi_in, retries } => QueuedWork::RekeyChild { spi_in, retries },
-            Task::DeleteChildren { spis } => QueuedWork::DeleteChildren { spis },
-            Task::RekeyIke { retries } => QueuedWork::RekeyIke { retries },
-            Task::DeleteIke => QueuedWork::DeleteIke,
-            Task::Dpd => QueuedWork::Dpd,
         }
     }
 }

@@ -11,13 +11,13 @@ use phalanx_crypto::ike::IkeSaKeys;
 use phalanx_crypto::CryptoProvider;
 
 use super::install::child_install;
-use super::state::{ChildSaState, ChildSaStatus, IkeKeys, IkeSaState, QueuedWork, RequestPurpose};
+use super::state::{ChildSaState, ChildSaStatus, IkeKeys, IkeSaState, RequestPurpose};
 use super::tracker::{spis_of, Owned, Passive};
 use super::HaError;
 use crate::config::Connection;
 use crate::counters::Counter;
 use crate::ike_sa::window::{retransmit_timeout, Outstanding, Window};
-use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa, Pending, SaCrypto, State, Task};
+use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa, Pending, SaCrypto, State};
 use crate::limits::{HA_IV_MARGIN, NAT_KEEPALIVE_INTERVAL};
 use crate::proposal::NegotiatedIke;
 use crate::protect::{Protection, Reassembler};
@@ -227,11 +227,11 @@ fn build_sa(
     sa.established_at = Some(now.checked_sub(state.age).unwrap_or(now));
     sa.window = window(state, now);
     sa.children = children;
-    sa.tasks = state.queued.iter().map(Task::from).collect();
+    sa.tasks = state.queued.iter().cloned().collect();
     sa.delayed = state
         .delayed
         .iter()
-        .map(|(wait, work)| (after(now, *wait), Task::from(work)))
+        .map(|(wait, work)| (after(now, *wait), work.clone()))
         .collect();
     arm_ike_timers(&mut sa, state, now);
     Ok(sa)
@@ -368,29 +368,6 @@ impl From<ChildSaStatus> for ChildStatus {
             ChildSaStatus::Rekeying => ChildStatus::Rekeying,
             ChildSaStatus::Rekeyed => ChildStatus::Rekeyed,
             ChildSaStatus::Deleting => ChildStatus::Deleting,
-        }
-    }
-}
-
-impl From<&QueuedWork> for Task {
-    fn from(work: &QueuedWork) -> Task {
-        match work.clone() {
-            QueuedWork::CreateChild {
-                child,
-                trigger,
-                retries,
-                group,
-            } => Task::CreateChild {
-                child,
-                trigger,
-                retries,
-                group,
-            },
-            QueuedWork::RekeyChild { spi_in, retries } => Task::RekeyChild { spi_in, retries },
-            QueuedWork::DeleteChildren { spis } => Task::DeleteChildren { spis },
-            QueuedWork::RekeyIke { retries } => Task::RekeyIke { retries },
-            QueuedWork::DeleteIke => Task::DeleteIke,
-            QueuedWork::Dpd => Task::Dpd,
         }
     }
 }

@@ -8,7 +8,7 @@
 //! §2.17) are wiped on drop, compared in constant time and never printed.
 
 use core::fmt;
-use core::net::{IpAddr, SocketAddr};
+use core::net::SocketAddr;
 use core::time::Duration;
 
 use phalanx_crypto::Suite;
@@ -238,43 +238,9 @@ pub enum RequestPurpose {
     },
 }
 
-/// Work an IKE SA has queued (RFC 7296 §2.3: while its window is full).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum QueuedWork {
-    /// Create a Child SA of this child config (§1.3.1).
-    CreateChild {
-        /// The child config's name.
-        child: String,
-        /// The packet that triggered it (source, destination), if any.
-        trigger: Option<(IpAddr, IpAddr)>,
-        /// Retries so far.
-        retries: u32,
-        /// The PFS group to offer first.
-        group: Option<KeId>,
-    },
-    /// Rekey the Child SA with this inbound SPI (§1.3.3).
-    RekeyChild {
-        /// Our inbound SPI.
-        spi_in: u32,
-        /// Retries so far.
-        retries: u32,
-    },
-    /// Delete these Child SAs (our inbound SPIs, §1.4.1).
-    DeleteChildren {
-        /// Our inbound SPIs.
-        spis: Vec<u32>,
-    },
-    /// Rekey the IKE SA (§1.3.2).
-    RekeyIke {
-        /// Retries so far.
-        retries: u32,
-    },
-    /// Delete the IKE SA (§1.4.1).
-    DeleteIke,
-    /// A liveness check (§1.4).
-    Dpd,
-}
+/// Work an IKE SA has queued (RFC 7296 §2.3: while its window is full):
+/// the SA's own task type, replicated as it is.
+pub use crate::ike_sa::task::Task as QueuedWork;
 
 /// Where a Child SA is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

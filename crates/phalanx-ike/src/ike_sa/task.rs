@@ -8,9 +8,11 @@ use crate::exchange::child::ChildOffer;
 use crate::exchange::ike_rekey::IkeRekeyOffer;
 use crate::ha::RequestPurpose;
 
-/// Queued work, started when the window is free.
+/// Queued work, started when the window is free. Public as
+/// [`crate::ha::QueuedWork`], part of a replicated IKE SA snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Task {
+#[non_exhaustive]
+pub enum Task {
     /// Create a Child SA of the named child config (RFC 7296 §1.3.1).
     CreateChild {
         /// The child config's name.
