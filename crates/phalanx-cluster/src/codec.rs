@@ -28,7 +28,11 @@
 //! StateTransfer 0x15:     Flags (8: bit 0 founding) |
 //!                         Targets (16) x { Node (32) | Position (64) } |
 //!                         State (see `codec/state.rs`)
+//! App 0x40:               Channel (8) | Length (32, <= 256 KiB) | Payload
 //! ```
+//!
+//! `App` carries another component's state (IKE SAs: channel 1) through
+//! the same agreed order; the cluster never looks inside it.
 
 mod state;
 mod wire;
@@ -72,6 +76,8 @@ impl MessageType {
     pub const SA_ADD: MessageType = MessageType(0x17);
     /// An SA was deleted.
     pub const SA_DELETE: MessageType = MessageType(0x18);
+    /// An application payload (e.g. IKE SA state) for the agreed log.
+    pub const APP: MessageType = MessageType(0x40);
 }
 
 /// Why bytes are not a message.
@@ -249,7 +255,22 @@ pub enum Message {
         /// Its SPI.
         spi: u32,
     },
+    /// Another component's payload, in the agreed order ([`APP_CHANNEL_IKE`]: IKE SA state).
+    App {
+        /// Which component it is for.
+        channel: u8,
+        /// Opaque to the cluster; at most [`MAX_APP_PAYLOAD`] octets.
+        payload: Vec<u8>,
+    },
 }
+
+/// The App channel of IKE SA state (`phalanx_ike::IkeSaState` octets and
+/// removals, as the daemon frames them).
+pub const APP_CHANNEL_IKE: u8 = 1;
+
+/// The largest App payload: an IKE SA snapshot with its cached responses
+/// and certificates stays far below; Corosync CPG carries up to 1 MiB.
+pub const MAX_APP_PAYLOAD: usize = 256 * 1024;
 
 impl Message {
     /// The type byte.
@@ -266,6 +287,7 @@ impl Message {
             Message::Ready { .. } => MessageType::READY,
             Message::SaAdd(_) => MessageType::SA_ADD,
             Message::SaDelete { .. } => MessageType::SA_DELETE,
+            Message::App { .. } => MessageType::APP,
         }
     }
 }
@@ -293,6 +315,12 @@ pub fn encode(message: &Message) -> Vec<u8> {
         Message::SaAdd(sa) => sa_body(&mut w, sa),
         Message::SaDelete { direction, spi } => {
             w.u8(direction_byte(*direction)).u32(*spi);
+        }
+        Message::App { channel, payload } => {
+            // `replicate` refuses larger payloads; a longer one is cut to
+            // the limit rather than sent unreadable.
+            let payload = &payload[..payload.len().min(MAX_APP_PAYLOAD)];
+            w.u8(*channel).u32(payload.len() as u32).bytes(payload);
         }
     }
     w.buf
@@ -334,6 +362,17 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
             direction: direction(&mut r)?,
             spi: r.u32()?,
         },
+        MessageType::APP => {
+            let channel = r.u8()?;
+            let len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+            if len > MAX_APP_PAYLOAD {
+                return Err(DecodeError::InvalidField("App payload length"));
+            }
+            Message::App {
+                channel,
+                payload: r.bytes(len)?.to_vec(),
+            }
+        }
         MessageType(other) => return Err(DecodeError::UnknownType(other)),
     };
     r.finish()?;

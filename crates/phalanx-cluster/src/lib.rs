@@ -25,7 +25,7 @@ pub mod sequencer;
 pub mod transport;
 pub mod view;
 
-pub use codec::{decode, encode, DecodeError, Message};
+pub use codec::{decode, encode, DecodeError, Message, APP_CHANNEL_IKE, MAX_APP_PAYLOAD};
 pub use datapath::{
     DataPathReport, DataPathStats, InboundDecision, NodeDataPath, OutboundDecision, SharedState,
 };
@@ -33,8 +33,8 @@ pub use detector::FailureDetector;
 pub use dispatch::{flow_hash, Direction, DispatchScheme, Dispatcher, PacketKey};
 pub use lease::{BlockKind, Grant, LeaseBlock, LeaseTable, SaLeases};
 pub use node::{
-    ClusterConfig, ClusterCounters, ClusterEvent, ClusterNode, ClusterStatus, FailoverOutcome,
-    FailoverRecord, MemberStatus, SaDescriptor, SaStatus,
+    AppMessage, ClusterConfig, ClusterCounters, ClusterEvent, ClusterNode, ClusterStatus,
+    FailoverOutcome, FailoverRecord, MemberStatus, ReplicateError, SaDescriptor, SaStatus,
 };
 pub use observer::{InboundObserver, Observed};
 pub use segments::{segment_of, segment_owner, SEGMENTS};

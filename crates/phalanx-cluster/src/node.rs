@@ -66,7 +66,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::codec::{encode, Heartbeat, Message};
+use crate::codec::{encode, Heartbeat, Message, MAX_APP_PAYLOAD};
 use crate::datapath::{DataPathReport, DataPathStats, SharedState};
 use crate::detector::FailureDetector;
 use crate::dispatch::{Direction, DispatchScheme};
@@ -205,6 +205,42 @@ pub enum ClusterEvent {
     },
 }
 
+/// Another component's payload, delivered by the agreed log
+/// ([`ClusterNode::poll_app`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppMessage {
+    /// The member that replicated it (this node for its own).
+    pub from: NodeId,
+    /// The component ([`APP_CHANNEL_IKE`](crate::codec::APP_CHANNEL_IKE)).
+    pub channel: u8,
+    /// Its octets, as given to [`ClusterNode::replicate`].
+    pub payload: Vec<u8>,
+}
+
+/// Why [`ClusterNode::replicate`] refused a payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplicateError {
+    /// This node does not hold the replicated state yet (joining): what it
+    /// sent could be ordered before its own state transfer.
+    NotSynced,
+    /// Larger than [`MAX_APP_PAYLOAD`](crate::codec::MAX_APP_PAYLOAD).
+    TooLarge,
+}
+
+impl core::fmt::Display for ReplicateError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ReplicateError::NotSynced => {
+                f.write_str("this node does not hold the cluster state yet")
+            }
+            ReplicateError::TooLarge => f.write_str("payload larger than the App message limit"),
+        }
+    }
+}
+
+impl std::error::Error for ReplicateError {}
+
 /// What the last heartbeat of a peer said.
 #[derive(Clone, Copy, Debug)]
 struct PeerFlags {
@@ -251,6 +287,8 @@ pub struct ClusterNode {
     failovers: VecDeque<FailoverRecord>,
     progress: BTreeMap<u32, Progress>,
     datapath: DataPathStats,
+    /// App messages delivered, for [`ClusterNode::poll_app`].
+    apps: VecDeque<AppMessage>,
 }
 
 impl ClusterNode {
@@ -279,6 +317,7 @@ impl ClusterNode {
             failovers: VecDeque::new(),
             progress: BTreeMap::new(),
             datapath: DataPathStats::default(),
+            apps: VecDeque::new(),
         }
     }
 
@@ -306,6 +345,32 @@ impl ClusterNode {
             self.multicast(&Message::SaDelete { direction, spi });
         }
         self.refresh();
+    }
+
+    /// Multicasts another component's `payload` through the agreed log:
+    /// every synced member, this one included, gets it from
+    /// [`poll_app`](Self::poll_app) in the same order relative to every
+    /// other replicated change.
+    pub fn replicate(&mut self, channel: u8, payload: Vec<u8>) -> Result<(), ReplicateError> {
+        if self.log.is_none() {
+            return Err(ReplicateError::NotSynced);
+        }
+        if payload.len() > MAX_APP_PAYLOAD {
+            return Err(ReplicateError::TooLarge);
+        }
+        self.counters.app_replicated += 1;
+        self.multicast(&Message::App { channel, payload });
+        Ok(())
+    }
+
+    /// The next App message the agreed log delivered, own ones included.
+    /// Only messages applied while this node holds the state: a joining
+    /// node gets none ordered before its state transfer (whoever sent the
+    /// transfer re-replicates what the joiner needs, on
+    /// [`ClusterEvent::StateTransferSent`]). The caller drains it every
+    /// turn: the queue is not bounded.
+    pub fn poll_app(&mut self) -> Option<AppMessage> {
+        self.apps.pop_front()
     }
 
     /// An agreed membership change (Corosync confchg), in log order.

@@ -116,6 +116,14 @@ fn samples() -> Vec<Message> {
             spi: 10,
         },
         Message::StateTransfer(Box::new(transfer())),
+        Message::App {
+            channel: APP_CHANNEL_IKE,
+            payload: vec![0xa5; 300],
+        },
+        Message::App {
+            channel: 0xff,
+            payload: Vec::new(),
+        },
     ]
 }
 
@@ -150,12 +158,17 @@ fn wire_layout() {
         encode(&req),
         [1, 0x10, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0, 0, 0, 0, 1, 0, 0]
     );
+    let app = Message::App {
+        channel: APP_CHANNEL_IKE,
+        payload: vec![0xaa, 0xbb],
+    };
+    assert_eq!(encode(&app), [1, 0x40, 1, 0, 0, 0, 2, 0xaa, 0xbb]);
 }
 
 /// Numbered table of refusals.
 #[test]
 fn refusals() {
-    let rows: [(&[u8], DecodeError); 9] = [
+    let rows: [(&[u8], DecodeError); 12] = [
         (&[], DecodeError::Truncated),
         (&[2, 0x02], DecodeError::UnsupportedVersion(2)),
         (&[1, 0x7f, 1, 2], DecodeError::UnknownType(0x7f)),
@@ -171,6 +184,13 @@ fn refusals() {
             DecodeError::InvalidField("replay bitmap length"),
         ),
         (&[1, 0x15, 0, 0xff, 0xff], DecodeError::Truncated),
+        // App: a length past the end, a length above the limit, bytes after.
+        (&[1, 0x40, 1, 0, 0, 0, 3, 7, 7], DecodeError::Truncated),
+        (
+            &[1, 0x40, 1, 0, 4, 0, 1, 0],
+            DecodeError::InvalidField("App payload length"),
+        ),
+        (&[1, 0x40, 1, 0, 0, 0, 1, 7, 7], DecodeError::TrailingBytes),
     ];
     for (row, (bytes, want)) in rows.into_iter().enumerate() {
         assert_eq!(decode(bytes), Err(want), "row {row}");
@@ -252,6 +272,8 @@ fn message() -> impl Strategy<Value = Message> {
         node.clone().prop_map(|node| Message::Suspect { node }),
         node.clone().prop_map(|node| Message::Rejoin { node }),
         node.prop_map(|node| Message::Ready { node }),
+        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..600))
+            .prop_map(|(channel, payload)| Message::App { channel, payload }),
         (
             any::<bool>(),
             any::<u32>(),
@@ -295,7 +317,7 @@ proptest! {
     /// Mutations of valid messages (a state transfer included) never panic
     /// it either, and what decodes encodes back to the same bytes.
     #[test]
-    fn mutated_messages_never_panic(pick in 0usize..12, at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
+    fn mutated_messages_never_panic(pick in 0usize..14, at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
         let mut bytes = encode(&samples()[pick]);
         let i = at % bytes.len();
         bytes[i] = byte;

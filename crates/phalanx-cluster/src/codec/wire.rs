@@ -40,6 +40,11 @@ impl Writer {
         self.u32(node.0)
     }
 
+    pub(super) fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(v);
+        self
+    }
+
     /// A count that the caller bounded (lists are short by construction:
     /// members, blocks); saturates rather than wraps.
     pub(super) fn count16(&mut self, n: usize) -> &mut Self {
@@ -97,6 +102,16 @@ impl<'a> Reader<'a> {
 
     pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take::<1>()?[0])
+    }
+
+    /// The next `n` octets, borrowed.
+    pub(super) fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.bytes.len() {
+            return Err(DecodeError::Truncated);
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
     }
 
     pub(super) fn u16(&mut self) -> Result<u16, DecodeError> {

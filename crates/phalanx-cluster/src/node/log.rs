@@ -56,6 +56,12 @@ pub(crate) enum Effect {
         from: NodeId,
         replay: ReplayCheckpoint,
     },
+    /// Another component's payload, for the application.
+    App {
+        from: NodeId,
+        channel: u8,
+        payload: Vec<u8>,
+    },
 }
 
 /// One registered SA.
@@ -222,6 +228,11 @@ impl Replicated {
             Message::Ready { node } if *node == from => self.apply_ready(from, fx),
             Message::SaAdd(sa) => self.apply_sa_add(*sa, fx),
             Message::SaDelete { direction, spi } => self.apply_sa_delete(*direction, *spi, fx),
+            Message::App { channel, payload } => fx.push(Effect::App {
+                from,
+                channel: *channel,
+                payload: payload.clone(),
+            }),
             // Founding transfers matter only to nodes without state;
             // heartbeats never travel through the log; a Ready for
             // another node is forged.

@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::join::LogEvent;
 use super::log::Effect;
 use super::status::{FailoverOutcome, FailoverRecord};
-use super::{ClusterEvent, ClusterNode};
+use super::{AppMessage, ClusterEvent, ClusterNode};
 use crate::codec::{decode, DecodeError, Message, StateTransfer};
 use crate::limits::{FAILOVER_HISTORY, REJOIN_HEARTBEATS};
 use crate::view::NodeId;
@@ -76,6 +76,18 @@ impl ClusterNode {
                         self.publisher.replay(&replay);
                     }
                     self.caught_up(now, replay.spi);
+                }
+                Effect::App {
+                    from,
+                    channel,
+                    payload,
+                } => {
+                    self.counters.app_delivered += 1;
+                    self.apps.push_back(AppMessage {
+                        from,
+                        channel,
+                        payload,
+                    });
                 }
             }
         }

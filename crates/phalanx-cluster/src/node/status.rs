@@ -137,11 +137,15 @@ pub struct ClusterCounters {
     pub join_buffer_overflows: u64,
     /// Counter checkpoints received over the heartbeat channel.
     pub datagram_checkpoints: u64,
+    /// App payloads this node multicast ([`ClusterNode::replicate`]).
+    pub app_replicated: u64,
+    /// App payloads the log delivered to this node (own ones included).
+    pub app_delivered: u64,
 }
 
 impl ClusterCounters {
     /// Every counter with its name, for metrics and `phalanxctl`.
-    pub fn named(&self) -> [(&'static str, u64); 16] {
+    pub fn named(&self) -> [(&'static str, u64); 18] {
         [
             ("lease_grants", self.lease_grants),
             ("suspicions", self.suspicions),
@@ -159,6 +163,8 @@ impl ClusterCounters {
             ("events_dropped", self.events_dropped),
             ("join_buffer_overflows", self.join_buffer_overflows),
             ("datagram_checkpoints", self.datagram_checkpoints),
+            ("app_replicated", self.app_replicated),
+            ("app_delivered", self.app_delivered),
         ]
     }
 }

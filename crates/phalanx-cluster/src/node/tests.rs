@@ -2,6 +2,7 @@
 //! group (the full harness lives in phalanx-testkit).
 
 use super::*;
+use crate::codec::APP_CHANNEL_IKE;
 use crate::datapath::NodeDataPath;
 use core::net::Ipv4Addr;
 
@@ -302,6 +303,61 @@ fn t07_checkpoints_heal_over_the_heartbeat_channel_while_the_log_stalls() {
         "healed with the log stalled"
     );
     assert!(mini.node(2).status().counters.datagram_checkpoints > 0);
+}
+
+fn apps(node: &mut ClusterNode) -> Vec<(u32, Vec<u8>)> {
+    std::iter::from_fn(|| node.poll_app())
+        .map(|m| (m.from.0, m.payload))
+        .collect()
+}
+
+/// "n1,n2 ready; both replicate; n3 joins; n2 replicates again": the log
+/// delivers App payloads to every synced member, the sender included, in
+/// one order; nothing before it holds the state; the joiner gets only what
+/// was ordered after its transfer.
+#[test]
+fn t08_app_payloads_follow_the_agreed_order() {
+    let mut mini = Mini::new(&[1, 2]);
+    let n1 = mini.nodes.get_mut(&NodeId(1)).unwrap();
+    assert_eq!(
+        n1.replicate(APP_CHANNEL_IKE, vec![0]),
+        Err(ReplicateError::NotSynced)
+    );
+    mini.run(250 * MS);
+    for (id, payload) in [(1, 1u8), (2, 2), (1, 3)] {
+        let node = mini.nodes.get_mut(&NodeId(id)).unwrap();
+        node.replicate(APP_CHANNEL_IKE, vec![payload]).unwrap();
+    }
+    let too_big = vec![0; MAX_APP_PAYLOAD + 1];
+    let n2 = mini.nodes.get_mut(&NodeId(2)).unwrap();
+    assert_eq!(
+        n2.replicate(APP_CHANNEL_IKE, too_big),
+        Err(ReplicateError::TooLarge)
+    );
+    mini.run(5 * MS);
+    let n1 = apps(mini.nodes.get_mut(&NodeId(1)).unwrap());
+    let n2 = apps(mini.nodes.get_mut(&NodeId(2)).unwrap());
+    assert_eq!(n1, n2, "one order on every member");
+    let mut sorted = n1.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![(1, vec![1]), (1, vec![3]), (2, vec![2])]);
+    let first = n1.iter().position(|m| m.1 == [1]);
+    assert!(
+        first < n1.iter().position(|m| m.1 == [3]),
+        "a sender's order is kept"
+    );
+    assert_eq!(mini.node(2).status().counters.app_delivered, 3);
+    mini.add(NodeId(3));
+    mini.membership();
+    mini.run(5 * MS);
+    assert!(mini.node(3).is_synced());
+    let n2 = mini.nodes.get_mut(&NodeId(2)).unwrap();
+    n2.replicate(APP_CHANNEL_IKE, vec![4]).unwrap();
+    mini.run(5 * MS);
+    for id in [1, 2, 3] {
+        let node = mini.nodes.get_mut(&NodeId(id)).unwrap();
+        assert_eq!(apps(node), vec![(2, vec![4])], "n{id}");
+    }
 }
 
 mod hostile {
