@@ -418,6 +418,26 @@ def test_bridges_flood(topology):
     assert topology.run("hostA", ["ping", "-c", "1", "-W", "1", cluster.VIP_IN], check=False).returncode != 0
 
 
+
+def _gro(cl, short, dev):
+    out = cl.run(short, ["ethtool", "-k", dev]).stdout
+    return next(line.split(":")[1].strip() for line in out.splitlines()
+                if line.startswith("generic-receive-offload:"))
+
+
+def test_receive_coalescing_turned_off(topology, binaries):
+    """GRO on as NICs ship it: phalanxd turns it off on the cluster
+    interfaces before it opens their rings (a ring taps frames after GRO,
+    so TCP would arrive as superframes), and TCP then goes through."""
+    for dev in ("lan0", "wan0"):
+        topology.run("n1", ["ethtool", "-K", dev, "gro", "on"])
+        assert _gro(topology, "n1", dev) == "on"
+    topology.start_all(scheme="packet-rr")
+    for dev in ("lan0", "wan0"):
+        assert _gro(topology, "n1", dev) == "off", "GRO still on on n1 {}".format(dev)
+    assert _gro(topology, "n1", "cl0") == "off", "the cluster link has no ring: left as it was"
+    assert topology.wait_ping("hostA", cluster.HOSTB, 10), "ping hostA -> hostB not answered"
+
 def _write_pcap(path, frames):
     """A classic pcap (microseconds, Ethernet) of [(ts, frame)]."""
     with open(path, "wb") as f:

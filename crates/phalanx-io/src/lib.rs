@@ -42,6 +42,7 @@
 
 mod batch;
 mod datagram;
+pub mod ethtool;
 pub mod limits;
 pub mod packet;
 mod plan;

@@ -509,6 +509,47 @@ pub(crate) fn duplicate_raw_fd(raw: std::os::fd::RawFd) -> io::Result<std::os::f
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(dup) })
 }
 
+/// `struct ethtool_value` (linux/ethtool.h): a command and one value.
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// One `SIOCETHTOOL` request carrying an `ethtool_value` for `interface`
+/// (in the calling thread's network namespace) through the datagram
+/// socket `fd`; returns the value the kernel left (the answer of a get).
+pub(crate) fn ethtool_value(
+    fd: BorrowedFd<'_>,
+    interface: &str,
+    cmd: u32,
+    data: u32,
+) -> io::Result<u32> {
+    let name = interface.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name must be 1..15 octets without NUL",
+        ));
+    }
+    let mut value = EthtoolValue { cmd, data };
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { mem::zeroed() };
+    for (dst, &src) in req.ifr_name.iter_mut().zip(name) {
+        *dst = src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = ptr::from_mut(&mut value).cast();
+    // SAFETY: `req` names a NUL-terminated interface (zeroed tail) and
+    // points at `value`, a live ethtool_value the kernel reads and writes
+    // for the duration of this call only.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, ptr::from_mut(&mut req)) };
+    if rc == 0 {
+        Ok(value.data)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use phalanx_io::ethtool::disable_rx_coalescing;
 use phalanx_io::packet::{PacketSocket, PacketSocketConfig};
 use phalanx_io::raw::{RawEspConfig, RawEspSocket};
 use phalanx_io::tun::{TunConfig, TunDevice};
@@ -152,8 +153,22 @@ pub fn open_cluster(
     })
 }
 
-/// A promiscuous AF_PACKET ring on `interface`.
+/// A promiscuous AF_PACKET ring on `interface`, with GRO and LRO turned
+/// off there first: a ring taps frames after receive coalescing, and a
+/// TCP superframe is neither what the peer sent nor fits a ring frame.
 fn open_ring(interface: &str) -> Result<PacketSocket, DeviceError> {
+    let was = disable_rx_coalescing(interface).map_err(named(format!(
+        "turning receive coalescing (GRO/LRO) off on {interface}"
+    )))?;
+    if was.any() {
+        tracing::warn!(
+            interface,
+            gro = was.gro,
+            lro = was.lro,
+            "cluster interface: receive coalescing was on; turned off (the packet ring must see \
+             the frames as they were sent)"
+        );
+    }
     let mut ring = PacketSocketConfig::new(interface);
     ring.promiscuous = true;
     PacketSocket::open(&ring).map_err(named(format!("packet ring on {interface}")))
