@@ -16,8 +16,8 @@ host-mode phalanxd at site B (topology: tests/netns/cluster.py).
    rejoins with a state transfer and owns traffic again, loss still
    bounded; (h) the same with the node's cables cut instead (all three at
    once); cables restored: the node rejoins (an explicit strict xfail until
-   phalanx-cluster merges partitions). (i) strongSwan at site B: phalanxd
-   refuses IKE in cluster mode, then an explicit xfail (IKE replication).
+   phalanx-cluster merges partitions). strongSwan at site B, with IKE
+   state replicated: tests/netns/test_cluster_ike.py.
 3. The capture checker itself on a synthetic capture (handover found, a
    repeated (SPI, IV) / (SPI, seq) and a wrong node id in an IV reported).
 
@@ -383,22 +383,6 @@ def test_link_restored_rejoins(binaries, request, record_property):
     _check_loss(res, windows=2)
     assert res["owned_since_rejoin"] > 0, "n3 owns nothing after its links came back"
     _check_wire(res, 3)
-
-
-# ------------------------------------------------------- 2i. strongSwan B
-def test_strongswan_at_site_b(binaries, tmp_path):
-    """(i) strongSwan as the site-B peer of the cluster: charon installs SAs
-    only through IKE (no static SAs), and cluster mode refuses IKE until
-    IKE state is replicated: shown by phalanxd --check, then an explicit xfail."""
-    sas = cluster.phxnet.sa_table("aes128gcm16", "udp", "xfail")
-    path = tmp_path / "n1.toml"
-    path.write_text(cluster.node_config(1, 3, sas, str(tmp_path)) + "\n[ike]\n")
-    proc = subprocess.run([os.path.join(cluster.phxnet.BIN_DIR, "phalanxd"), "--config", str(path), "--check"],
-                          capture_output=True, text=True, timeout=30)
-    assert proc.returncode != 0 and "IKE is not replicated" in proc.stdout + proc.stderr, proc
-    pytest.xfail("strongSwan (charon) installs SAs only through IKE, it has no static SAs; a Phalanx cluster "
-                 "can face it only once IKE SA state (IKE SAs, message ids, Child SA keys) is replicated "
-                 "through Corosync, which cluster mode does not do yet (issue 5: IKE replication)")
 
 
 def test_bridges_flood(topology):

@@ -325,12 +325,18 @@ impl ControlHandler for Daemon {
 
     fn cluster(&self) -> Result<ClusterReport, ErrorBody> {
         let cluster = self.cluster.get().ok_or_else(cluster_disabled)?;
-        cluster.report().ok_or_else(|| {
+        let mut report = cluster.report().ok_or_else(|| {
             ErrorBody::new(
                 ErrorCode::TIMED_OUT,
                 "the cluster thread has not answered a status request yet",
             )
-        })
+        })?;
+        // IKE in cluster mode: its replication, takeovers and demotions.
+        let ike = self.ike_counters().into_iter();
+        report
+            .counters
+            .extend(ike.filter(|c| c.name.starts_with("cluster_ike_")));
+        Ok(report)
     }
 
     fn reload(&self) -> Result<ReloadSummary, String> {

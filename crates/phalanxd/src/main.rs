@@ -9,7 +9,10 @@
 //! the devices are the cluster worker's (AF_PACKET rings on both sides,
 //! one TUN queue, sockets bound to the outside virtual address) and, after
 //! the drop, the cluster thread starts (the static SAs registered with
-//! it), then the one cluster worker instead of the host-mode workers. SIGHUP reloads the file (a broken file changes nothing);
+//! it), then the IKE thread when the file configures IKE (its socket on
+//! the outside virtual address, `IP_FREEBIND`; its state replicated through
+//! the cluster thread), then the one cluster worker instead of the
+//! host-mode workers. SIGHUP reloads the file (a broken file changes nothing);
 //! SIGTERM/SIGINT stop the workers, remove the control socket, and close
 //! the TUN device (which removes it). The daemon never forks: it runs in
 //! the foreground and logs to stderr (run it under systemd or a script).
@@ -120,6 +123,9 @@ fn init_logging(config: &Config, format: Option<LogFormatArg>) {
     }
 }
 
+/// Messages each way between the IKE and the cluster thread.
+const IKE_BRIDGE_QUEUE: usize = 4096;
+
 /// How long stopping waits for the cluster thread to leave its group.
 const CLUSTER_STOP_WAIT: Duration = Duration::from_secs(2);
 
@@ -195,7 +201,7 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         Some(cluster) => Some(cluster_sides(cluster)?),
         None => None,
     };
-    let ike_socket = ike::open_socket(&config)?;
+    let mut ike_socket = ike::open_socket(&config)?;
     let mut signals = Signals::new([SIGHUP, SIGTERM, SIGINT])?;
     let account = match config.daemon.user.as_deref() {
         Some(name) => Some(privileges::account(name)?),
@@ -216,7 +222,11 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
     }
     let dropped = privileges::drop_all(account.as_ref())?;
     tracing::info!(user = ?dropped.user, capabilities_before = dropped.had, "privileges dropped: no capability kept");
-    let ike = match (ike_socket, &config.ike, &opened) {
+    let mut ike = match (
+        ike_socket.take_if(|_| matches!(opened, Devices::Host(_))),
+        &config.ike,
+        &opened,
+    ) {
         (Some(socket), Some(settings), Devices::Host(opened)) => {
             // Send-only duplicate of a worker's NAT-T socket (RFC 7296 §2.23).
             let natt = match opened.first() {
@@ -224,7 +234,14 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
                 None => None,
             };
             let store = Arc::clone(daemon.store());
-            let thread = ike::spawn(settings, socket, natt, config.protected.udp_port, store)?;
+            let thread = ike::spawn(
+                settings,
+                socket,
+                natt,
+                config.protected.udp_port,
+                store,
+                None,
+            )?;
             daemon.attach_ike(thread.control.clone());
             Some(thread)
         }
@@ -254,7 +271,10 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         Devices::Cluster(devices) => {
             // `sides` is Some exactly when `[cluster]` is (above).
             let sides = sides.ok_or("cluster sides missing")?;
-            start_cluster(&config, &daemon, *devices, sides, &stop)?
+            let (plane, thread) =
+                start_cluster(&config, &daemon, *devices, sides, &stop, ike_socket.take())?;
+            ike = thread;
+            plane
         }
     };
     daemon.attach_workers(plane.stats());
@@ -321,23 +341,57 @@ fn start_workers(
 }
 
 /// Cluster mode: the cluster thread (Corosync, heartbeats; the static SAs
-/// registered), then the cluster worker reading its state.
+/// registered), the IKE thread when the file configures IKE (`ike_socket`:
+/// the IKE port's, on the virtual address), then the cluster worker
+/// reading the cluster's state and handing IKE messages on.
 fn start_cluster(
     config: &Config,
     daemon: &Daemon,
     devices: ClusterDevices,
     (inside, outside): (VirtualSide, VirtualSide),
     stop: &Arc<AtomicBool>,
-) -> Result<DataPlane, Box<dyn Error>> {
+    ike_socket: Option<std::net::UdpSocket>,
+) -> Result<(DataPlane, Option<ike::IkeThread>), Box<dyn Error>> {
     let settings = config.cluster.as_ref().ok_or("no [cluster]")?;
     let descriptors = cluster::sa_descriptors(&config.sas);
-    let thread = phalanxd::cluster::spawn(settings, descriptors, Arc::clone(stop))
-        .map_err(|e| format!("cluster thread: {e}"))?;
+    let bridges = match (&config.ike, &ike_socket) {
+        (Some(_), Some(_)) => Some(ike::cluster::bridge::channel(IKE_BRIDGE_QUEUE)?),
+        _ => None,
+    };
+    let (ike_end, cluster_end) = match bridges {
+        Some((ike_end, cluster_end)) => (Some(ike_end), Some(cluster_end)),
+        None => (None, None),
+    };
+    let thread =
+        phalanxd::cluster::spawn_with_ike(settings, descriptors, Arc::clone(stop), cluster_end)
+            .map_err(|e| format!("cluster thread: {e}"))?;
     let thread = Arc::new(thread);
     daemon.attach_cluster(Arc::clone(&thread));
+    let ike_thread = match (&config.ike, ike_socket, ike_end) {
+        (Some(ike_settings), Some(socket), Some(bridge)) => {
+            // Send-only duplicate of the ESP socket on the virtual address
+            // (RFC 7296 §2.23: IKE on the NAT-T port).
+            let natt = devices.udp.as_fd().try_clone_to_owned()?;
+            let parts = ike::ClusterIkeParts {
+                local: settings.node_id,
+                shared: Arc::clone(&thread.shared),
+                bridge,
+            };
+            let store = Arc::clone(daemon.store());
+            let port = config.protected.udp_port;
+            let t = ike::spawn(ike_settings, socket, Some(natt), port, store, Some(parts))?;
+            daemon.attach_ike(t.control.clone());
+            Some(t)
+        }
+        _ => None,
+    };
     let link = ClusterLink {
         shared: Arc::clone(&thread.shared),
         reports: thread.report_sender(),
+        ike: ike_thread
+            .as_ref()
+            .zip(config.ike.as_ref())
+            .map(|(t, s)| (t.link.clone(), s.port)),
     };
     let worker_settings = ClusterWorkerSettings {
         local: settings.node_id,
@@ -357,7 +411,7 @@ fn start_cluster(
         outside = %outside.address,
         "cluster data plane running (one worker)"
     );
-    Ok(DataPlane::Cluster { worker, thread })
+    Ok((DataPlane::Cluster { worker, thread }, ike_thread))
 }
 
 /// Both sides' virtual addresses with this node's own MACs (read before

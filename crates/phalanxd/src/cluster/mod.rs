@@ -21,7 +21,7 @@ pub mod report;
 pub mod thread;
 
 pub use report::{cluster_report, ClusterSnapshot};
-pub use thread::{spawn, ClusterHandle, ReportSender, REALTIME_PRIORITY};
+pub use thread::{spawn, spawn_with_ike, ClusterHandle, ReportSender, REALTIME_PRIORITY};
 
 #[cfg(test)]
 mod control_tests;

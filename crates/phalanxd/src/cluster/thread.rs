@@ -15,6 +15,12 @@
 //! 4. publish `ClusterNode::shared()` into the `ArcSwap` the data plane
 //!    reads when it is a new `Arc`; answer status requests.
 //!
+//! On a node running IKE the thread also serves the IKE bridge
+//! (`crate::ike::cluster::bridge`): IKE SA state to replicate on the App
+//! channel, Child SAs to register or remove; back, every App message of
+//! the IKE channel the log delivered, refusals, state transfers sent, and
+//! a wake whenever a new state is published (takeovers follow the view).
+//!
 //! The thread never blocks anywhere else: the heartbeat socket is
 //! non-blocking, Corosync's `CS_ERR_TRY_AGAIN` goes to a backlog, reports
 //! arrive on a bounded channel the data plane never waits on.
@@ -31,7 +37,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use phalanx_cluster::transport::{GroupEvent, GroupTransport};
 use phalanx_cluster::{
     ClusterConfig, ClusterEvent, ClusterNode, ClusterStatus, DataPathReport, NodeId, SaDescriptor,
-    SharedState,
+    SharedState, APP_CHANNEL_IKE,
 };
 use phalanx_control::ClusterReport;
 use phalanx_io::poll::{Interest, PollSet, Waker};
@@ -40,6 +46,7 @@ use super::corosync::CpgTransport;
 use super::heartbeat::HeartbeatSocket;
 use super::report::{self, ClusterSnapshot};
 use crate::config::ClusterSettings;
+use crate::ike::cluster::bridge::{ClusterEnd, FromCluster, ToCluster};
 
 /// Reports the data plane may queue before new ones are dropped (and
 /// counted): several checkpoint periods of every SA.
@@ -114,6 +121,16 @@ pub fn spawn(
     sas: Vec<SaDescriptor>,
     stop: Arc<AtomicBool>,
 ) -> io::Result<ClusterHandle> {
+    spawn_with_ike(settings, sas, stop, None)
+}
+
+/// [`spawn`], serving the IKE thread's bridge too when `ike` is given.
+pub fn spawn_with_ike(
+    settings: &ClusterSettings,
+    sas: Vec<SaDescriptor>,
+    stop: Arc<AtomicBool>,
+    ike: Option<ClusterEnd>,
+) -> io::Result<ClusterHandle> {
     let transport = CpgTransport::join(&settings.group)?;
     if transport.local().0 != settings.node_id.0 {
         return Err(io::Error::new(
@@ -151,6 +168,7 @@ pub fn spawn(
         heartbeat_interval: settings.heartbeat_interval,
         counters: LoopCounters::default(),
         corosync_error: None,
+        ike,
     };
     tracing::info!(
         node = settings.node_id.0,
@@ -283,6 +301,8 @@ struct ThreadState {
     counters: LoopCounters,
     /// Set once Corosync failed for good; heartbeats stop with it.
     corosync_error: Option<String>,
+    /// The IKE thread's bridge, on a node running IKE.
+    ike: Option<ClusterEnd>,
 }
 
 impl ThreadState {
@@ -323,6 +343,7 @@ impl ThreadState {
                 self.counters.reports += 1;
                 self.node.handle_report(now, report);
             }
+            self.serve_ike(now);
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
                 self.node.handle_timeout(now);
             }
@@ -346,9 +367,12 @@ impl ThreadState {
         if !pollable || self.corosync_error.is_some() {
             timeout = timeout.min(self.heartbeat_interval);
         }
-        let mut set = PollSet::with_capacity(3);
+        let mut set = PollSet::with_capacity(4);
         // The waker only ends the wait; it is reset after every wait.
         set.add(self.waker.as_fd(), Interest::READ);
+        if let Some(ike) = &self.ike {
+            set.add(ike.fd(), Interest::READ);
+        }
         let heartbeat = set.add(self.heartbeats.as_fd(), Interest::READ);
         let cpg = self.transport.fd().map(|fd| set.add(fd, Interest::READ));
         set.wait(Some(timeout))?;
@@ -425,12 +449,52 @@ impl ThreadState {
                 self.heartbeats.send_to_peers(&payload);
             }
         }
+        while let Some(app) = self.node.poll_app() {
+            if let Some(ike) = self.ike.as_mut().filter(|_| app.channel == APP_CHANNEL_IKE) {
+                ike.send(FromCluster::Delivered {
+                    from: app.from,
+                    payload: app.payload,
+                });
+            }
+        }
         while let Some(event) = self.node.poll_event() {
+            match (&event, &mut self.ike) {
+                (ClusterEvent::StateTransferSent { .. }, Some(ike)) => {
+                    ike.send(FromCluster::StateTransferSent);
+                }
+                (ClusterEvent::ViewChanged { view }, Some(ike)) => {
+                    ike.send(FromCluster::View(view.clone()));
+                }
+                _ => {}
+            }
             log_event(&event);
         }
         if self.corosync_error.is_none() {
             if let Err(e) = self.transport.flush() {
                 self.corosync_failed(now, e.to_string());
+            }
+        }
+    }
+
+    /// What the IKE thread asked for: replication on the IKE App channel
+    /// (a refusal goes back with its hold number), Child SAs registered
+    /// with the cluster or removed.
+    fn serve_ike(&mut self, now: Instant) {
+        let Some(ike) = &mut self.ike else {
+            return;
+        };
+        ike.reset();
+        ike.flush();
+        while let Some(request) = ike.try_recv() {
+            match request {
+                ToCluster::Replicate { hold, payload } => {
+                    if let Err(e) = self.node.replicate(APP_CHANNEL_IKE, payload) {
+                        tracing::warn!(error = %e, "cluster: IKE state not replicated");
+                        ike.send(FromCluster::Refused { hold });
+                    }
+                }
+                ToCluster::Register(sa) => self.node.register_sa(now, sa),
+                ToCluster::Remove { direction, spi } => self.node.remove_sa(now, direction, spi),
             }
         }
     }
@@ -441,6 +505,9 @@ impl ThreadState {
         if !Arc::ptr_eq(&state, &self.shared.load()) {
             self.shared.store(state);
             self.counters.publications += 1;
+            if let Some(ike) = &self.ike {
+                ike.wake_ike();
+            }
         }
     }
 

@@ -30,8 +30,9 @@
 //! bit 0 of the first octet, is 0), the outside virtual address is the
 //! tunnel endpoint (`protected.local`), and the failure detector cannot
 //! suspect a live node for one late heartbeat (`suspect_after_ms` more than
-//! twice `heartbeat_interval_ms`). IKE is refused in cluster mode until
-//! IKE state is replicated. None of it can change on reload
+//! twice `heartbeat_interval_ms`). IKE runs in cluster mode with its
+//! state replicated (see `crate::ike::cluster`); what it cannot use there
+//! is refused by [`ike_rules`]. None of it can change on reload
 //! ([`check_cluster_reload`]): sockets, CPG membership and leases are set
 //! up once at start.
 
@@ -194,21 +195,15 @@ pub(crate) struct RawClusterNode {
     address: Spanned<String>,
 }
 
-/// `[cluster]`, checked; `ike` says whether the file configures IKE.
+/// `[cluster]`, checked.
 pub(crate) fn settings(
     source: &Source<'_>,
     raw: Option<Spanned<RawCluster>>,
     protected: &ProtectedSettings,
-    ike: bool,
 ) -> Result<Option<ClusterSettings>, ConfigError> {
     let Some(raw) = raw else {
         return Ok(None);
     };
-    if ike {
-        let msg = "IKE is not replicated across a cluster yet: remove [ike]/[[connection]] \
-                   or [cluster] (static [[sa]] only in cluster mode)";
-        return Err(source.error(raw.span(), "cluster", msg));
-    }
     let raw = raw.into_inner();
     let node_id = node_id(source, &raw.node_id, "cluster.node_id")?;
     let (heartbeat_interval, suspect_after) = timers(source, &raw)?;
@@ -497,6 +492,8 @@ fn nodes(
     }
     Ok(out)
 }
+
+pub(crate) mod ike_rules;
 
 #[cfg(test)]
 mod tests;

@@ -62,8 +62,11 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
     let protected = protected(source, raw.protected)?;
     let sas = sa::all(source, raw.sa, &protected)?;
     let policies = policies(source, raw.policy, &sas)?;
+    if raw.cluster.is_some() {
+        cluster::ike_rules::check(source, &raw.connection)?;
+    }
     let ike = ike::settings(source, raw.ike, raw.connection, &protected, &policies)?;
-    let cluster = cluster::settings(source, raw.cluster, &protected, ike.is_some())?;
+    let cluster = cluster::settings(source, raw.cluster, &protected)?;
     Ok(Config {
         path: PathBuf::from(source.name),
         daemon,

@@ -111,8 +111,13 @@ pub enum DaemonCounter {
     /// inbound SA's replay window before this node owned them.
     ClusterTakeoverMarks,
     /// Cluster mode: IKE messages to the virtual address (UDP 500, or 4500
-    /// with a zero marker), dropped: IKE is not replicated yet.
+    /// with a zero marker), dropped: the file configures no IKE.
     ClusterIkeUnsupported,
+    /// Cluster mode: IKE messages to the virtual address handed to the
+    /// IKE thread (every node; the IKE thread decides who answers).
+    ClusterIkeForwarded,
+    /// Cluster mode: IKE messages the IKE thread's full queue refused.
+    ClusterIkeQueueFull,
     /// Cluster mode: ARP requests for a virtual address answered (this
     /// node is the view's first member).
     ClusterArpReplies,
@@ -162,7 +167,7 @@ pub enum DaemonCounter {
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 55] = [
+    pub const ALL: [DaemonCounter; 57] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -203,6 +208,8 @@ impl DaemonCounter {
         DaemonCounter::ClusterInboundUnknownSa,
         DaemonCounter::ClusterTakeoverMarks,
         DaemonCounter::ClusterIkeUnsupported,
+        DaemonCounter::ClusterIkeForwarded,
+        DaemonCounter::ClusterIkeQueueFull,
         DaemonCounter::ClusterArpReplies,
         DaemonCounter::ClusterArpNotOwner,
         DaemonCounter::ClusterArpIgnored,
@@ -266,6 +273,8 @@ impl DaemonCounter {
             DaemonCounter::ClusterInboundUnknownSa => "cluster_inbound_unknown_sa",
             DaemonCounter::ClusterTakeoverMarks => "cluster_takeover_marks",
             DaemonCounter::ClusterIkeUnsupported => "cluster_ike_unsupported",
+            DaemonCounter::ClusterIkeForwarded => "cluster_ike_forwarded",
+            DaemonCounter::ClusterIkeQueueFull => "cluster_ike_queue_full",
             DaemonCounter::ClusterArpReplies => "cluster_arp_replies",
             DaemonCounter::ClusterArpNotOwner => "cluster_arp_not_owner",
             DaemonCounter::ClusterArpIgnored => "cluster_arp_ignored",

@@ -11,6 +11,11 @@
 //! the data plane's SAs) → publish the status → answer `initiate --wait`.
 //! Between rounds it sleeps in `poll` until the endpoint's next timeout,
 //! a datagram, or a waker.
+//!
+//! On a cluster node ([`ClusterIke`]) each round starts with the cluster
+//! thread's deliveries and view, new-SA requests are admitted by their
+//! segment's owner only, and the events and datagrams of every flush wait
+//! for their replication (see [`super::cluster`]).
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -28,6 +33,7 @@ use phalanx_ike::{Datagram, Endpoint, IkeError, IkeSaInfo, IkeSaState};
 use phalanx_io::poll::{Interest, PollSet, Waker};
 
 use super::apply::{apply, Notes};
+use super::cluster::{ClusterIke, Io};
 use super::control::{Command, Failure, IkeStatus, Reply};
 use super::link::{IkeInbox, ToIke};
 use super::sockets::IkeSockets;
@@ -59,6 +65,8 @@ pub struct DriverParts {
     pub status: Arc<parking_lot::Mutex<IkeStatus>>,
     /// The connections configured at start.
     pub config: EndpointConfig,
+    /// The cluster part, on a cluster node.
+    pub cluster: Option<ClusterIke>,
 }
 
 /// A connection as the thread needs it: its peer and children.
@@ -106,6 +114,7 @@ pub struct Driver {
     notes: Notes,
     stats: Stats,
     buf: Vec<u8>,
+    cluster: Option<ClusterIke>,
 }
 
 impl Driver {
@@ -127,6 +136,7 @@ impl Driver {
             notes: Notes::default(),
             stats: Stats::default(),
             buf: vec![0; MAX_IKE_DATAGRAM],
+            cluster: parts.cluster,
         };
         driver.learn(&parts.config);
         driver
@@ -166,10 +176,14 @@ impl Driver {
     /// The waker and the IKE socket, duplicated so the poll set can hold
     /// them while the driver is used.
     fn poll_fds(&self) -> io::Result<Vec<OwnedFd>> {
-        Ok(vec![
+        let mut fds = vec![
             self.waker.as_fd().try_clone_to_owned()?,
             self.sockets.ike_fd().try_clone_to_owned()?,
-        ])
+        ];
+        if let Some(cluster) = &self.cluster {
+            fds.push(cluster.bridge().fd().try_clone_to_owned()?);
+        }
+        Ok(fds)
     }
 
     /// When to wake at the latest: the endpoint's timer, housekeeping, or
@@ -188,6 +202,7 @@ impl Driver {
         // A failed reset only makes the next poll return at once.
         let _ = self.waker.reset();
         let now = Instant::now();
+        self.with_cluster(now, ClusterIke::turn);
         self.receive(now);
         self.drain_inbox(now);
         self.drain_commands(now);
@@ -213,6 +228,13 @@ impl Driver {
             match self.sockets.recv(&mut self.buf) {
                 Ok(Some((len, remote))) => {
                     self.stats.datagrams_ike_port += 1;
+                    let admitted = match self.cluster.as_mut() {
+                        Some(cluster) => cluster.admit(remote, &self.buf[..len]),
+                        None => true,
+                    };
+                    if !admitted {
+                        continue;
+                    }
                     let bytes = &self.buf[..len];
                     self.endpoint.handle_datagram(
                         now,
@@ -245,6 +267,9 @@ impl Driver {
                     bytes,
                 } => {
                     self.stats.datagrams_natt += 1;
+                    if !self.admit(remote, &bytes) {
+                        continue;
+                    }
                     self.endpoint.handle_datagram(
                         now,
                         Datagram {
@@ -302,6 +327,10 @@ impl Driver {
                 wait,
                 reply,
             } => {
+                if let Err(refused) = self.may_initiate(&connection) {
+                    let _ = reply.try_send(Err(Failure::new(ErrorCode::IKE_FAILED, refused)));
+                    return;
+                }
                 let result = self.endpoint.initiate(now, &connection);
                 tracing::info!(%connection, ok = result.is_ok(), "initiate requested");
                 match (result, wait) {
@@ -336,8 +365,11 @@ impl Driver {
                     .map_err(|e| refusal(&e));
                 let _ = reply.try_send(answer);
             }
-            Command::Reconfigure(config) => {
+            Command::Reconfigure(mut config) => {
                 self.learn(&config);
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.reconfigure(&mut config);
+                }
                 self.endpoint.reconfigure(*config, now);
                 self.notes.changed = true;
                 tracing::info!(connections = self.conns.len(), "IKE configuration applied");
@@ -363,6 +395,10 @@ impl Driver {
     /// SA events into the data plane, then datagrams out (make-before-break:
     /// an inbound SA is installed before the message announcing it leaves).
     fn flush(&mut self, now: Instant) {
+        if self.cluster.is_some() {
+            self.with_cluster(now, |cluster, now, io| cluster.flush(now, io, true));
+            return;
+        }
         let peers: HashMap<String, String> = self.peers();
         let peer = |name: &str| peers.get(name).cloned().unwrap_or_else(|| "any".to_owned());
         while let Some(event) = self.endpoint.poll_event() {
@@ -370,6 +406,55 @@ impl Driver {
         }
         while let Some(transmit) = self.endpoint.poll_transmit() {
             self.sockets.send(&transmit);
+        }
+    }
+
+    /// Runs `step` of the cluster part with the thread's endpoint, sockets
+    /// and store (nothing on a single gateway).
+    fn with_cluster(
+        &mut self,
+        now: Instant,
+        step: impl FnOnce(&mut ClusterIke, Instant, &mut Io<'_>),
+    ) {
+        if self.cluster.is_none() {
+            return;
+        }
+        let peers = self.peers();
+        let peer = |name: &str| peers.get(name).cloned().unwrap_or_else(|| "any".to_owned());
+        let Some(cluster) = self.cluster.as_mut() else {
+            return;
+        };
+        let mut io = Io {
+            endpoint: &mut self.endpoint,
+            sockets: &mut self.sockets,
+            store: &self.store,
+            notes: &mut self.notes,
+            peer: &peer,
+        };
+        step(cluster, now, &mut io);
+    }
+
+    /// Whether a received datagram goes to the endpoint: always on a
+    /// single gateway; on a cluster node, see [`ClusterIke::admit`].
+    fn admit(&mut self, remote: SocketAddr, bytes: &[u8]) -> bool {
+        self.cluster
+            .as_mut()
+            .is_none_or(|cluster| cluster.admit(remote, bytes))
+    }
+
+    /// On a cluster node, only the owner of the peer's segment initiates.
+    fn may_initiate(&self, connection: &str) -> Result<(), String> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(());
+        };
+        let peer = self
+            .conns
+            .get(connection)
+            .and_then(|c| c.remote)
+            .map(|r| r.ip());
+        match self.conns.get(connection) {
+            None => Ok(()),
+            Some(_) => cluster.may_initiate(peer),
         }
     }
 
@@ -445,7 +530,7 @@ impl Driver {
             name: name.to_owned(),
             count,
         };
-        vec![
+        let mut out = vec![
             named("ike_port_datagrams", s.datagrams_ike_port),
             named("ike_natt_datagrams", s.datagrams_natt),
             named("ike_recv_errors", s.recv_errors),
@@ -460,7 +545,11 @@ impl Driver {
                 s.install_errors + self.notes.install_errors,
             ),
             named("ike_control_commands", s.commands),
-        ]
+        ];
+        if let Some(cluster) = &self.cluster {
+            out.extend(cluster.named());
+        }
+        out
     }
 
     /// Answers the `initiate --wait` whose connection is up, failed, or

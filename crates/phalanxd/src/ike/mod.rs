@@ -24,6 +24,7 @@
 //! randomness.
 
 pub mod apply;
+pub mod cluster;
 pub mod control;
 pub mod driver;
 pub mod link;
@@ -41,11 +42,13 @@ use std::thread::{self, JoinHandle};
 use std::time::{Instant, SystemTime};
 
 use phalanx_ike::auth::UnixTime;
+use phalanx_ike::config::EndpointConfig;
 use phalanx_ike::Endpoint;
 use phalanx_io::poll::Waker;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, SeedableRng};
 
+pub use cluster::{ClusterIke, ClusterIkeParts};
 pub use control::{Failure, IkeControl, IkeStatus};
 pub use link::{ToIke, WorkerLink};
 
@@ -62,7 +65,11 @@ pub fn open_socket(config: &Config) -> io::Result<Option<UdpSocket>> {
         return Ok(None);
     };
     let bind = SocketAddr::new(config.protected.local, ike.port);
-    sockets::open_ike_socket(bind)
+    let opened = match config.cluster {
+        Some(_) => sockets::open_ike_socket_freebind(bind),
+        None => sockets::open_ike_socket(bind),
+    };
+    opened
         .map(Some)
         .map_err(|e| io::Error::new(e.kind(), format!("IKE socket {bind}: {e}")))
 }
@@ -92,26 +99,45 @@ impl IkeThread {
     }
 }
 
-/// Starts the IKE thread for `settings`: `socket` is the IKE port's,
-/// `natt` a duplicate of a worker's NAT-T socket (send only) on `natt_port`.
-pub fn spawn(
-    settings: &IkeSettings,
-    socket: UdpSocket,
-    natt: Option<OwnedFd>,
-    natt_port: u16,
-    store: Arc<SaStore>,
-) -> io::Result<IkeThread> {
+/// An endpoint for `config` with a fresh RNG seeded from the OS and the
+/// wall clock set.
+pub fn build_endpoint(config: EndpointConfig, now: Instant) -> io::Result<Endpoint> {
     let rng = ChaCha20Rng::from_rng(OsRng)
         .map_err(|e| io::Error::other(format!("seeding the IKE RNG: {e}")))?;
-    let now = Instant::now();
     let mut endpoint = Endpoint::new(
-        settings.endpoint.clone(),
+        config,
         phalanx_crypto::default_provider(),
         Box::new(rng),
         now,
     );
     if let Ok(since) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
         endpoint.set_wall_clock(now, UnixTime::since_unix_epoch(since));
+    }
+    Ok(endpoint)
+}
+
+/// Starts the IKE thread for `settings`: `socket` is the IKE port's,
+/// `natt` a duplicate of a worker's NAT-T socket (send only) on `natt_port`;
+/// `cluster` on a cluster node (the endpoint then replicates its state,
+/// and connections with `start_action = "start"` are started by their
+/// owner, not at once: [`cluster::ClusterIke`]).
+pub fn spawn(
+    settings: &IkeSettings,
+    socket: UdpSocket,
+    natt: Option<OwnedFd>,
+    natt_port: u16,
+    store: Arc<SaStore>,
+    cluster: Option<ClusterIkeParts>,
+) -> io::Result<IkeThread> {
+    let now = Instant::now();
+    let mut config = settings.endpoint.clone();
+    let cluster = cluster.map(|parts| {
+        let starts = cluster::take_starts(&mut config);
+        ClusterIke::new(parts, config.clone(), starts, now)
+    });
+    let mut endpoint = build_endpoint(config, now)?;
+    if cluster.is_some() {
+        endpoint.set_ha_replication(now, true);
     }
     let waker = Arc::new(Waker::new()?);
     let (link, inbox) = link::channel(IKE_QUEUE_CAPACITY, Arc::clone(&waker));
@@ -127,6 +153,7 @@ pub fn spawn(
         waker: Arc::clone(&waker),
         status,
         config: settings.endpoint.clone(),
+        cluster,
     });
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {

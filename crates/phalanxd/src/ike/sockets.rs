@@ -20,6 +20,18 @@ pub fn open_ike_socket(bind: SocketAddr) -> io::Result<UdpSocket> {
     Ok(socket)
 }
 
+/// Cluster mode: the IKE port's socket on the outside virtual address,
+/// which no interface holds (`IP_FREEBIND`, set while `CAP_NET_ADMIN` is
+/// held). It only sends: IKE to the virtual address arrives through the
+/// cluster worker's ring.
+pub fn open_ike_socket_freebind(bind: SocketAddr) -> io::Result<UdpSocket> {
+    let mut config = phalanx_io::udp::UdpConfig::new(bind);
+    (config.nonblocking, config.freebind, config.gro) = (true, true, false);
+    let socket = phalanx_io::udp::UdpSocket::bind(&config)?;
+    // The duplicate outlives `socket`, whose descriptor closes on drop.
+    Ok(UdpSocket::from(socket.as_fd().try_clone_to_owned()?))
+}
+
 /// Where IKE datagrams are sent from and received on.
 #[derive(Debug)]
 pub struct IkeSockets {

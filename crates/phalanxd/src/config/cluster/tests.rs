@@ -292,10 +292,67 @@ fn errors_name_line_and_field() {
     }
 }
 
+/// A connection for `BASE` (appended: its lines follow BASE's 41).
+const CONNECTION: &str = r#"
+[[connection]]
+name = "site-b"
+remote_addr = "192.0.2.2"
+auth = "psk"
+psk = "a long shared secret"
+start_action = "start"
+force_encap = true
+
+[[connection.child]]
+name = "net"
+local_ts = ["10.1.0.0/24"]
+remote_ts = ["10.2.0.0/24"]
+"#;
+
+/// IKE runs in cluster mode from the outside virtual address; what it
+/// cannot do there is refused at its line.
 #[test]
-fn cluster_with_ike_is_refused() {
-    let text = BASE.replacen("[cluster]", "[ike]\nport = 500\n\n[cluster]", 1);
-    assert_error(&text, 10, "cluster", "IKE is not replicated");
+fn cluster_with_ike() {
+    let text = format!("{BASE}{CONNECTION}");
+    let config = Config::parse("node.toml", &text).unwrap();
+    let ike = config.ike.as_ref().unwrap();
+    let conn = &ike.endpoint.connections[0];
+    assert_eq!(conn.local_addr, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
+    assert!(config.cluster.is_some());
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "start_action = \"start\"",
+            "start_action = \"trap\"",
+            "connection[0].start_action",
+            "not available in cluster mode",
+        ),
+        (
+            "remote_ts = [\"10.2.0.0/24\"]",
+            "remote_ts = [\"10.2.0.0/24\"]\nmode = \"transport\"",
+            "connection[0].child[0].mode",
+            "transport mode",
+        ),
+        (
+            "remote_ts = [\"10.2.0.0/24\"]",
+            "remote_ts = [\"10.2.0.0/24\"]\nrekey_packets = 1000",
+            "connection[0].child[0].rekey_packets",
+            "rekey by time",
+        ),
+        (
+            "remote_ts = [\"10.2.0.0/24\"]",
+            "remote_ts = [\"10.2.0.0/24\"]\nrekey_bytes = 1000000",
+            "connection[0].child[0].rekey_bytes",
+            "each node counts",
+        ),
+    ];
+    for (from, to, field, fragment) in cases {
+        let edited = text.replacen(from, to, 1);
+        let key = field.rsplit('.').next().unwrap();
+        let line = 1 + edited.lines().position(|l| l.starts_with(key)).unwrap();
+        assert_error(&edited, line, field, fragment);
+    }
+    // Without [cluster], the same connection may trap.
+    let host = text[..text.find("[cluster]").unwrap()].to_owned() + CONNECTION;
+    assert!(Config::parse("host.toml", &host.replacen("\"start\"", "\"trap\"", 1)).is_ok());
 }
 
 #[test]

@@ -81,6 +81,16 @@ pub enum Decision<'f> {
         /// Which socket it would have come from.
         ingress: Ingress,
     },
+    /// Hand this IKE message to the IKE thread (every node does; the
+    /// IKE thread decides who answers).
+    Ike {
+        /// Where it arrived: the outside virtual address and port.
+        local: SocketAddr,
+        /// Where it came from.
+        remote: SocketAddr,
+        /// The IKE message (after the non-ESP marker on the NAT-T port).
+        bytes: &'f [u8],
+    },
     /// Nothing to do (counted).
     Drop,
 }
@@ -98,6 +108,8 @@ pub struct FrameClassifier {
     arp_owner: bool,
     /// Scratch for the drained marks.
     marks: Vec<u64>,
+    /// The IKE port, when this node runs IKE.
+    ike_port: Option<u16>,
 }
 
 impl FrameClassifier {
@@ -118,7 +130,15 @@ impl FrameClassifier {
             cache: FlowCache::new(FLOW_CACHE_ENTRIES),
             arp_owner: false,
             marks: Vec::new(),
+            ike_port: None,
         }
+    }
+
+    /// IKE runs on this node on `port` (500): IKE messages to the
+    /// outside virtual address become [`Decision::Ike`].
+    pub fn with_ike(mut self, port: u16) -> FrameClassifier {
+        self.ike_port = Some(port);
+        self
     }
 
     /// Once per batch, before its frames: adopts the cluster thread's
@@ -300,7 +320,7 @@ impl FrameClassifier {
         let body = packet.get(ip.header_len()..).unwrap_or(&[]);
         let (esp, payload, ingress, port) = match ip.protocol() {
             IpProtocol::ESP => (body, body, Ingress::Raw, 0),
-            IpProtocol::UDP => match self.udp_esp(body, stats) {
+            IpProtocol::UDP => match self.udp_esp(body, src, stats) {
                 Ok((esp, payload, port)) => (esp, payload, Ingress::Udp, port),
                 Err(decision) => return decision,
             },
@@ -338,6 +358,7 @@ impl FrameClassifier {
     fn udp_esp<'f>(
         &self,
         datagram: &'f [u8],
+        src: Ipv4Addr,
         stats: &mut WorkerStats,
     ) -> Result<(&'f [u8], &'f [u8], u16), Decision<'f>> {
         let Ok(udp) = UdpPacket::new_checked(datagram) else {
@@ -347,6 +368,14 @@ impl FrameClassifier {
             .get(UDP_HEADER_LEN..usize::from(udp.len()))
             .unwrap_or(&[]);
         let port = udp.dst_port();
+        let ike = |bytes| Decision::Ike {
+            local: SocketAddr::new(IpAddr::V4(self.outside.address), port),
+            remote: SocketAddr::new(IpAddr::V4(src), udp.src_port()),
+            bytes,
+        };
+        if Some(port) == self.ike_port {
+            return Err(ike(payload));
+        }
         if port == IKE_PORT {
             return Err(drop(stats, DaemonCounter::ClusterIkeUnsupported));
         }
@@ -356,6 +385,7 @@ impl FrameClassifier {
         match classify(payload) {
             Ok(UdpEncapPayload::Esp(esp)) => Ok((esp, payload, udp.src_port())),
             Ok(UdpEncapPayload::Keepalive) => Err(drop(stats, DaemonCounter::NattKeepalives)),
+            Ok(UdpEncapPayload::Ike(message)) if self.ike_port.is_some() => Err(ike(message)),
             Ok(UdpEncapPayload::Ike(_)) => Err(drop(stats, DaemonCounter::ClusterIkeUnsupported)),
             Err(_) => Err(drop(stats, DaemonCounter::ClusterIgnoredMalformed)),
         }

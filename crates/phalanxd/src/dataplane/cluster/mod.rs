@@ -25,7 +25,10 @@
 //!   after the numbers other nodes observed for its SA were entered into
 //!   the SA's replay window (once per view change: the window "continues
 //!   from what every node observed"). A packet another node owns only
-//!   has its number observed. IKE is not replicated yet: counted.
+//!   has its number observed. IKE to the virtual address (UDP 500, or
+//!   4500 behind the non-ESP marker) goes to the IKE thread's bounded
+//!   queue on every node (`crate::ike::cluster` decides who answers);
+//!   without IKE configured it is counted and dropped.
 //! - Inside, IPv4 to the inside virtual MAC for a destination that is not
 //!   a virtual address: the SPD through a flow cache; PROTECT packets are
 //!   counted by every node (`NodeDataPath::outbound`, which returns the

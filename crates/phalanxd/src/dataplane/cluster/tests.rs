@@ -203,6 +203,7 @@ enum Shape {
         meta: PacketMeta,
         len: usize,
     },
+    Ike,
     Drop,
 }
 
@@ -224,6 +225,7 @@ impl Shape {
                 meta,
                 len: payload.len(),
             },
+            Decision::Ike { .. } => Shape::Ike,
             Decision::Drop => Shape::Drop,
         }
     }
@@ -755,4 +757,38 @@ fn a_takeover_marks_what_the_survivor_observed_in_the_replay_window() {
         "n1's number {theirs} counts as seen"
     );
     assert!(sa.replay_check(7).is_ok(), "the packet itself is still new");
+}
+
+/// With IKE on, IKE to the virtual address (port 500, or 4500 behind the
+/// non-ESP marker) goes to the IKE thread on every node, with the
+/// addresses it arrived at and came from; ESP is unaffected.
+#[test]
+fn ike_messages_go_to_the_ike_thread() {
+    let rt = store().load();
+    let mut c = classifier(1).with_ike(500);
+    let mut stats = WorkerStats::default();
+    let message = [7_u8; 28];
+    let mut marked = vec![0; 4];
+    marked.extend_from_slice(&message);
+    for (port, payload) in [(500, &message[..]), (4500, &marked[..])] {
+        let frame = natt_frame(payload, port);
+        match c.classify(Side::Outside, &frame, &rt, &mut stats) {
+            Decision::Ike {
+                local,
+                remote,
+                bytes,
+            } => {
+                assert_eq!(local, SocketAddr::new(IpAddr::V4(OUTSIDE_VIP), port));
+                assert_eq!(remote, SocketAddr::new(IpAddr::V4(PEER), 4501));
+                assert_eq!(bytes, message, "port {port}: marker stripped");
+            }
+            other => panic!("port {port}: {other:?}"),
+        }
+    }
+    assert_eq!(stats.daemon.get(DaemonCounter::ClusterIkeUnsupported), 0);
+    let keepalive = natt_frame(&[0xff], 4500);
+    assert!(matches!(
+        c.classify(Side::Outside, &keepalive, &rt, &mut stats),
+        Decision::Drop
+    ));
 }

@@ -19,6 +19,7 @@
 //! [`STATS_INTERVAL_MS`].
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -47,6 +48,7 @@ use crate::dataplane::io::{SharedRaw, SocketEgress, TunDelivery};
 use crate::dataplane::load::LoadWindow;
 use crate::dataplane::outbound::{Assigned, OutboundPath};
 use crate::dataplane::worker::packet_room;
+use crate::ike::{ToIke, WorkerLink};
 use crate::install::{Runtime, SaStore};
 use crate::limits::{
     HEADROOM, SEND_BATCH, SOCKET_BATCH, STATS_INTERVAL_MS, TUN_BATCH, TUN_SEND_BATCH, TUN_SEND_ROOM,
@@ -104,6 +106,8 @@ pub struct ClusterLink {
     pub shared: Arc<ArcSwap<SharedState>>,
     /// Reports to the cluster thread (bounded; full: counted and dropped).
     pub reports: ReportSender,
+    /// The IKE thread's queue and its port, when this node runs IKE.
+    pub ike: Option<(WorkerLink, u16)>,
 }
 
 /// The running worker.
@@ -204,13 +208,13 @@ impl ClusterWorker {
         // Node ids are 1..=65535 (validated with the configuration).
         outbound.set_node_partitioned_ivs(u16::try_from(settings.local.0).unwrap_or(u16::MAX));
         let sides = (settings.inside, settings.outside);
+        let mut classifier =
+            FrameClassifier::new(settings.local, settings.scheme, sides, settings.udp_port);
+        if let Some((_, port)) = &link.ike {
+            classifier = classifier.with_ike(*port);
+        }
         let plane = Plane {
-            classifier: FrameClassifier::new(
-                settings.local,
-                settings.scheme,
-                sides,
-                settings.udp_port,
-            ),
+            classifier,
             store,
             link,
             slot,
@@ -390,8 +394,32 @@ impl Plane {
                 meta,
                 ingress,
             } => self.queue_esp(payload, meta, ingress, rt),
+            Decision::Ike {
+                local,
+                remote,
+                bytes,
+            } => self.forward_ike(local, remote, bytes),
             Decision::Drop => {}
         }
+    }
+
+    /// An IKE message to the IKE thread: a bounded queue never waited on.
+    fn forward_ike(&mut self, local: SocketAddr, remote: SocketAddr, bytes: &[u8]) {
+        let Some((link, _)) = &self.link.ike else {
+            self.stats.daemon.bump(DaemonCounter::ClusterIkeUnsupported);
+            return;
+        };
+        let message = ToIke::Datagram {
+            local,
+            remote,
+            bytes: bytes.to_vec(),
+        };
+        let counter = if link.send(message) {
+            DaemonCounter::ClusterIkeForwarded
+        } else {
+            DaemonCounter::ClusterIkeQueueFull
+        };
+        self.stats.daemon.bump(counter);
     }
 
     /// An owned cleartext packet into the outbound batch (processed first

@@ -1,0 +1,339 @@
+"""IKE in cluster mode (issue 5, "replicate IKE state too"): the 3-node
+Phalanx cluster of tests/netns/cluster.py faces strongSwan (charon with
+kernel-libipsec) at site B instead of a single Phalanx. No static SA: every
+SA comes from IKEv2.
+
+    hostA -- [br-lan] -- n1 n2 n3 (phalanxd + Corosync, VIP 192.0.2.1) -- [br-wan] -- gwB (charon) -- hostB
+
+(a) strongSwan initiates; the IKE SA comes up with the cluster (one node
+    runs it, the two others hold its replicated state); ping and UDP from
+    hostA to hostB and back go through all three nodes (each node's owned
+    packet counters grow).
+(b) kill -9 of the node that runs the IKE SA (phalanxd and Corosync):
+    traffic goes on; then strongSwan rekeys the Child SA and sends
+    liveness checks: the successor answers them — same IKE SPIs before and
+    after, no new IKE_SA_INIT in charon's log, the new Child SA carries
+    traffic. The killed node then restarts: it learns the IKE SA's state
+    after its state transfer, runs nothing, and carries traffic again.
+(c) the cluster initiates to strongSwan (`start_action = "start"`): the
+    owner of strongSwan's segment starts it once the view has settled.
+
+Run: PHX_SKIP_BUILD=1 PHX_BIN_DIR=/work/target-rel/release python3 -m pytest -x -s tests/netns/test_cluster_ike.py
+"""
+
+import itertools
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import cluster
+import ikegw
+import swan
+
+_COUNTER = itertools.count()
+SITE_A, SITE_B = "10.1.0.0/24", "10.2.0.0/24"
+ESP = ["aes128gcm16"]       # no ESN: kernel-libipsec refuses it
+UDP_RATE = 200
+
+
+def _leftovers(cl):
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    ns = [n for n in names if n.startswith(cl.prefix + "-")]
+    alive = [name for name, proc in cl.procs.items() if proc.poll() is None]
+    return ns, alive
+
+
+@pytest.fixture
+def topo(request, binaries):
+    """The cluster's namespaces and bridges; torn down (logs on failure)."""
+    cl = cluster.Cluster(prefix="pxi{}t{}".format(os.getpid(), next(_COUNTER)))
+    try:
+        cl.up()
+        yield cl
+    finally:
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            cl.dump_logs()
+            charon = os.path.join(cl.run_dir, "charon-gwB", "charon.log")
+            if os.path.exists(charon):
+                with open(charon) as f:
+                    print("--- charon.log (tail)\n" + f.read()[-6000:])
+        cl.down()
+        ns, alive = _leftovers(cl)
+        assert not ns and not alive, "left behind: namespaces {}, processes {}".format(ns, alive)
+
+
+def cluster_conn(start):
+    """The cluster's side: from the outside virtual address to gwB."""
+    child = ikegw.Child(local_ts=[SITE_A], remote_ts=[SITE_B], esp_proposals=ESP)
+    return ikegw.Conn(local_addr=cluster.VIP_OUT, remote_addr=cluster.GWB_WAN, local_id=cluster.VIP_OUT,
+                      remote_id=cluster.GWB_WAN, children=[child], initiator=start, dpd_delay="3s")
+
+
+def swan_conn():
+    """strongSwan's side, with liveness checks every 2 s."""
+    child = ikegw.Child(local_ts=[SITE_B], remote_ts=[SITE_A], esp_proposals=ESP)
+    return ikegw.Conn(local_addr=cluster.GWB_WAN, remote_addr=cluster.VIP_OUT, local_id=cluster.GWB_WAN,
+                      remote_id=cluster.VIP_OUT, children=[child], dpd_delay="2s")
+
+
+def node_config(i, nodes, node_dir, start):
+    """phalanxd TOML of node i: IKE (ikegw's rendering) and [cluster]."""
+    text = ikegw.render_phalanx_toml(cluster_conn(start), "A", node_dir)
+    text = text.replace(os.path.join(node_dir, "gwA.sock"), os.path.join(node_dir, "phalanxd.sock"))
+    if start:
+        text = text.replace('start_action = "none"', 'start_action = "start"')
+    return text + cluster.cluster_table(i, nodes, "packet-rr")
+
+
+def start(cl, start_action=False):
+    """Corosync, charon at gwB, phalanxd with IKE on every node; the
+    cluster view complete. Returns the Charon."""
+    cl.config_paths = {}
+    for i in range(1, cl.nodes + 1):
+        d = cl.node_dir(i)
+        path = os.path.join(d, "phalanxd.toml")
+        with open(path, "w") as f:
+            f.write(node_config(i, cl.nodes, d, start_action))
+        cl.config_paths["n{}".format(i)] = path
+    for i in range(1, cl.nodes + 1):
+        cl.start_corosync(i)
+    ids = list(range(1, cl.nodes + 1))
+    cl.wait_corosync(ids)
+    charon = swan.Charon(cl, "gwB")
+    charon.configure(swan_conn(), retransmit_tries=5, retransmit_timeout=1.0)
+    charon.start()
+    charon.load()
+    for i in ids:
+        cl.start_node(i)
+    cl.wait_cluster_view(ids)
+    return charon
+
+
+def ike_sas(gw):
+    """The IKE SAs this node runs (standby copies are not listed)."""
+    return ikegw.phalanx_view(gw.ctl("ike"))
+
+
+def runner(cl, nodes):
+    """{node index: its IKE SA} for the nodes among `nodes` that run one."""
+    out = {}
+    for i in nodes:
+        sas = [sa for sa in ike_sas(cl.gateways["n{}".format(i)]) if sa["state"].upper() == "ESTABLISHED"]
+        if sas:
+            out[i] = sas
+    return out
+
+
+def wait_runner(cl, nodes, seconds=10):
+    deadline = time.monotonic() + seconds
+    while True:
+        found = runner(cl, nodes)
+        if len(found) == 1:
+            (i, sas), = found.items()
+            return i, sas
+        if time.monotonic() > deadline:
+            raise AssertionError("not exactly one node runs the IKE SA: {}".format(found))
+        time.sleep(0.2)
+
+
+def ike_counter(gw, name):
+    """A `cluster_ike_*` counter of node `gw` (phalanxctl cluster)."""
+    counters = {c["name"]: c["count"] for c in gw.ctl("cluster")["counters"]}
+    return counters.get("cluster_ike_" + name, 0)
+
+
+def swan_sa(charon):
+    """strongSwan's one established IKE SA: (spi_i, spi_r, child SPIs)."""
+    sas = [sa for sa in charon.list_sas() if sa.get("state") == "ESTABLISHED"]
+    assert len(sas) == 1, sas
+    sa = sas[0]
+    children = sa.get("child-sas", {})
+    spis = sorted((c.get("spi-in"), c.get("spi-out")) for c in children.values()
+                  if isinstance(c, dict) and c.get("state") == "INSTALLED")
+    return sa["initiator-spi"], sa["responder-spi"], spis
+
+
+def wait_swan_sa(charon, seconds=20):
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            sa = swan_sa(charon)
+            if sa[2]:
+                return sa
+        except AssertionError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError("strongSwan has no established IKE SA with a Child SA: {}".format(
+                charon.list_sas()))
+        time.sleep(0.2)
+
+
+def init_count(charon):
+    """IKE_SA_INIT messages charon generated or parsed."""
+    return sum(1 for e in swan.log_exchanges(charon.log()) if e["exchange"] == "IKE_SA_INIT")
+
+
+def traffic(cl, seconds, name):
+    """UDP both ways at UDP_RATE/s and a 10 ms ping, started."""
+    return ([cluster.UdpStream(cl, name + "-out", "hostA", "hostB", cluster.HOSTB, 5001, UDP_RATE, seconds).start(),
+             cluster.UdpStream(cl, name + "-in", "hostB", "hostA", cluster.HOSTA, 5002, UDP_RATE, seconds).start()])
+
+
+def test_strongswan_initiates_and_survives_the_owner(topo):
+    """(a) and (b) of the module doc."""
+    cl = topo
+    charon = start(cl)
+    charon.initiate("net", ike="site", timeout=20)
+    spi_i, spi_r, children = wait_swan_sa(charon)
+    owner, sas = wait_runner(cl, range(1, cl.nodes + 1))
+    assert sas[0]["spi_i"].lower().lstrip("0") == spi_i.lower().lstrip("0"), (sas, spi_i)
+    inits = init_count(charon)
+    assert inits == 2, "one IKE_SA_INIT exchange: {}".format(inits)
+    others = [i for i in range(1, cl.nodes + 1) if i != owner]
+    for i in others:
+        gw = cl.gateways["n{}".format(i)]
+        assert ike_counter(gw, "imported") >= 1, "n{} holds no standby copy".format(i)
+    assert ike_counter(cl.gateways["n{}".format(owner)], "held") >= 1, "no write-ahead hold on the owner"
+
+    # (a) traffic through every node.
+    assert cl.wait_ping("hostA", cluster.HOSTB, 15), "ping hostA -> hostB through the IKE Child SA"
+    before = {i: cluster.owned(cl.gateways["n{}".format(i)]) for i in range(1, cl.nodes + 1)}
+    streams = traffic(cl, 3.0, "udp-a")
+    ping = cluster.Ping(cl, 3.0).start()
+    results = [s.result(40) for s in streams]
+    pinged = ping.result()
+    for r in results:
+        assert r["received"] >= 0.98 * r["expected"], r
+    assert pinged["received"] >= 0.95 * pinged["sent"], pinged
+    for i in range(1, cl.nodes + 1):
+        grown = cluster.owned(cl.gateways["n{}".format(i)]) - before[i]
+        print("n{} owned {} packets of the IKE Child SAs".format(i, grown))
+        assert grown > 0, "n{} processed nothing".format(i)
+
+    # (b) the owner dies; traffic goes on; strongSwan's exchanges are
+    # answered by the successor without a new IKE SA.
+    seconds = 10.0
+    streams = traffic(cl, seconds, "udp-b")
+    time.sleep(2.0)
+    t_fail = time.time()
+    cl.crash_node(owner)
+    successor, sas = wait_runner(cl, others, seconds=5)
+    print("owner n{} killed; n{} took over the IKE SA".format(owner, successor))
+    gw = cl.gateways["n{}".format(successor)]
+    assert ike_counter(gw, "takeovers") == 1
+    assert (sas[0]["spi_i"].lower().lstrip("0"), sas[0]["spi_r"].lower().lstrip("0")) == \
+        (spi_i.lower().lstrip("0"), spi_r.lower().lstrip("0"))
+    time.sleep(1.0)
+    charon.rekey(child="net")
+    deadline = time.monotonic() + 20
+    while True:
+        now_i, now_r, now_children = swan_sa(charon)
+        if now_children and now_children != children and len(now_children) == 1:
+            break
+        assert time.monotonic() < deadline, "Child SA not rekeyed: {} -> {}".format(children, now_children)
+        time.sleep(0.2)
+    assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
+    results = [s.result(seconds + 40) for s in streams]
+    for r in results:
+        lost_late = cluster.lost_in(r, t_fail + 0.5, r["start"] + seconds)
+        print("udp: lost {} of {}, {} after the failover settled".format(r["lost"], r["expected"], lost_late))
+        assert r["lost"] <= 0.1 * r["expected"], r
+    # Liveness checks (strongSwan's DPD every 2 s) answered after the kill.
+    deadline = time.monotonic() + 15
+    while True:
+        log = swan.log_exchanges(charon.log())
+        t0 = time.localtime(t_fail)
+        since = t0.tm_hour * 3600 + t0.tm_min * 60 + t0.tm_sec
+        answered = [e for e in log if e["exchange"] == "INFORMATIONAL" and e["dir"] == "parsed"
+                    and e["kind"] == "response" and e["t"] > since]
+        if answered:
+            break
+        assert time.monotonic() < deadline, "no INFORMATIONAL answered after the failover"
+        time.sleep(0.5)
+    assert init_count(charon) == inits, "a new IKE_SA_INIT after the failover"
+    assert cl.wait_ping("hostA", cluster.HOSTB, 10), "ping over the rekeyed Child SA"
+    assert charon.alive()
+
+    # The killed node comes back: after its state transfer it gets the IKE
+    # SA's state (re-sent for it), runs nothing (the IKE SA stays with the
+    # successor) and carries its share of the Child SA's traffic.
+    everyone = list(range(1, cl.nodes + 1))
+    cl.start_corosync(owner)
+    cl.wait_corosync(everyone, seconds=20)
+    back = cl.start_node(owner)
+    cl.wait_cluster_view(everyone, seconds=30)
+    deadline = time.monotonic() + 10
+    while ike_counter(back, "known_ike_sas") != 1:
+        assert time.monotonic() < deadline, "the rejoined node learnt no IKE SA state"
+        time.sleep(0.2)
+    assert ike_counter(back, "imported") >= 1
+    assert wait_runner(cl, everyone)[0] == successor, "the IKE SA moved back"
+    owned_back = cluster.owned(back)
+    for r in (s.result(40) for s in traffic(cl, 2.0, "udp-r")):
+        assert r["received"] >= 0.98 * r["expected"], r
+    assert cluster.owned(back) > owned_back, "the rejoined node processed nothing"
+    assert init_count(charon) == inits
+    for i in everyone:
+        g = cl.gateways["n{}".format(i)]
+        print("n{}: {}".format(i, {c["name"]: c["count"] for c in g.ctl("cluster")["counters"]
+                                    if c["name"].startswith("cluster_ike_") and c["count"]}))
+
+
+def test_cluster_initiates(topo):
+    """(c) the cluster starts the connection: one node, once."""
+    cl = topo
+    charon = start(cl, start_action=True)
+    wait_swan_sa(charon, seconds=30)
+    owner, _ = wait_runner(cl, range(1, cl.nodes + 1))
+    starts = {i: ike_counter(cl.gateways["n{}".format(i)], "starts") for i in range(1, cl.nodes + 1)}
+    assert starts[owner] == 1 and sum(starts.values()) == 1, starts
+    assert init_count(charon) == 2, "one IKE_SA_INIT exchange"
+    assert cl.wait_ping("hostA", cluster.HOSTB, 15), "ping through the cluster-initiated Child SA"
+    streams = traffic(cl, 2.0, "udp-c")
+    for r in (s.result(40) for s in streams):
+        assert r["received"] >= 0.98 * r["expected"], r
+
+
+def test_falsely_suspected_owner_demotes(topo):
+    """(d) the node that runs the IKE SA stops for a moment (SIGSTOP, longer
+    than suspect_after): the others take it over; when it resumes it finds
+    itself out of the view and demotes its IKE SA to a standby copy; it
+    comes back into the view and the IKE SA stays with the successor.
+    strongSwan sees one IKE SA throughout and rekeys its Child SA."""
+    cl = topo
+    charon = start(cl)
+    charon.initiate("net", ike="site", timeout=20)
+    spi_i, spi_r, children = wait_swan_sa(charon)
+    everyone = list(range(1, cl.nodes + 1))
+    owner, _ = wait_runner(cl, everyone)
+    inits = init_count(charon)
+    pid = cl.procs["phalanxd-n{}".format(owner)].pid
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGCONT)
+    cl.wait_cluster_view(everyone, seconds=30)
+    gw = cl.gateways["n{}".format(owner)]
+    deadline = time.monotonic() + 10
+    while ike_counter(gw, "demotions") < 1:
+        assert time.monotonic() < deadline, "the suspected owner did not demote"
+        time.sleep(0.2)
+    successor, _ = wait_runner(cl, everyone)
+    assert successor != owner
+    print("n{} paused: demoted; n{} runs the IKE SA".format(owner, successor))
+    charon.rekey(child="net")
+    deadline = time.monotonic() + 20
+    while True:
+        now_i, now_r, now_children = swan_sa(charon)
+        if now_children and now_children != children and len(now_children) == 1:
+            break
+        assert time.monotonic() < deadline, "Child SA not rekeyed: {} -> {}".format(children, now_children)
+        time.sleep(0.2)
+    assert (now_i, now_r) == (spi_i, spi_r)
+    assert init_count(charon) == inits, "a new IKE_SA_INIT"
+    assert cl.wait_ping("hostA", cluster.HOSTB, 10)
+    for r in (s.result(40) for s in traffic(cl, 2.0, "udp-d")):
+        assert r["received"] >= 0.95 * r["expected"], r
