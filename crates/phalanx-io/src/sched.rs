@@ -30,6 +30,13 @@ pub fn set_realtime(priority: i32) -> io::Result<()> {
     sys::set_fifo_priority(priority)
 }
 
+/// Returns the calling thread to the normal time-sharing policy
+/// (`SCHED_OTHER`), which every thread may do (sched(7)); threads it
+/// starts afterwards inherit that.
+pub fn set_normal() -> io::Result<()> {
+    sys::set_normal_policy()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,6 +47,28 @@ mod tests {
             let err = set_realtime(bad).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         }
+    }
+
+    /// "FIFO, spawn, back to normal": the child keeps the inherited
+    /// policy (the daemon's cluster thread), the parent is normal again.
+    #[test]
+    fn a_child_inherits_the_policy_its_parent_then_leaves() {
+        let handle = std::thread::spawn(|| {
+            if set_realtime(10).is_err() {
+                return None; // not root: nothing to inherit
+            }
+            let child = std::thread::spawn(policy);
+            set_normal().unwrap();
+            Some((child.join().unwrap(), policy()))
+        });
+        if let Some((child, parent)) = handle.join().unwrap() {
+            assert_eq!(child, libc::SCHED_FIFO);
+            assert_eq!(parent, libc::SCHED_OTHER);
+        }
+    }
+
+    fn policy() -> i32 {
+        crate::sys::current_policy()
     }
 
     #[test]

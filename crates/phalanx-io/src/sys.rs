@@ -495,6 +495,26 @@ pub(crate) fn set_fifo_priority(priority: i32) -> io::Result<()> {
     }
 }
 
+/// Moves the calling thread to `SCHED_OTHER` (priority 0).
+pub(crate) fn set_normal_policy() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 names the calling thread; `param` is a live
+    // sched_param the kernel only reads.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, ptr::from_ref(&param)) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The calling thread's scheduling policy.
+#[cfg(test)]
+pub(crate) fn current_policy() -> i32 {
+    // SAFETY: pid 0 names the calling thread; no pointer is passed.
+    unsafe { libc::sched_getscheduler(0) }
+}
+
 /// A duplicate (close-on-exec) of descriptor `raw`, which someone else
 /// owns (a C library that hands out only the number).
 pub(crate) fn duplicate_raw_fd(raw: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {

@@ -211,16 +211,26 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         privileges::prepare_socket_dir(&config.daemon.control_socket, account)?;
     }
     if config.cluster.is_some() {
-        // The cluster thread (started after the drop) runs SCHED_FIFO so
-        // that load never delays its heartbeats: allow that without a
-        // capability (PRIVILEGES.md).
-        // Without CAP_SYS_RESOURCE (some containers) the limit stays and
-        // the cluster thread runs at normal priority: said, not fatal.
-        if let Err(e) = privileges::allow_realtime(REALTIME_PRIORITY) {
-            tracing::warn!(error = %e, "the cluster thread will not run SCHED_FIFO");
+        // The cluster thread runs SCHED_FIFO so that load never delays its
+        // heartbeats. Capabilities are per thread and must go before any
+        // other thread exists, so this thread takes the policy now (with
+        // CAP_SYS_NICE, PRIVILEGES.md), the cluster thread inherits it
+        // right after the drop, and this thread then gives it up.
+        if let Err(e) = phalanx_io::sched::set_realtime(REALTIME_PRIORITY as i32) {
+            tracing::warn!(error = %e, "the cluster thread will not run SCHED_FIFO (needs CAP_SYS_NICE)");
         }
     }
     let dropped = privileges::drop_all(account.as_ref())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let cluster = match &config.cluster {
+        Some(settings) => {
+            let started = start_cluster_thread(&config, settings, ike_socket.is_some(), &stop);
+            // Every thread started from here on runs at normal priority.
+            phalanx_io::sched::set_normal()?;
+            Some(started?)
+        }
+        None => None,
+    };
     tracing::info!(user = ?dropped.user, capabilities_before = dropped.had, "privileges dropped: no capability kept");
     let mut ike = match (
         ike_socket.take_if(|_| matches!(opened, Devices::Host(_))),
@@ -262,7 +272,6 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         ),
         None => None,
     };
-    let stop = Arc::new(AtomicBool::new(false));
     let plane = match opened {
         Devices::Host(opened) => {
             let link = ike.as_ref().map(|t| t.link.clone());
@@ -271,8 +280,16 @@ fn run(config: Config) -> Result<(), Box<dyn Error>> {
         Devices::Cluster(devices) => {
             // `sides` is Some exactly when `[cluster]` is (above).
             let sides = sides.ok_or("cluster sides missing")?;
-            let (plane, thread) =
-                start_cluster(&config, &daemon, *devices, sides, &stop, ike_socket.take())?;
+            let started = cluster.ok_or("cluster thread missing")?;
+            let (plane, thread) = start_cluster(
+                &config,
+                &daemon,
+                *devices,
+                sides,
+                started,
+                &stop,
+                ike_socket.take(),
+            )?;
             ike = thread;
             plane
         }
@@ -340,32 +357,53 @@ fn start_workers(
     Ok(handles)
 }
 
-/// Cluster mode: the cluster thread (Corosync, heartbeats; the static SAs
-/// registered), the IKE thread when the file configures IKE (`ike_socket`:
-/// the IKE port's, on the virtual address), then the cluster worker
-/// reading the cluster's state and handing IKE messages on.
-fn start_cluster(
+/// The cluster thread, started, and the IKE thread's end of their bridge
+/// (when the file configures IKE).
+struct ClusterThread {
+    handle: ClusterHandle,
+    ike_end: Option<ike::cluster::bridge::IkeEnd>,
+}
+
+/// Cluster mode, before the drop: the cluster thread (Corosync,
+/// heartbeats; the static SAs registered), with a bridge for the IKE
+/// thread when `ike` (the file configures IKE and its socket is open).
+fn start_cluster_thread(
     config: &Config,
-    daemon: &Daemon,
-    devices: ClusterDevices,
-    (inside, outside): (VirtualSide, VirtualSide),
+    settings: &phalanxd::config::ClusterSettings,
+    ike: bool,
     stop: &Arc<AtomicBool>,
-    ike_socket: Option<std::net::UdpSocket>,
-) -> Result<(DataPlane, Option<ike::IkeThread>), Box<dyn Error>> {
-    let settings = config.cluster.as_ref().ok_or("no [cluster]")?;
+) -> Result<ClusterThread, Box<dyn Error>> {
     let descriptors = cluster::sa_descriptors(&config.sas);
-    let bridges = match (&config.ike, &ike_socket) {
-        (Some(_), Some(_)) => Some(ike::cluster::bridge::channel(IKE_BRIDGE_QUEUE)?),
+    let bridges = match (&config.ike, ike) {
+        (Some(_), true) => Some(ike::cluster::bridge::channel(IKE_BRIDGE_QUEUE)?),
         _ => None,
     };
     let (ike_end, cluster_end) = match bridges {
         Some((ike_end, cluster_end)) => (Some(ike_end), Some(cluster_end)),
         None => (None, None),
     };
-    let thread =
+    let handle =
         phalanxd::cluster::spawn_with_ike(settings, descriptors, Arc::clone(stop), cluster_end)
             .map_err(|e| format!("cluster thread: {e}"))?;
-    let thread = Arc::new(thread);
+    Ok(ClusterThread { handle, ike_end })
+}
+
+/// Cluster mode, after the drop: the IKE thread when the file configures
+/// IKE (`ike_socket`: the IKE port's, on the virtual address), then the
+/// cluster worker reading the cluster's state (`started`) and handing IKE
+/// messages on.
+fn start_cluster(
+    config: &Config,
+    daemon: &Daemon,
+    devices: ClusterDevices,
+    (inside, outside): (VirtualSide, VirtualSide),
+    started: ClusterThread,
+    stop: &Arc<AtomicBool>,
+    ike_socket: Option<std::net::UdpSocket>,
+) -> Result<(DataPlane, Option<ike::IkeThread>), Box<dyn Error>> {
+    let settings = config.cluster.as_ref().ok_or("no [cluster]")?;
+    let ClusterThread { handle, ike_end } = started;
+    let thread = Arc::new(handle);
     daemon.attach_cluster(Arc::clone(&thread));
     let ike_thread = match (&config.ike, ike_socket, ike_end) {
         (Some(ike_settings), Some(socket), Some(bridge)) => {

@@ -142,16 +142,6 @@ fn become_user(account: &Account) -> Result<(), PrivilegeError> {
     Ok(())
 }
 
-/// Raises `RLIMIT_RTPRIO` to `priority`, so that a thread started after
-/// [`drop_all`] may still move itself to `SCHED_FIFO` at up to that
-/// priority (sched(7): an unprivileged thread may, within this limit).
-/// Needs `CAP_SYS_RESOURCE`, i.e. must run before the drop.
-pub fn allow_realtime(priority: u64) -> Result<(), PrivilegeError> {
-    use nix::sys::resource::{setrlimit, Resource};
-    setrlimit(Resource::RLIMIT_RTPRIO, priority, priority)
-        .map_err(|e| PrivilegeError(format!("RLIMIT_RTPRIO {priority}: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

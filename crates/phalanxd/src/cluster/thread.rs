@@ -115,7 +115,10 @@ pub struct ClusterHandle {
 /// Joins the CPG group, binds the heartbeat socket (both in the calling
 /// thread's network namespace, so errors come back here), registers
 /// `sas`, and starts the cluster thread. It runs until `stop` is set (or
-/// [`ClusterHandle::stop`]).
+/// [`ClusterHandle::stop`]). Returns once the thread has tried to move
+/// itself to `SCHED_FIFO` (logged either way): it needs `CAP_SYS_NICE`,
+/// or a caller that runs `SCHED_FIFO` at [`REALTIME_PRIORITY`] already
+/// (a new thread inherits its creator's policy).
 pub fn spawn(
     settings: &ClusterSettings,
     sas: Vec<SaDescriptor>,
@@ -177,9 +180,30 @@ pub fn spawn_with_ike(
         heartbeat = %state.heartbeats.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
         "cluster: joined the Corosync group"
     );
+    let (scheduled_tx, scheduled) = std::sync::mpsc::sync_channel(1);
     let thread = std::thread::Builder::new()
         .name("phalanx-cluster".into())
-        .spawn(move || state.run())?;
+        .spawn(move || {
+            // Heartbeats late by more than `suspect_after` make the other
+            // nodes take over from a live one: run ahead of ordinary work.
+            // Without CAP_SYS_NICE this holds only if the caller already
+            // runs SCHED_FIFO at this priority (the thread inherited it).
+            let result = phalanx_io::sched::set_realtime(REALTIME_PRIORITY as i32);
+            drop(scheduled_tx.send(result));
+            state.run();
+        })?;
+    match scheduled.recv_timeout(STATUS_TIMEOUT) {
+        Ok(Ok(())) => tracing::info!(
+            priority = REALTIME_PRIORITY,
+            "cluster: thread runs SCHED_FIFO"
+        ),
+        Ok(Err(e)) => tracing::warn!(
+            error = %e,
+            "cluster: cannot run SCHED_FIFO (needs CAP_SYS_NICE); on a loaded machine late \
+             heartbeats may make peers suspect this node"
+        ),
+        Err(_) => tracing::warn!("cluster: the thread did not report its scheduling policy"),
+    }
     Ok(ClusterHandle {
         shared,
         reports,
@@ -307,19 +331,6 @@ struct ThreadState {
 
 impl ThreadState {
     fn run(mut self) {
-        // Heartbeats late by more than `suspect_after` make the other
-        // nodes take over from a live one: run ahead of ordinary work.
-        match phalanx_io::sched::set_realtime(REALTIME_PRIORITY as i32) {
-            Ok(()) => tracing::debug!(
-                priority = REALTIME_PRIORITY,
-                "cluster: thread runs SCHED_FIFO"
-            ),
-            Err(e) => tracing::warn!(
-                error = %e,
-                "cluster: cannot run SCHED_FIFO; on a loaded machine late heartbeats may make \
-                 peers suspect this node"
-            ),
-        }
         let mut buf = vec![0_u8; 2048];
         while !self.stop.load(Ordering::SeqCst) {
             let (cpg_ready, heartbeat_ready) = match self.wait() {
