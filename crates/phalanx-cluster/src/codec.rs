@@ -25,6 +25,10 @@
 //!               Flags (8: bit 0 ESN) | Family (8: 4|6) | Peer (32|128)
 //!               [a layout above 1 may append fields; this version skips them]
 //! SaDelete 0x18:          Direction (8) | SPI (32)
+//! Yield 0x20:             Node (32) | Marks (16) x { SPI (32) | High (64) }
+//!                         (a node whose side lost a partition merge drops
+//!                         its state; High: the highest number its side's
+//!                         log ever granted for the outbound SA)
 //! StateTransfer 0x15:     Flags (8: bit 0 founding) |
 //!                         Targets (16) x { Node (32) | Position (64) } |
 //!                         State (see `codec/state.rs`)
@@ -72,6 +76,9 @@ impl MessageType {
     pub const SA_ADD: MessageType = MessageType(0x17);
     /// An SA was deleted.
     pub const SA_DELETE: MessageType = MessageType(0x18);
+    /// A node whose side lost a partition merge drops its state and
+    /// rejoins; it names its side's lease high-water marks.
+    pub const YIELD: MessageType = MessageType(0x20);
 }
 
 /// Why bytes are not a message.
@@ -166,6 +173,28 @@ pub struct SaRecord {
     pub replay: Option<ReplayCheckpoint>,
 }
 
+/// Where a replicated state stands for quorum and partition merges (see
+/// the `node` module docs, "Quorum" and "Partitions").
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct QuorumState {
+    /// A hash chain over every agreed membership the state applied: equal
+    /// on every node holding this lineage of the state, different on the
+    /// two sides of a partition (each applied its own membership).
+    pub history: u64,
+    /// The last values of `history` (newest last), so that a transfer
+    /// taken a little earlier in the same lineage is recognised.
+    pub recent: Vec<u64>,
+    /// The last agreed membership in which the state was quorate.
+    pub base: Vec<NodeId>,
+    /// Whether the state is quorate now.
+    pub quorate: bool,
+    /// Standing at the last membership change, for merges: quorate then.
+    pub was_quorate: bool,
+    /// Standing at the last membership change: the lowest member holding
+    /// the state then.
+    pub lowest: Option<NodeId>,
+}
+
 /// The replicated state, as a state transfer carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateSnapshot {
@@ -189,6 +218,8 @@ pub struct StateSnapshot {
     pub joined_at: Vec<(NodeId, u64)>,
     /// Suspected members and who suspects them.
     pub suspects: Vec<(NodeId, Vec<NodeId>)>,
+    /// Quorum and lineage.
+    pub quorum: QuorumState,
     /// Every registered SA.
     pub sas: Vec<SaRecord>,
 }
@@ -249,6 +280,15 @@ pub enum Message {
         /// Its SPI.
         spi: u32,
     },
+    /// `node` (the sender) lost a partition merge: it drops its state and
+    /// joins again; the winners' log first raises each outbound SA's lease
+    /// floor above `marks` (SPI, highest number its side granted).
+    Yield {
+        /// The node.
+        node: NodeId,
+        /// Per outbound SA: the highest number its side's log granted.
+        marks: Vec<(u32, u64)>,
+    },
 }
 
 impl Message {
@@ -266,6 +306,7 @@ impl Message {
             Message::Ready { .. } => MessageType::READY,
             Message::SaAdd(_) => MessageType::SA_ADD,
             Message::SaDelete { .. } => MessageType::SA_DELETE,
+            Message::Yield { .. } => MessageType::YIELD,
         }
     }
 }
@@ -293,6 +334,13 @@ pub fn encode(message: &Message) -> Vec<u8> {
         Message::SaAdd(sa) => sa_body(&mut w, sa),
         Message::SaDelete { direction, spi } => {
             w.u8(direction_byte(*direction)).u32(*spi);
+        }
+        Message::Yield { node, marks } => {
+            let marks = &marks[..marks.len().min(usize::from(u16::MAX))];
+            w.node(*node).count16(marks.len());
+            for &(spi, high) in marks {
+                w.u32(spi).u64(high);
+            }
         }
     }
     w.buf
@@ -334,10 +382,21 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
             direction: direction(&mut r)?,
             spi: r.u32()?,
         },
+        MessageType::YIELD => yield_body(&mut r)?,
         MessageType(other) => return Err(DecodeError::UnknownType(other)),
     };
     r.finish()?;
     Ok(message)
+}
+
+fn yield_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
+    let node = r.node()?;
+    let n = r.count16(12)?;
+    let mut marks = Vec::with_capacity(n);
+    for _ in 0..n {
+        marks.push((r.u32()?, r.u64()?));
+    }
+    Ok(Message::Yield { node, marks })
 }
 
 fn heartbeat(r: &mut Reader<'_>) -> Result<Heartbeat, DecodeError> {

@@ -25,7 +25,7 @@ pub mod sequencer;
 pub mod transport;
 pub mod view;
 
-pub use codec::{decode, encode, DecodeError, Message};
+pub use codec::{decode, encode, DecodeError, Message, QuorumState};
 pub use datapath::{
     DataPathReport, DataPathStats, InboundDecision, NodeDataPath, OutboundDecision, SharedState,
 };
@@ -34,7 +34,7 @@ pub use dispatch::{flow_hash, Direction, DispatchScheme, Dispatcher, PacketKey};
 pub use lease::{BlockKind, Grant, LeaseBlock, LeaseTable, SaLeases};
 pub use node::{
     ClusterConfig, ClusterCounters, ClusterEvent, ClusterNode, ClusterStatus, FailoverOutcome,
-    FailoverRecord, MemberStatus, SaDescriptor, SaStatus,
+    FailoverRecord, MemberStatus, QuorumPolicy, QuorumStatus, SaDescriptor, SaStatus,
 };
 pub use observer::{InboundObserver, Observed};
 pub use segments::{segment_of, segment_owner, SEGMENTS};

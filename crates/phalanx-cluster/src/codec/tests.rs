@@ -39,6 +39,14 @@ fn transfer() -> StateTransfer {
             ready: vec![NodeId(1), NodeId(2)],
             joined_at: vec![(NodeId(4), 37)],
             suspects: vec![(NodeId(3), vec![NodeId(1)])],
+            quorum: QuorumState {
+                history: 0x1234_5678_9abc_def0,
+                recent: vec![5, 0x1234_5678_9abc_def0],
+                base: vec![NodeId(1), NodeId(2), NodeId(3)],
+                quorate: true,
+                was_quorate: false,
+                lowest: Some(NodeId(1)),
+            },
             sas: vec![
                 SaRecord {
                     descriptor: sa(
@@ -116,6 +124,10 @@ fn samples() -> Vec<Message> {
             spi: 10,
         },
         Message::StateTransfer(Box::new(transfer())),
+        Message::Yield {
+            node: NodeId(3),
+            marks: vec![(7, 1 << 47), (0xffff_ffff, 1)],
+        },
     ]
 }
 
@@ -251,6 +263,11 @@ fn message() -> impl Strategy<Value = Message> {
             ),
         node.clone().prop_map(|node| Message::Suspect { node }),
         node.clone().prop_map(|node| Message::Rejoin { node }),
+        (
+            node.clone(),
+            proptest::collection::vec((any::<u32>(), any::<u64>()), 0..8)
+        )
+            .prop_map(|(node, marks)| Message::Yield { node, marks }),
         node.prop_map(|node| Message::Ready { node }),
         (
             any::<bool>(),
@@ -295,7 +312,7 @@ proptest! {
     /// Mutations of valid messages (a state transfer included) never panic
     /// it either, and what decodes encodes back to the same bytes.
     #[test]
-    fn mutated_messages_never_panic(pick in 0usize..12, at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
+    fn mutated_messages_never_panic(pick in 0usize..13, at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
         let mut bytes = encode(&samples()[pick]);
         let i = at % bytes.len();
         bytes[i] = byte;

@@ -95,6 +95,20 @@ impl Publisher {
         self.dirty = true;
     }
 
+    /// The state was dropped after a lost partition merge: the locally
+    /// registered SAs start over with new incarnations (new sequencers and
+    /// observers in the data path), as in a restarted node.
+    pub(super) fn restart(&mut self) {
+        self.synced = false;
+        self.outbound.clear();
+        self.inbound.clear();
+        let local: Vec<SaDescriptor> = self.local_sas.values().copied().collect();
+        for sa in local {
+            self.add_sa(None, sa);
+        }
+        self.dirty = true;
+    }
+
     /// Publish SA `sa` (with its leases when the log holds them). The same
     /// SA published again keeps its incarnation; a different one with the
     /// same SPI gets a new one.

@@ -77,6 +77,12 @@ impl ClusterNode {
                     }
                     self.caught_up(now, replay.spi);
                 }
+                Effect::Defeated { by } => self.defeated(now, by),
+                Effect::Outranked { rival } => {
+                    self.counters.merges_won += 1;
+                    self.event(ClusterEvent::MergeWon { rival });
+                }
+                Effect::Yielded(_) => {}
             }
         }
     }

@@ -137,11 +137,19 @@ pub struct ClusterCounters {
     pub join_buffer_overflows: u64,
     /// Counter checkpoints received over the heartbeat channel.
     pub datagram_checkpoints: u64,
+    /// Times this node's view lost quorum (it stood down).
+    pub quorum_losses: u64,
+    /// 1 while this node stands down for want of quorum, else 0 (a gauge).
+    pub no_quorum: u64,
+    /// Partition merges this node's side won (the other side yielded).
+    pub merges_won: u64,
+    /// Partition merges this node's side lost (it yielded and rejoined).
+    pub merges_lost: u64,
 }
 
 impl ClusterCounters {
     /// Every counter with its name, for metrics and `phalanxctl`.
-    pub fn named(&self) -> [(&'static str, u64); 16] {
+    pub fn named(&self) -> [(&'static str, u64); 20] {
         [
             ("lease_grants", self.lease_grants),
             ("suspicions", self.suspicions),
@@ -159,6 +167,10 @@ impl ClusterCounters {
             ("events_dropped", self.events_dropped),
             ("join_buffer_overflows", self.join_buffer_overflows),
             ("datagram_checkpoints", self.datagram_checkpoints),
+            ("quorum_losses", self.quorum_losses),
+            ("no_quorum", self.no_quorum),
+            ("merges_won", self.merges_won),
+            ("merges_lost", self.merges_lost),
         ]
     }
 }

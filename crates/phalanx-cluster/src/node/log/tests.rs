@@ -9,7 +9,7 @@ fn n(ids: &[u32]) -> Vec<NodeId> {
 
 fn founded(ids: &[u32]) -> Replicated {
     let mut fx = Vec::new();
-    let state = Replicated::founded(&n(ids), 64, &mut fx);
+    let state = Replicated::founded(&n(ids), 64, Default::default(), &mut fx);
     assert!(fx.contains(&Effect::BaseChanged));
     state
 }
@@ -161,7 +161,7 @@ fn snapshot_restore_round_trip() {
     apply(&mut state, 2, Message::Suspect { node: NodeId(3) });
     let mut fx = Vec::new();
     state.apply_membership(&n(&[1, 2, 3, 7]), &mut fx);
-    let restored = Replicated::restore(&state.snapshot()).unwrap();
+    let restored = Replicated::restore(&state.snapshot(), Default::default()).unwrap();
     assert_eq!(restored, state);
 }
 
@@ -212,7 +212,7 @@ proptest! {
             prop_assert_eq!(fa, fb);
             prop_assert_eq!(&a, &b);
             prop_assert!(a.ready.is_subset(&a.synced));
-            let restored = Replicated::restore(&a.snapshot());
+            let restored = Replicated::restore(&a.snapshot(), Default::default());
             prop_assert_eq!(restored.as_ref(), Some(&a));
         }
     }
