@@ -51,6 +51,7 @@ impl NodeDataPath {
                 if shared.incarnation != stream.shared.incarnation {
                     stream.sequencer = OutboundSequencer::new(local, spacing);
                     stream.noted = 0;
+                    self.dispatcher.forget_stream(Direction::Outbound, spi);
                 }
                 stream.shared = Arc::clone(shared);
             }
@@ -67,6 +68,7 @@ impl NodeDataPath {
                 if shared.incarnation != stream.shared.incarnation {
                     stream.observer = InboundObserver::new(shared.descriptor.esn);
                     stream.merged = 0;
+                    self.dispatcher.forget_stream(Direction::Inbound, spi);
                 }
                 stream.shared = Arc::clone(shared);
             }
