@@ -50,12 +50,16 @@
 //! `deferred_takeovers`).
 //!
 //! # Quorum and partitions
-//! A node owns traffic only while its view (the base view without its
-//! suspects) is quorate: a strict majority of the last agreed membership
-//! in which the state was quorate, or exactly half of it with its lowest
-//! node (see `log::quorum`). So the minority side of a partition stands
-//! down as soon as its detector suspects the others, before Corosync
-//! reforms; its log, once Corosync agrees, grants nothing either. Cases:
+//! A node owns traffic only while the members it hears are quorate: the
+//! base view without the suspects still silent must hold a strict
+//! majority of the last agreed membership in which the state was quorate,
+//! or exactly half of it with its lowest node (see `log::quorum`). So the
+//! minority side of a partition stands down as soon as its detector
+//! suspects the others, before Corosync reforms; its log, once Corosync
+//! agrees, grants nothing either. A suspect heard steadily again counts
+//! at once (the log's `Rejoin` may wait for Corosync to reform its ring
+//! after a real failure), so a false suspicion during a real failure
+//! costs no more than its silence. Cases:
 //! - `kill -9` of one node of three: two of three remain, quorate; the
 //!   survivors take over at once, as without quorum.
 //! - a 1 | 2 cut: the two keep going; the one stands down at once (owns
@@ -73,7 +77,8 @@
 //!   reading the log): as before, the suspicion goes through the log and
 //!   is corrected by `Rejoin`; the log refuses a suspicion that would
 //!   leave a quorate state without quorum (a node cut off from the others
-//!   cannot push them all out).
+//!   cannot push them all out). A loaded node that stops hearing both
+//!   others stands down while they are silent.
 //!
 //! When Corosync merges the sides again, each side's state reaches the
 //! other as a state transfer; the side that was quorate (else the one
@@ -81,7 +86,12 @@
 //! again through the ordinary state transfer, and the log first moves
 //! every lease floor above what the yielding side granted.
 //!
-//! Known limits: the founding rule trusts heartbeats; state transfers are
+//! Known limits: a node restarted without state that joins a minority
+//! side counts as a vote there once ready (as in votequorum without
+//! `wait_for_all`), so a restart inside a partition can make both sides
+//! quorate; a fresh node joining at the moment of a merge may install the
+//! losing side's transfer first (it then yields with that side); the
+//! founding rule trusts heartbeats; state transfers are
 //! one message (Corosync fragments them; very large SA tables need
 //! chunking); a joiner can refuse replays of packets sent before it
 //! started only as far as another node's replay checkpoint told it.

@@ -173,7 +173,11 @@ fn check(scheme: DispatchScheme, founders: u32, ops: &[Op]) -> Result<(), TestCa
         // (it might be on its own somewhere), and then nothing is sent.
         let ever = (1..=5).filter(|&n| h.node(NodeId(n)).is_some()).count();
         prop_assert!(alive.len() < ever, "{}", script);
-        prop_assert!(run.clause(last).iter().all(|o| o.senders.is_empty()), "{}", script);
+        prop_assert!(
+            run.clause(last).iter().all(|o| o.senders.is_empty()),
+            "{}",
+            script
+        );
         return Ok(());
     }
     // One view everywhere: a merged partition converged.

@@ -319,7 +319,7 @@ fn s20_two_node_split() {
 
 /// A false suspicion on a loaded node: n3 stops hearing both others for
 /// 100 ms while still in Corosync's membership (and reading the log). n3
-/// stands down (its view is one of three); the log takes at most one of
+/// stands down while it hears neither (one of three); the log takes at most one of
 /// its suspicions (a second would leave no quorum); n1 and n2 suspect
 /// nobody. Rejoin corrects it; nothing sent twice; steady after.
 #[test]

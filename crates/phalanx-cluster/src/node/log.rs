@@ -65,8 +65,6 @@ pub(crate) enum Effect {
     Defeated { by: NodeId },
     /// A partition merge: this side outranks `rival`'s, which yields.
     Outranked { rival: NodeId },
-    /// `node` of a losing side yielded: it joins again.
-    Yielded(NodeId),
 }
 
 /// One registered SA.

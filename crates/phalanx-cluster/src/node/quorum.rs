@@ -45,21 +45,40 @@ impl ClusterNode {
         }
     }
 
-    /// The base view without this node's suspects, emptied when that is
-    /// not quorate (this node then owns nothing, and answers no ARP).
+    /// `view` (the base view without this node's suspects), emptied
+    /// while this node's votes are not quorate: it then owns nothing, and
+    /// answers no ARP.
     pub(super) fn quorate_view(&self, view: View) -> View {
-        match &self.log {
-            Some(log) if !log.quorate_with(view.members()) => View::new(view.epoch(), []),
-            _ => view,
+        if self.log.is_some() && !self.has_quorum() {
+            return View::new(view.epoch(), []);
         }
+        view
+    }
+
+    /// Whether the members this node hears make its state quorate: the
+    /// base view without the suspects that are still silent. A suspect
+    /// heard steadily again counts at once, before the log takes it back
+    /// (which may wait for Corosync to reform its ring after a real
+    /// failure), so a false suspicion costs no more than its silence.
+    fn has_quorum(&self) -> bool {
+        let Some(log) = &self.log else { return false };
+        let votes: Vec<NodeId> = log
+            .base_members()
+            .into_iter()
+            .filter(|n| !(self.local_suspects.contains(n) && self.detector.is_silent(*n)))
+            .collect();
+        log.quorate_with(&votes)
     }
 
     /// Count and report the moments this node stands down or comes back.
     pub(super) fn track_quorum(&mut self) {
-        let down = self.log.as_ref().is_some_and(|log| {
-            let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
-            !log.quorate_with(log.base_view().without(&suspects).members())
-        });
+        if self.log.is_none() {
+            // Without a state there is nothing to stand down from.
+            self.stood_down = false;
+            self.counters.no_quorum = 0;
+            return;
+        }
+        let down = !self.has_quorum();
         if down == self.stood_down {
             return;
         }

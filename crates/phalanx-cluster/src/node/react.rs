@@ -82,7 +82,6 @@ impl ClusterNode {
                     self.counters.merges_won += 1;
                     self.event(ClusterEvent::MergeWon { rival });
                 }
-                Effect::Yielded(_) => {}
             }
         }
     }

@@ -176,7 +176,6 @@ impl Replicated {
         self.suspects.retain(|_, accusers| !accusers.is_empty());
         self.joined_at.insert(node, self.applied);
         self.recompute_base(fx);
-        fx.push(Effect::Yielded(node));
         fx.push(Effect::TransferDue);
     }
 
