@@ -357,3 +357,20 @@ fn s22_quorum_off_merge_keeps_numbers_unique() {
     assert!(h.steady());
     assert_exactly_one(&run, 9, 0, first);
 }
+
+/// A kill and a false suspicion at once ("kill n1; n2 deaf to n3 for 35
+/// ms", four nodes, shortest queue first): n2 hears one of four and stands
+/// down while n3 is silent; the log refuses n2's suspicion of n3 (it would
+/// leave [2, 4]: no quorum), and n2's Rejoin still starts a generation, so
+/// n2's dispatch state (which ran without n3) restarts with everyone's.
+#[test]
+fn s23_false_suspicion_during_a_kill() {
+    let script = "n1,n2,n3,n4 packet-sqf; kill n1; 50 packets; n2 deaf to n3 for 35 ms; \
+                  idle 400 ms; settle; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    let n2 = h.node(NodeId(2)).unwrap().status();
+    assert_eq!(n2.counters.quorum_losses, 1);
+    assert_eq!(n2.counters.corrected, 1);
+    assert_exactly_one(&run, 6, 0, script);
+}

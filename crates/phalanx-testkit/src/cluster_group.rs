@@ -1076,6 +1076,43 @@ mod tests {
         assert!(!group.pending());
     }
 
+    /// A cut holds everything; the reformed sides each get their
+    /// membership, then their own members' messages; a merge is one
+    /// membership for all. A cut healed before the reform loses nothing.
+    #[test]
+    fn partition_reform_merge() {
+        let now = Instant::now();
+        let group = MemoryGroup::new(now);
+        let mut ts = group.join(&[NodeId(1), NodeId(2), NodeId(3)]);
+        for t in &mut ts {
+            drain(t);
+        }
+        group.cut();
+        ts[0].multicast(b"a").unwrap();
+        ts[2].multicast(b"c").unwrap();
+        assert!(drain(&mut ts[0]).is_empty() && group.pending());
+        group.reform(&[vec![NodeId(3)], vec![NodeId(1), NodeId(2)]]);
+        let side = |members: &[u32]| GroupEvent::Membership {
+            members: members.iter().copied().map(NodeId).collect(),
+        };
+        let said = |from: u32, m: &[u8]| GroupEvent::Delivered {
+            from: NodeId(from),
+            message: m.to_vec(),
+        };
+        assert_eq!(drain(&mut ts[1]), vec![side(&[1, 2]), said(1, b"a")]);
+        assert_eq!(drain(&mut ts[2]), vec![side(&[3]), said(3, b"c")]);
+        ts[2].multicast(b"d").unwrap();
+        assert_eq!(drain(&mut ts[0]), vec![side(&[1, 2]), said(1, b"a")]);
+        group.merge();
+        assert_eq!(drain(&mut ts[0]), vec![side(&[1, 2, 3])]);
+        assert_eq!(drain(&mut ts[2]), vec![said(3, b"d"), side(&[1, 2, 3])]);
+        group.cut();
+        ts[1].multicast(b"e").unwrap();
+        group.unhold();
+        assert_eq!(drain(&mut ts[2]), vec![said(2, b"e")]);
+        assert!(!group.is_partitioned());
+    }
+
     /// The harness founds a cluster and sends each packet once.
     #[test]
     fn harness_smoke() {

@@ -291,10 +291,16 @@ impl Replicated {
         fx.push(Effect::Suspected { node, by: from });
     }
 
+    /// `Rejoin` from a node that suspected `node` locally. Whether or not
+    /// the log took that suspicion (it refuses one that would cost the
+    /// quorum), the sender dispatched without `node` for a while: a new
+    /// generation restarts everyone's dispatch state together.
     fn apply_rejoin(&mut self, node: NodeId, fx: &mut Vec<Effect>) {
         let was_suspected = self.suspects.remove(&node).is_some();
         if was_suspected {
             self.recompute_base(fx);
+        } else if self.base_members().contains(&node) {
+            self.start_generation(fx);
         }
         fx.push(Effect::Rejoined {
             node,
@@ -358,14 +364,19 @@ impl Replicated {
     /// A new generation when the members leases are granted for changed:
     /// the base view's while the state is quorate, nobody's otherwise.
     fn recompute_base(&mut self, fx: &mut Vec<Effect>) {
-        let mut members = self.base_members();
-        self.quorum.quorate = self.quorate_with(&members);
-        if !self.quorum.quorate {
-            members.clear();
-        }
+        let base = self.base_members();
+        self.quorum.quorate = self.quorate_with(&base);
+        let members = self.leases_members();
         if members.as_slice() == self.leases.view().members() && self.generation > 0 {
             return;
         }
+        self.start_generation(fx);
+    }
+
+    /// A new generation for the lease view (the base view while quorate,
+    /// nobody otherwise).
+    fn start_generation(&mut self, fx: &mut Vec<Effect>) {
+        let members = self.leases_members();
         self.generation += 1;
         let mut grants = Vec::new();
         self.leases
@@ -375,6 +386,16 @@ impl Replicated {
         let spis: Vec<u32> = self.leases.sas().keys().copied().collect();
         for spi in spis {
             self.check_exhausted(spi, fx);
+        }
+    }
+
+    /// The members lease blocks are granted for: the base view's while
+    /// the state is quorate, nobody's otherwise.
+    fn leases_members(&self) -> Vec<NodeId> {
+        if self.quorum.quorate {
+            self.base_members()
+        } else {
+            Vec::new()
         }
     }
 
