@@ -557,8 +557,11 @@ impl ClusterNode {
         let generation = self.log.as_ref().map_or(0, |log| log.generation);
         let transfers = self.log.as_ref().map_or(0, |log| log.transfers);
         let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
+        let replay_sender = self.log.as_ref().is_some_and(|log| {
+            log.base_view().without(&suspects).first() == Some(self.config.local)
+        });
         self.publisher
-            .publish(view, generation, suspects, ready, transfers);
+            .publish(view, generation, suspects, ready, transfers, replay_sender);
     }
 
     /// True once this node holds the state and owns traffic.

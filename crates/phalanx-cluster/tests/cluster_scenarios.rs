@@ -374,3 +374,18 @@ fn s23_false_suspicion_during_a_kill() {
     assert_eq!(n2.counters.corrected, 1);
     assert_exactly_one(&run, 6, 0, script);
 }
+
+/// "n1,n2; kill n1": n2 (half of [1, 2] without its lowest) stands down,
+/// yet it still observes and checkpoints the inbound numbers, so n1,
+/// restarted, catches up from it: the packets n1 never processed are
+/// refused when replayed.
+#[test]
+fn s24_stood_down_node_still_checkpoints() {
+    let script = "n1 packet-rr; join n2; kill n1; 20 inbound; join n1; idle 400 ms; settle; \
+                  3000 packets; replay inbound";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert!(h.node(NodeId(2)).unwrap().status().counters.quorum_losses >= 1);
+    assert_eq!(run.replays_accepted, 0);
+    assert_exactly_one(&run, 7, 0, script);
+}

@@ -189,7 +189,7 @@ impl NodeDataPath {
     /// on each of a few ticks after a state transfer, for the joiner), the
     /// counters.
     fn on_tick(&mut self, state: &SharedState) {
-        let first = state.view.first() == Some(self.local);
+        let first = state.replay_sender;
         if state.transfers != self.transfers {
             self.transfers = state.transfers;
             if first {

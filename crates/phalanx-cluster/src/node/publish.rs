@@ -208,6 +208,7 @@ impl Publisher {
         suspects: Vec<NodeId>,
         ready: bool,
         transfers: u64,
+        replay_sender: bool,
     ) {
         let old = &self.current;
         let same = !self.dirty
@@ -215,7 +216,8 @@ impl Publisher {
             && old.generation == generation
             && old.suspects == suspects
             && old.ready == ready
-            && old.transfers == transfers;
+            && old.transfers == transfers
+            && old.replay_sender == replay_sender;
         if same {
             return;
         }
@@ -228,6 +230,7 @@ impl Publisher {
             ready,
             tick: self.tick,
             transfers,
+            replay_sender,
             checkpoint_every: old.checkpoint_every,
             outbound: self.outbound.clone(),
             inbound: self.inbound.clone(),
