@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use phalanx_cluster::{Direction, DispatchScheme, NodeId};
+use phalanx_cluster::{Direction, DispatchScheme, NodeId, QuorumPolicy};
 use phalanx_testkit::cluster_group::{mix, ClusterHarness, HarnessConfig, Outcome};
 
 /// The outbound SA of every scenario.
@@ -88,6 +88,8 @@ pub(crate) fn config(first: &str) -> HarnessConfig {
     HarnessConfig {
         nodes,
         scheme,
+        // The daemon's default (the harness's is Off).
+        quorum: QuorumPolicy::Majority,
         ..HarnessConfig::default()
     }
 }
