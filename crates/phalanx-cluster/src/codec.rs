@@ -186,6 +186,9 @@ pub struct QuorumState {
     pub recent: Vec<u64>,
     /// The last agreed membership in which the state was quorate.
     pub base: Vec<NodeId>,
+    /// Members whose suspicion the log refused (it would have cost the
+    /// quorum): their `Rejoin` starts a generation all the same.
+    pub refused: Vec<NodeId>,
     /// Whether the state is quorate now.
     pub quorate: bool,
     /// Standing at the last membership change, for merges: quorate then.

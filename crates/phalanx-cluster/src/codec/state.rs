@@ -8,6 +8,7 @@
 //!            Suspects (16) x { Node (32) | Accusers: Nodes } |
 //!            Quorum | SAs (32) x SaRecord
 //! Quorum  := History (64) | Recent (16) x History (64) | Base: Nodes |
+//!            Refused: Nodes |
 //!            Flags (8: bit 0 quorate, bit 1 was quorate) | Lowest (32, 0: none)
 //! Nodes   := Count (16) x Node (32), strictly ascending
 //! SaRecord:= Direction (8) | SPI (32) | Flags (8) | Family (8) | Peer |
@@ -118,6 +119,7 @@ fn encode_quorum(w: &mut Writer, q: &QuorumState) {
         w.u64(h);
     }
     w.nodes(&q.base)
+        .nodes(&q.refused)
         .u8(u8::from(q.quorate) | u8::from(q.was_quorate) << 1)
         .u32(q.lowest.map_or(0, |n| n.0));
 }
@@ -130,6 +132,7 @@ fn decode_quorum(r: &mut Reader<'_>) -> Result<QuorumState, DecodeError> {
         recent.push(r.u64()?);
     }
     let base = r.nodes()?;
+    let refused = r.nodes()?;
     let flags = r.u8()?;
     if flags & !0b11 != 0 {
         return Err(DecodeError::InvalidField("quorum flags"));
@@ -143,6 +146,7 @@ fn decode_quorum(r: &mut Reader<'_>) -> Result<QuorumState, DecodeError> {
         history,
         recent,
         base,
+        refused,
         quorate: flags & 1 != 0,
         was_quorate: flags & 2 != 0,
         lowest,

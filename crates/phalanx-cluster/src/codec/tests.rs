@@ -43,6 +43,7 @@ fn transfer() -> StateTransfer {
                 history: 0x1234_5678_9abc_def0,
                 recent: vec![5, 0x1234_5678_9abc_def0],
                 base: vec![NodeId(1), NodeId(2), NodeId(3)],
+                refused: vec![NodeId(2)],
                 quorate: true,
                 was_quorate: false,
                 lowest: Some(NodeId(1)),

@@ -203,6 +203,7 @@ impl Replicated {
     /// A member left: it holds nothing, suspects nobody, and nobody needs
     /// to suspect it any more.
     fn forget_member(&mut self, node: NodeId) {
+        self.quorum.refused.retain(|&n| n != node);
         self.synced.remove(&node);
         self.ready.remove(&node);
         self.joined_at.remove(&node);
@@ -284,6 +285,9 @@ impl Replicated {
         }
         let rest: Vec<NodeId> = base.iter().copied().filter(|&n| n != node).collect();
         if self.quorum.quorate && !self.quorate_with(&rest) {
+            if let Err(at) = self.quorum.refused.binary_search(&node) {
+                self.quorum.refused.insert(at, node);
+            }
             return;
         }
         self.suspects.entry(node).or_default().insert(from);
@@ -291,15 +295,19 @@ impl Replicated {
         fx.push(Effect::Suspected { node, by: from });
     }
 
-    /// `Rejoin` from a node that suspected `node` locally. Whether or not
-    /// the log took that suspicion (it refuses one that would cost the
-    /// quorum), the sender dispatched without `node` for a while: a new
-    /// generation restarts everyone's dispatch state together.
+    /// `Rejoin` from a node that suspected `node` locally. When the log
+    /// had refused that suspicion (it would have cost the quorum), the
+    /// suspecter dispatched without `node` all the same: a new generation
+    /// restarts everyone's dispatch state together.
     fn apply_rejoin(&mut self, node: NodeId, fx: &mut Vec<Effect>) {
         let was_suspected = self.suspects.remove(&node).is_some();
+        let refused = self.quorum.refused.binary_search(&node).ok();
+        if let Some(at) = refused {
+            self.quorum.refused.remove(at);
+        }
         if was_suspected {
             self.recompute_base(fx);
-        } else if self.base_members().contains(&node) {
+        } else if refused.is_some() && self.base_members().contains(&node) {
             self.start_generation(fx);
         }
         fx.push(Effect::Rejoined {

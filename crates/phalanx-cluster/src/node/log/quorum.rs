@@ -92,6 +92,7 @@ impl Replicated {
             history,
             recent: vec![history],
             base: members.to_vec(),
+            refused: Vec::new(),
             quorate: true,
             was_quorate: true,
             lowest: members.iter().min().copied(),
