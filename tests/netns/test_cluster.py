@@ -15,9 +15,10 @@ host-mode phalanxd at site B (topology: tests/netns/cluster.py).
    failure and re-sent after it is refused; (g) the killed node restarted
    rejoins with a state transfer and owns traffic again, loss still
    bounded; (h) the same with the node's cables cut instead (all three at
-   once); cables restored: the node rejoins (an explicit strict xfail until
-   phalanx-cluster merges partitions). strongSwan at site B, with IKE
-   state replicated: tests/netns/test_cluster_ike.py.
+   once); cables restored: the cut-off node (which stood down, having no
+   quorum) yields to the others' state at the merge and rejoins.
+   strongSwan at site B, with IKE state replicated:
+   tests/netns/test_cluster_ike.py.
 3. The capture checker itself on a synthetic capture (handover found, a
    repeated (SPI, IV) / (SPI, seq) and a wrong node id in an IV reported).
 
@@ -370,14 +371,11 @@ def test_link_cut(binaries, request, record_property):
     _check_replays(res)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partition merge: when the cables come back Corosync merges [1] and [2, 3] into one membership, but "
-    "phalanx-cluster treats it as two joins (each side sends a state transfer to the other, neither applies "
-    "one) and the dispatch views stay [1] and [2, 3]; a returning partition needs a merge rule (e.g. the "
-    "side without the lowest old member restarts as a joiner)"))
 def test_link_restored_rejoins(binaries, request, record_property):
-    """(h) n3 cut off, then its cables restored: it rejoins and owns
-    traffic again; loss at the cut and at the return stays bounded."""
+    """(h) n3 cut off, then its cables restored: while cut off it stands
+    down (one of three: no quorum); when Corosync merges [3] and [1, 2]
+    again, n3's side (not quorate) yields, takes the others' state and
+    owns traffic again; loss at the cut and at the return stays bounded."""
     res = _experiment(request, victim=3, mode="cut", seconds=16, udp_rate=UDP_RATE, replay=False, rejoin=True)
     _report(record_property, "links of n3 cut + restored", res)
     _check_loss(res, windows=2)

@@ -25,6 +25,10 @@
 //!               Flags (8: bit 0 ESN) | Family (8: 4|6) | Peer (32|128)
 //!               [a layout above 1 may append fields; this version skips them]
 //! SaDelete 0x18:          Direction (8) | SPI (32)
+//! Yield 0x20:             Node (32) | Marks (16) x { SPI (32) | High (64) }
+//!                         (a node whose side lost a partition merge drops
+//!                         its state; High: the highest number its side's
+//!                         log ever granted for the outbound SA)
 //! StateTransfer 0x15:     Flags (8: bit 0 founding) |
 //!                         Targets (16) x { Node (32) | Position (64) } |
 //!                         State (see `codec/state.rs`)
@@ -78,6 +82,9 @@ impl MessageType {
     pub const SA_DELETE: MessageType = MessageType(0x18);
     /// An application payload (e.g. IKE SA state) for the agreed log.
     pub const APP: MessageType = MessageType(0x40);
+    /// A node whose side lost a partition merge drops its state and
+    /// rejoins; it names its side's lease high-water marks.
+    pub const YIELD: MessageType = MessageType(0x20);
 }
 
 /// Why bytes are not a message.
@@ -172,6 +179,31 @@ pub struct SaRecord {
     pub replay: Option<ReplayCheckpoint>,
 }
 
+/// Where a replicated state stands for quorum and partition merges (see
+/// the `node` module docs, "Quorum" and "Partitions").
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct QuorumState {
+    /// A hash chain over every agreed membership the state applied: equal
+    /// on every node holding this lineage of the state, different on the
+    /// two sides of a partition (each applied its own membership).
+    pub history: u64,
+    /// The last values of `history` (newest last), so that a transfer
+    /// taken a little earlier in the same lineage is recognised.
+    pub recent: Vec<u64>,
+    /// The last agreed membership in which the state was quorate.
+    pub base: Vec<NodeId>,
+    /// Members whose suspicion the log refused (it would have cost the
+    /// quorum): their `Rejoin` starts a generation all the same.
+    pub refused: Vec<NodeId>,
+    /// Whether the state is quorate now.
+    pub quorate: bool,
+    /// Standing at the last membership change, for merges: quorate then.
+    pub was_quorate: bool,
+    /// Standing at the last membership change: the lowest member holding
+    /// the state then.
+    pub lowest: Option<NodeId>,
+}
+
 /// The replicated state, as a state transfer carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateSnapshot {
@@ -195,6 +227,8 @@ pub struct StateSnapshot {
     pub joined_at: Vec<(NodeId, u64)>,
     /// Suspected members and who suspects them.
     pub suspects: Vec<(NodeId, Vec<NodeId>)>,
+    /// Quorum and lineage.
+    pub quorum: QuorumState,
     /// Every registered SA.
     pub sas: Vec<SaRecord>,
 }
@@ -262,6 +296,15 @@ pub enum Message {
         /// Opaque to the cluster; at most [`MAX_APP_PAYLOAD`] octets.
         payload: Vec<u8>,
     },
+    /// `node` (the sender) lost a partition merge: it drops its state and
+    /// joins again; the winners' log first raises each outbound SA's lease
+    /// floor above `marks` (SPI, highest number its side granted).
+    Yield {
+        /// The node.
+        node: NodeId,
+        /// Per outbound SA: the highest number its side's log granted.
+        marks: Vec<(u32, u64)>,
+    },
 }
 
 /// The App channel of IKE SA state (`phalanx_ike::IkeSaState` octets and
@@ -288,6 +331,7 @@ impl Message {
             Message::SaAdd(_) => MessageType::SA_ADD,
             Message::SaDelete { .. } => MessageType::SA_DELETE,
             Message::App { .. } => MessageType::APP,
+            Message::Yield { .. } => MessageType::YIELD,
         }
     }
 }
@@ -321,6 +365,13 @@ pub fn encode(message: &Message) -> Vec<u8> {
             // the limit rather than sent unreadable.
             let payload = &payload[..payload.len().min(MAX_APP_PAYLOAD)];
             w.u8(*channel).u32(payload.len() as u32).bytes(payload);
+        }
+        Message::Yield { node, marks } => {
+            let marks = &marks[..marks.len().min(usize::from(u16::MAX))];
+            w.node(*node).count16(marks.len());
+            for &(spi, high) in marks {
+                w.u32(spi).u64(high);
+            }
         }
     }
     w.buf
@@ -373,10 +424,21 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
                 payload: r.bytes(len)?.to_vec(),
             }
         }
+        MessageType::YIELD => yield_body(&mut r)?,
         MessageType(other) => return Err(DecodeError::UnknownType(other)),
     };
     r.finish()?;
     Ok(message)
+}
+
+fn yield_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
+    let node = r.node()?;
+    let n = r.count16(12)?;
+    let mut marks = Vec::with_capacity(n);
+    for _ in 0..n {
+        marks.push((r.u32()?, r.u64()?));
+    }
+    Ok(Message::Yield { node, marks })
 }
 
 fn heartbeat(r: &mut Reader<'_>) -> Result<Heartbeat, DecodeError> {

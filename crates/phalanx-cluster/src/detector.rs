@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::limits::REJOIN_HEARTBEATS;
 use crate::view::NodeId;
 
 /// A peer that has just been suspected.
@@ -113,6 +114,15 @@ impl FailureDetector {
             peer.heard_since_suspected = 0;
             peer.last_heard = peer.last_heard.max(now);
         }
+    }
+
+    /// Whether `node` is suspected and has not been heard steadily since
+    /// (fewer than `REJOIN_HEARTBEATS` heartbeats since it was suspected,
+    /// or silent again): it counts for nothing in this node's quorum.
+    pub fn is_silent(&self, node: NodeId) -> bool {
+        self.peers
+            .get(&node)
+            .is_some_and(|p| p.suspected && p.heard_since_suspected < REJOIN_HEARTBEATS)
     }
 
     /// Whether the detector suspects `node`.

@@ -245,6 +245,20 @@ impl SaLeases {
         }
     }
 
+    /// Another lineage of the replicated state (the other side of a
+    /// partition) may have granted, and used, numbers up to `high`. Raise
+    /// the floor above them; when a block this table still holds could
+    /// reach down to them, start a new generation above. True when it did.
+    fn raise_floor(&mut self, ctx: &mut GrantContext<'_>, view: &View, high: u64) -> bool {
+        let high = high.min(self.limit());
+        let conflict = self.blocks.iter().any(|b| b.start <= high);
+        self.max_end = self.max_end.max(high);
+        if conflict {
+            self.new_generation(ctx, view);
+        }
+        conflict
+    }
+
     /// Grant the successor of the last block of a lineage; false when
     /// `after_end` names no block, or one that already has a successor.
     fn grant_successor(&mut self, ctx: &mut GrantContext<'_>, after_end: u64) -> bool {
@@ -470,6 +484,22 @@ impl LeaseTable {
     /// Forget an SA (deleted); false when unknown.
     pub fn remove_sa(&mut self, spi: u32) -> bool {
         self.sas.remove(&spi).is_some()
+    }
+
+    /// Partition merge: another lineage of the state may have granted and
+    /// used SA `spi`'s numbers up to `high`; nothing this table grants
+    /// from now on goes that low, and when one of its current blocks
+    /// could, the SA starts a new generation above (true).
+    pub fn raise_floor(&mut self, spi: u32, high: u64, out: &mut Vec<Grant>) -> bool {
+        let Some(sa) = self.sas.get_mut(&spi) else {
+            return false;
+        };
+        let mut ctx = GrantContext {
+            spi,
+            lease_len: self.lease_len,
+            out,
+        };
+        sa.raise_floor(&mut ctx, &self.view, high)
     }
 
     /// `LeaseRequest { spi, after_end }`: grant the successor of the block

@@ -25,7 +25,9 @@ pub mod sequencer;
 pub mod transport;
 pub mod view;
 
-pub use codec::{decode, encode, DecodeError, Message, APP_CHANNEL_IKE, MAX_APP_PAYLOAD};
+pub use codec::{
+    decode, encode, DecodeError, Message, QuorumState, APP_CHANNEL_IKE, MAX_APP_PAYLOAD,
+};
 pub use datapath::{
     DataPathReport, DataPathStats, InboundDecision, NodeDataPath, OutboundDecision, SharedState,
 };
@@ -34,7 +36,8 @@ pub use dispatch::{flow_hash, Direction, DispatchScheme, Dispatcher, PacketKey};
 pub use lease::{BlockKind, Grant, LeaseBlock, LeaseTable, SaLeases};
 pub use node::{
     AppMessage, ClusterConfig, ClusterCounters, ClusterEvent, ClusterNode, ClusterStatus,
-    FailoverOutcome, FailoverRecord, MemberStatus, ReplicateError, SaDescriptor, SaStatus,
+    FailoverOutcome, FailoverRecord, MemberStatus, QuorumPolicy, QuorumStatus, ReplicateError,
+    SaDescriptor, SaStatus,
 };
 pub use observer::{InboundObserver, Observed};
 pub use segments::{segment_of, segment_owner, SEGMENTS};

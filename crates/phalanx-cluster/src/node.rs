@@ -49,8 +49,49 @@
 //! data path stays in its takeover block, which stays safe; counted as
 //! `deferred_takeovers`).
 //!
-//! Known limits: the founding rule trusts heartbeats (two partitions that
-//! each hold a state and merge are not reconciled); state transfers are
+//! # Quorum and partitions
+//! A node owns traffic only while the members it hears are quorate: the
+//! base view without the suspects still silent must hold a strict
+//! majority of the last agreed membership in which the state was quorate,
+//! or exactly half of it with its lowest node (see `log::quorum`). So the
+//! minority side of a partition stands down as soon as its detector
+//! suspects the others, before Corosync reforms; its log, once Corosync
+//! agrees, grants nothing either. A suspect heard steadily again counts
+//! at once (the log's `Rejoin` may wait for Corosync to reform its ring
+//! after a real failure), so a false suspicion during a real failure
+//! costs no more than its silence. Cases:
+//! - `kill -9` of one node of three: two of three remain, quorate; the
+//!   survivors take over at once, as without quorum.
+//! - a 1 | 2 cut: the two keep going; the one stands down at once (owns
+//!   nothing, sends nothing, grants nothing; `quorum_losses`, `no_quorum`
+//!   and an empty view in the status).
+//! - two nodes of three dying at once: the survivor holds one vote of
+//!   three and stands down, and Corosync's agreed membership `[survivor]`
+//!   does not change that: from inside, it cannot be told apart from the
+//!   survivor being cut off while the two others go on (Corosync's
+//!   votequorum refuses it for the same reason). Nodes that fail one at a
+//!   time, each loss agreed by Corosync while quorate, step the base down
+//!   (3 -> 2 -> the lower of the two). An operator who prefers
+//!   availability sets [`QuorumPolicy::Off`] (`set_quorum_policy`).
+//! - a false suspicion (the suspect still in Corosync's membership and
+//!   reading the log): as before, the suspicion goes through the log and
+//!   is corrected by `Rejoin`; the log refuses a suspicion that would
+//!   leave a quorate state without quorum (a node cut off from the others
+//!   cannot push them all out). A loaded node that stops hearing both
+//!   others stands down while they are silent.
+//!
+//! When Corosync merges the sides again, each side's state reaches the
+//! other as a state transfer; the side that was quorate (else the one
+//! with the lowest node) keeps its state, the others yield and join
+//! again through the ordinary state transfer, and the log first moves
+//! every lease floor above what the yielding side granted.
+//!
+//! Known limits: a node restarted without state that joins a minority
+//! side counts as a vote there once ready (as in votequorum without
+//! `wait_for_all`), so a restart inside a partition can make both sides
+//! quorate; a fresh node joining at the moment of a merge may install the
+//! losing side's transfer first (it then yields with that side); the
+//! founding rule trusts heartbeats; state transfers are
 //! one message (Corosync fragments them; very large SA tables need
 //! chunking); a joiner can refuse replays of packets sent before it
 //! started only as far as another node's replay checkpoint told it.
@@ -58,6 +99,7 @@
 mod join;
 mod log;
 mod publish;
+mod quorum;
 mod react;
 mod status;
 
@@ -80,6 +122,8 @@ use join::JoinState;
 use log::Replicated;
 use publish::Publisher;
 
+pub use log::quorum::QuorumPolicy;
+pub use quorum::QuorumStatus;
 pub use status::{
     ClusterCounters, ClusterStatus, FailoverOutcome, FailoverRecord, MemberStatus, SaStatus,
 };
@@ -150,6 +194,22 @@ pub enum ClusterEvent {
     Ready {
         /// The member.
         node: NodeId,
+    },
+    /// This node's view lost quorum: it stands down (owns nothing).
+    QuorumLost,
+    /// This node's view is quorate again.
+    QuorumRegained,
+    /// A partition merge: this node's side keeps its state; `rival`'s
+    /// side yields.
+    MergeWon {
+        /// The rival side's sender.
+        rival: NodeId,
+    },
+    /// A partition merge: this node's side yields to `winner`'s; it drops
+    /// its state and joins again.
+    MergeLost {
+        /// The winning side's sender.
+        winner: NodeId,
     },
     /// The dispatch view changed.
     ViewChanged {
@@ -289,6 +349,9 @@ pub struct ClusterNode {
     datapath: DataPathStats,
     /// App messages delivered, for [`ClusterNode::poll_app`].
     apps: VecDeque<AppMessage>,
+    policy: QuorumPolicy,
+    /// The view is not quorate: this node owns nothing.
+    stood_down: bool,
 }
 
 impl ClusterNode {
@@ -318,6 +381,8 @@ impl ClusterNode {
             progress: BTreeMap::new(),
             datapath: DataPathStats::default(),
             apps: VecDeque::new(),
+            policy: QuorumPolicy::default(),
+            stood_down: false,
         }
     }
 
@@ -378,6 +443,7 @@ impl ClusterNode {
         let mut members = members.to_vec();
         members.sort_unstable();
         members.dedup();
+        let was_member = self.members.contains(&self.config.local);
         self.members = members.clone();
         self.membership_since = now;
         let peers: Vec<NodeId> = members
@@ -387,7 +453,7 @@ impl ClusterNode {
             .collect();
         self.detector.set_peers(now, &peers);
         self.peers.retain(|node, _| members.contains(node));
-        self.on_membership(now, members);
+        self.on_membership(now, members, was_member);
         self.refresh();
     }
 
@@ -550,13 +616,17 @@ impl ClusterNode {
     /// Publish a new shared state if anything changed (every `handle_*`
     /// and `register_sa` / `remove_sa` ends with it).
     fn refresh(&mut self) {
+        self.track_quorum();
         let view = self.dispatch_view();
         let ready = self.is_ready();
         let generation = self.log.as_ref().map_or(0, |log| log.generation);
         let transfers = self.log.as_ref().map_or(0, |log| log.transfers);
         let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
+        let replay_sender = self.log.as_ref().is_some_and(|log| {
+            log.base_view().without(&suspects).first() == Some(self.config.local)
+        });
         self.publisher
-            .publish(view, generation, suspects, ready, transfers);
+            .publish(view, generation, suspects, ready, transfers, replay_sender);
     }
 
     /// True once this node holds the state and owns traffic.
@@ -572,12 +642,12 @@ impl ClusterNode {
     }
 
     /// The view packets are dispatched over: the base view without the
-    /// members this node suspects.
+    /// members this node suspects; empty while that is not quorate.
     pub fn dispatch_view(&self) -> View {
         match &self.log {
             Some(log) => {
                 let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
-                log.base_view().without(&suspects)
+                self.quorate_view(log.base_view().without(&suspects))
             }
             None => View::default(),
         }

@@ -9,7 +9,18 @@
 //! (d) after failovers, every inbound packet sent before is refused when
 //!     replayed;
 //! (e) no node sends or processes anything before it is ready, and a join
-//!     does not interrupt the stream (part of (c) after it).
+//!     does not interrupt the stream (part of (c) after it);
+//! (f) partitions of the cluster link (every node still sees every packet)
+//!     and their merges: once both sides' detectors fired, no packet is
+//!     sent by two sides (quorum: the minority stands down), and after the
+//!     merge every live node holds one view (the losing side rejoined);
+//!     (a) and (b) throughout.
+//!
+//! With quorum, a cluster that lost half or more of its last quorate
+//! membership at once stands down for good (it cannot tell that from
+//! being cut off); such runs must end with no sender at all instead of
+//! (c), and only when some node is gone for good (with every node back,
+//! the cluster is quorate again).
 //!
 //! (a), (b) and (e) are checked on every packet by the harness. (c) holds
 //! for the stateful session schemes only when no node missed a packet and
@@ -24,7 +35,7 @@
 mod common;
 
 use common::{assert_exactly_one, assert_safe, run};
-use phalanx_cluster::DispatchScheme;
+use phalanx_cluster::{DispatchScheme, NodeId};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -40,6 +51,8 @@ enum Op {
     Idle(u16),
     HeartbeatsLate(u32, u16),
     LogLate(u32, u16),
+    Split(u8),
+    Reconnect(u16),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -54,6 +67,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u16..400).prop_map(Op::Idle),
         1 => (node.clone(), 0u16..15_000).prop_map(|(n, us)| Op::HeartbeatsLate(n, us)),
         1 => (node, 0u16..3_000).prop_map(|(n, us)| Op::LogLate(n, us)),
+        2 => any::<u8>().prop_map(Op::Split),
+        2 => (0u16..600).prop_map(Op::Reconnect),
     ]
 }
 
@@ -68,6 +83,7 @@ struct Shape {
 /// joining only nodes that are not live.
 fn script(scheme: DispatchScheme, founders: u32, ops: &[Op]) -> (String, Shape) {
     let mut alive: BTreeSet<u32> = (1..=founders).collect();
+    let mut split = false;
     let names: Vec<String> = alive.iter().map(|n| format!("n{n}")).collect();
     let mut clauses = vec![format!("{} {scheme}", names.join(","))];
     let mut shape = Shape::default();
@@ -82,7 +98,7 @@ fn script(scheme: DispatchScheme, founders: u32, ops: &[Op]) -> (String, Shape) 
             Op::Deaf(a, b, ms) if a != b && alive.contains(&a) && alive.contains(&b) => {
                 format!("n{a} deaf to n{b} for {ms} ms")
             }
-            Op::Join(n) if !alive.contains(&n) => {
+            Op::Join(n) if !alive.contains(&n) && !split => {
                 alive.insert(n);
                 format!("join n{n}")
             }
@@ -98,9 +114,32 @@ fn script(scheme: DispatchScheme, founders: u32, ops: &[Op]) -> (String, Shape) 
                 shape.skewed_log |= us > 0;
                 format!("n{n} reads the log {us} us late")
             }
+            Op::Split(mask) if !split && alive.len() > 1 => {
+                let (a, b): (Vec<u32>, Vec<u32>) =
+                    alive.iter().partition(|&&n| mask & (1 << (n - 1)) != 0);
+                if a.is_empty() || b.is_empty() {
+                    continue;
+                }
+                split = true;
+                let names = |side: &[u32]| {
+                    side.iter()
+                        .map(|n| format!("n{n}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                format!("split {} | {}", names(&a), names(&b))
+            }
+            Op::Reconnect(ms) if split => {
+                split = false;
+                // Corosync merges after its delay; nothing joins before.
+                format!("idle {ms} ms; reconnect; idle 400 ms")
+            }
             _ => continue,
         };
         clauses.push(clause);
+    }
+    if split {
+        clauses.push("reconnect; idle 400 ms".into());
     }
     // Let Corosync catch up with the kills, then settle and measure.
     clauses.push("idle 400 ms".into());
@@ -125,7 +164,27 @@ fn check(scheme: DispatchScheme, founders: u32, ops: &[Op]) -> Result<(), TestCa
     let (script, shape) = script(scheme, founders, ops);
     let (h, run) = run(&script);
     assert_safe(&h, &script);
+    prop_assert_eq!(run.side_overlaps, 0, "{}", script);
     let last = script.split(';').count() - 1 - usize::from(!shape.misses);
+    let alive = h.alive();
+    let nodes: Vec<_> = alive.iter().map(|&id| h.node(id).unwrap()).collect();
+    if nodes.iter().all(|n| !n.quorum().quorate) {
+        // Stood down for good: justified only when some node is gone
+        // (it might be on its own somewhere), and then nothing is sent.
+        let ever = (1..=5).filter(|&n| h.node(NodeId(n)).is_some()).count();
+        prop_assert!(alive.len() < ever, "{}", script);
+        prop_assert!(
+            run.clause(last).iter().all(|o| o.senders.is_empty()),
+            "{}",
+            script
+        );
+        return Ok(());
+    }
+    // One view everywhere: a merged partition converged.
+    let view = nodes[0].status().view;
+    for node in &nodes {
+        prop_assert_eq!(&node.status().view, &view, "{}", script);
+    }
     let stateful_session = scheme.is_session_based() && (shape.misses || shape.skewed_log);
     if !stateful_session {
         // SQF models restart every 1,024 packets of the counter: a node

@@ -12,8 +12,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_exactly_one, assert_safe, run, run_with, settle, OUT};
-use phalanx_cluster::{ClusterEvent, DispatchScheme, FailoverOutcome, NodeId};
+use common::{assert_exactly_one, assert_safe, run, run_more, run_with, settle, OUT};
+use phalanx_cluster::{ClusterEvent, DispatchScheme, FailoverOutcome, NodeId, QuorumPolicy};
 
 /// "n1,n2,n3 packet-rr; 3000 packets": each packet is sent once, with the
 /// number of its position, across lease blocks.
@@ -245,4 +245,147 @@ fn s17_sqf_replays_refused_without_failover() {
         assert_eq!(run.replays_accepted, 0, "{script}");
         assert_eq!(run.inbound_once, 900, "{script}");
     }
+}
+
+/// Senders of the packets of clause `clause`.
+fn senders(run: &common::Run, clause: usize) -> std::collections::BTreeSet<NodeId> {
+    run.clause(clause)
+        .iter()
+        .flat_map(|o| o.senders.iter().map(|(n, _)| *n))
+        .collect()
+}
+
+/// "split n3 | n1,n2" (a 1 | 2 cut of the cluster link, every node still
+/// seeing every packet): n3 stands down at once (its view is one of
+/// three), the two go on; Corosync reforms, n3's log grants nothing. On
+/// "reconnect" Corosync merges: n3's side yields, gets n1's state and
+/// owns its share again; one view everywhere, nothing sent twice.
+#[test]
+fn s18_cut_one_of_three_and_merge() {
+    let script = "n1,n2,n3 packet-rr; 500 packets; split n3 | n1,n2; 2000 packets; \
+                  idle 400 ms; 2000 packets; reconnect; idle 400 ms; settle; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_eq!(run.side_overlaps, 0, "{script}");
+    assert_exactly_one(&run, 3, common::SIDE_GRACE, script);
+    assert_exactly_one(&run, 5, 0, script);
+    assert!(!senders(&run, 5).contains(&NodeId(3)));
+    let n3 = h.node(NodeId(3)).unwrap();
+    assert!(n3.status().counters.quorum_losses >= 1);
+    assert_eq!(n3.status().counters.merges_lost, 1);
+    assert!(h.node(NodeId(1)).unwrap().status().counters.merges_won >= 1);
+    assert!(h.events(NodeId(3)).contains(&ClusterEvent::StateReceived));
+    assert!(h.steady(), "{script}: not steady after the merge");
+    assert_exactly_one(&run, 9, 0, script);
+    assert!(
+        senders(&run, 9).contains(&NodeId(3)),
+        "n3 owns its share again"
+    );
+}
+
+/// The same with the lowest node (the ARP owner) cut off: n2 and n3 keep
+/// the state, n1 yields to them.
+#[test]
+fn s19_cut_the_first_and_merge() {
+    let script = "n1,n2,n3 packet-rr; 500 packets; split n1 | n2,n3; 2000 packets; \
+                  idle 400 ms; 1000 packets; reconnect; idle 400 ms; settle; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_eq!(run.side_overlaps, 0, "{script}");
+    assert_eq!(senders(&run, 5), [NodeId(2), NodeId(3)].into());
+    assert!(h.node(NodeId(1)).unwrap().dispatch_view().is_empty() || h.steady());
+    assert_eq!(h.node(NodeId(1)).unwrap().status().counters.merges_lost, 1);
+    assert!(h.steady(), "{script}: not steady after the merge");
+    assert_exactly_one(&run, 9, 0, script);
+    assert_eq!(senders(&run, 9).len(), 3);
+}
+
+/// A two-node cluster split in two: the tie-break keeps the lower node
+/// (n1) going alone; n2 stands down, then yields at the merge.
+#[test]
+fn s20_two_node_split() {
+    let script = "n1,n2 packet-rr; 500 packets; split n1 | n2; 2000 packets; idle 400 ms; \
+                  2000 packets; reconnect; idle 400 ms; settle; 2000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert_eq!(run.side_overlaps, 0, "{script}");
+    assert_exactly_one(&run, 5, 0, script);
+    assert_eq!(senders(&run, 5), [NodeId(1)].into());
+    assert!(!h.node(NodeId(2)).unwrap().quorum().quorate || h.steady());
+    assert_eq!(h.node(NodeId(2)).unwrap().status().counters.merges_lost, 1);
+    assert!(h.steady(), "{script}");
+    assert_exactly_one(&run, 9, 0, script);
+}
+
+/// A false suspicion on a loaded node: n3 stops hearing both others for
+/// 100 ms while still in Corosync's membership (and reading the log). n3
+/// stands down while it hears neither (one of three); the log takes at most one of
+/// its suspicions (a second would leave no quorum); n1 and n2 suspect
+/// nobody. Rejoin corrects it; nothing sent twice; steady after.
+#[test]
+fn s21_false_suspicion_by_a_loaded_node() {
+    let script = "n1,n2,n3 packet-rr; 500 packets; n3 deaf to n1 for 100 ms; \
+                  n3 deaf to n2 for 100 ms; 4000 packets; settle; 2000 packets";
+    let (mut h, run) = run(script);
+    assert_safe(&h, script);
+    let n3 = h.node(NodeId(3)).unwrap().status();
+    assert!(n3.counters.quorum_losses >= 1);
+    assert_eq!(n3.counters.corrected, 2, "{:?}", n3.failovers);
+    settle(&mut h);
+    assert!(h.steady());
+    assert_exactly_one(&run, 6, 0, script);
+}
+
+/// With quorum off both sides of "split n3 | n1,n2" go on (numbers may
+/// repeat during the partition: IVs stay unique), but once the sides
+/// merged nothing sent is ever a repeat of anything sent before.
+#[test]
+fn s22_quorum_off_merge_keeps_numbers_unique() {
+    let first = "n1,n2,n3 packet-rr; 500 packets; split n3 | n1,n2; 2000 packets; \
+                 idle 400 ms; 2000 packets";
+    let (mut h, mut run) = run_with(first, |c| c.quorum = QuorumPolicy::Off);
+    assert!(run.side_overlaps > 0, "both sides went on");
+    let before = h.record.violations.len();
+    run_more(
+        &mut h,
+        &mut run,
+        6,
+        "reconnect; idle 400 ms; settle; 3000 packets",
+    );
+    let after: Vec<&String> = h.record.violations[before..].iter().collect();
+    assert!(after.is_empty(), "after the merge: {after:?}");
+    assert!(h.steady());
+    assert_exactly_one(&run, 9, 0, first);
+}
+
+/// A kill and a false suspicion at once ("kill n1; n2 deaf to n3 for 35
+/// ms", four nodes, shortest queue first): n2 hears one of four and stands
+/// down while n3 is silent; the log refuses n2's suspicion of n3 (it would
+/// leave [2, 4]: no quorum), and n2's Rejoin still starts a generation, so
+/// n2's dispatch state (which ran without n3) restarts with everyone's.
+#[test]
+fn s23_false_suspicion_during_a_kill() {
+    let script = "n1,n2,n3,n4 packet-sqf; kill n1; 50 packets; n2 deaf to n3 for 35 ms; \
+                  idle 400 ms; settle; 3000 packets";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    let n2 = h.node(NodeId(2)).unwrap().status();
+    assert_eq!(n2.counters.quorum_losses, 1);
+    assert_eq!(n2.counters.corrected, 1);
+    assert_exactly_one(&run, 6, 0, script);
+}
+
+/// "n1,n2; kill n1": n2 (half of [1, 2] without its lowest) stands down,
+/// yet it still observes and checkpoints the inbound numbers, so n1,
+/// restarted, catches up from it: the packets n1 never processed are
+/// refused when replayed.
+#[test]
+fn s24_stood_down_node_still_checkpoints() {
+    let script = "n1 packet-rr; join n2; kill n1; 20 inbound; join n1; idle 400 ms; settle; \
+                  3000 packets; replay inbound";
+    let (h, run) = run(script);
+    assert_safe(&h, script);
+    assert!(h.node(NodeId(2)).unwrap().status().counters.quorum_losses >= 1);
+    assert_eq!(run.replays_accepted, 0);
+    assert_exactly_one(&run, 7, 0, script);
 }

@@ -20,6 +20,17 @@
 //! reading the log; the group removes it after `corosync_delay`, as
 //! Corosync does once its token times out.
 //!
+//! Partitions, as Corosync has them: when the cluster link is cut
+//! ([`MemoryGroup::cut`]) nothing more is delivered (the token is lost);
+//! when the sides reform ([`MemoryGroup::reform`]) each side gets its own
+//! membership event and then the messages its members sent, each side in
+//! its own order; a cut healed before that delivers everything to all as
+//! if nothing happened. [`MemoryGroup::merge`] joins the sides again with
+//! one membership event. The harness drives this with
+//! [`ClusterHarness::partition`] and [`ClusterHarness::reconnect`], which
+//! also cut and restore the heartbeats between the sides (every node still
+//! sees every packet: only the cluster link is cut).
+//!
 //! The harness records every sequence number sent and checks, as it goes,
 //! the cluster's safety properties: no `(SPI, sequence number)` and no
 //! `(SPI, IV)` pair twice (IV = node id << 48 | sequence number), every
@@ -38,7 +49,7 @@ use std::time::{Duration, Instant};
 use phalanx_cluster::{
     ClusterConfig, ClusterEvent, ClusterNode, Direction, DispatchScheme, GroupEvent,
     GroupTransport, InboundDecision, LeaseBlock, NodeDataPath, NodeId, OutboundDecision,
-    SaDescriptor, TransportError,
+    QuorumPolicy, SaDescriptor, TransportError,
 };
 use phalanx_sa::ReplayWindow;
 
@@ -47,6 +58,8 @@ use phalanx_sa::ReplayWindow;
 struct Entry {
     at: Instant,
     event: GroupEvent,
+    /// Only these members read it (one side of a partition); `None`: all.
+    to: Option<BTreeSet<NodeId>>,
 }
 
 /// The shared log of a group.
@@ -58,6 +71,60 @@ struct Bus {
     /// Next entry each member reads.
     cursors: BTreeMap<NodeId, usize>,
     delays: BTreeMap<NodeId, Duration>,
+    /// Cut, not reformed yet: entries from this index on are held.
+    held: Option<usize>,
+    /// Removals while held, announced when the cut heals.
+    held_removals: bool,
+    /// Reformed sides of a partition.
+    sides: Option<Vec<BTreeSet<NodeId>>>,
+}
+
+impl Bus {
+    /// Append an event at the current time for `to` (all: `None`).
+    fn push(&mut self, event: GroupEvent, to: Option<BTreeSet<NodeId>>) {
+        let at = self.now;
+        self.log.push(Entry { at, event, to });
+    }
+
+    /// The side `node` is on, when partitioned.
+    fn side_of(&self, node: NodeId) -> Option<&BTreeSet<NodeId>> {
+        self.sides
+            .as_ref()?
+            .iter()
+            .find(|side| side.contains(&node))
+    }
+
+    /// A membership event: everybody's, or the side's of `node`.
+    fn membership_for(&mut self, node: NodeId) {
+        if self.held.is_some() {
+            self.held_removals = true;
+            return;
+        }
+        let side = self.side_of(node).cloned();
+        let members: Vec<NodeId> = match &side {
+            Some(side) => side
+                .iter()
+                .copied()
+                .filter(|n| self.members.contains(n))
+                .collect(),
+            None => self.members.iter().copied().collect(),
+        };
+        self.push(GroupEvent::Membership { members }, side);
+    }
+
+    /// The next entry `node` reads from `cursor` on (skipping the other
+    /// sides' and stopping at held ones).
+    fn next_for(&self, node: NodeId, mut cursor: usize) -> (usize, Option<&Entry>) {
+        let end = self.held.unwrap_or(self.log.len()).min(self.log.len());
+        while cursor < end {
+            let entry = &self.log[cursor];
+            if entry.to.as_ref().is_none_or(|to| to.contains(&node)) {
+                return (cursor, Some(entry));
+            }
+            cursor += 1;
+        }
+        (cursor, None)
+    }
 }
 
 /// An in-memory closed process group: totally ordered multicast with
@@ -77,6 +144,9 @@ impl MemoryGroup {
                 members: BTreeSet::new(),
                 cursors: BTreeMap::new(),
                 delays: BTreeMap::new(),
+                held: None,
+                held_removals: false,
+                sides: None,
             })),
         }
     }
@@ -86,20 +156,21 @@ impl MemoryGroup {
         self.bus.borrow_mut().now = now;
     }
 
-    /// Members join at once: one membership event.
+    /// Members join at once: one membership event (while partitioned,
+    /// they join the first side).
     pub fn join(&self, nodes: &[NodeId]) -> Vec<MemoryTransport> {
         let mut bus = self.bus.borrow_mut();
         let at = bus.log.len();
         for &node in nodes {
             bus.members.insert(node);
             bus.cursors.insert(node, at);
+            if let Some(first) = bus.sides.as_mut().and_then(|s| s.first_mut()) {
+                first.insert(node);
+            }
         }
-        let members = bus.members.iter().copied().collect();
-        let now = bus.now;
-        bus.log.push(Entry {
-            at: now,
-            event: GroupEvent::Membership { members },
-        });
+        if let Some(&node) = nodes.first() {
+            bus.membership_for(node);
+        }
         nodes
             .iter()
             .map(|&local| MemoryTransport {
@@ -117,12 +188,90 @@ impl MemoryGroup {
             return;
         }
         bus.cursors.remove(&node);
+        bus.membership_for(node);
+        if let Some(sides) = &mut bus.sides {
+            for side in sides.iter_mut() {
+                side.remove(&node);
+            }
+        }
+    }
+
+    /// The cluster link is cut: nothing more is delivered until the sides
+    /// reform (or the cut heals).
+    pub fn cut(&self) {
+        let mut bus = self.bus.borrow_mut();
+        if bus.held.is_none() {
+            bus.held = Some(bus.log.len());
+        }
+    }
+
+    /// Corosync reforms one ring per side: each side gets its membership,
+    /// then the messages its members sent since the cut, in their order.
+    /// Members in no side form one more side.
+    pub fn reform(&self, sides: &[Vec<NodeId>]) {
+        let mut bus = self.bus.borrow_mut();
+        let mut sides: Vec<BTreeSet<NodeId>> = sides
+            .iter()
+            .map(|side| {
+                side.iter()
+                    .copied()
+                    .filter(|n| bus.members.contains(n))
+                    .collect()
+            })
+            .filter(|side: &BTreeSet<NodeId>| !side.is_empty())
+            .collect();
+        let rest: BTreeSet<NodeId> = bus
+            .members
+            .iter()
+            .copied()
+            .filter(|n| !sides.iter().any(|side| side.contains(n)))
+            .collect();
+        if !rest.is_empty() {
+            sides.push(rest);
+        }
+        let start = bus.held.take().unwrap_or(bus.log.len()).min(bus.log.len());
+        let held = bus.log.split_off(start);
+        bus.held_removals = false;
+        for side in &sides {
+            let members = side.iter().copied().collect();
+            bus.push(GroupEvent::Membership { members }, Some(side.clone()));
+        }
+        for entry in held {
+            if let GroupEvent::Delivered { from, .. } = &entry.event {
+                if let Some(side) = sides.iter().find(|side| side.contains(from)) {
+                    bus.push(entry.event.clone(), Some(side.clone()));
+                }
+            }
+        }
+        bus.sides = Some(sides);
+    }
+
+    /// A cut healed before the sides reformed: everything held goes to
+    /// everyone, in its order, as if nothing had happened.
+    pub fn unhold(&self) {
+        let mut bus = self.bus.borrow_mut();
+        bus.held = None;
+        if std::mem::take(&mut bus.held_removals) {
+            let members = bus.members.iter().copied().collect();
+            bus.push(GroupEvent::Membership { members }, None);
+        }
+    }
+
+    /// Corosync merges the sides into one ring: one membership event for
+    /// all.
+    pub fn merge(&self) {
+        let mut bus = self.bus.borrow_mut();
+        if bus.sides.take().is_none() {
+            return;
+        }
         let members = bus.members.iter().copied().collect();
-        let now = bus.now;
-        bus.log.push(Entry {
-            at: now,
-            event: GroupEvent::Membership { members },
-        });
+        bus.push(GroupEvent::Membership { members }, None);
+    }
+
+    /// Whether the group is partitioned (cut or reformed into sides).
+    pub fn is_partitioned(&self) -> bool {
+        let bus = self.bus.borrow();
+        bus.held.is_some() || bus.sides.is_some()
     }
 
     /// The current members.
@@ -135,10 +284,15 @@ impl MemoryGroup {
         self.bus.borrow_mut().delays.insert(node, delay);
     }
 
-    /// Whether some member has not read every event yet.
+    /// Whether some member has not read every event meant for it yet
+    /// (or a cut holds some).
     pub fn pending(&self) -> bool {
         let bus = self.bus.borrow();
-        bus.cursors.values().any(|&c| c < bus.log.len())
+        let held = bus.held.is_some_and(|h| h < bus.log.len());
+        held || bus
+            .cursors
+            .iter()
+            .any(|(&node, &c)| bus.next_for(node, c).1.is_some())
     }
 }
 
@@ -159,14 +313,15 @@ impl GroupTransport for MemoryTransport {
         if !bus.members.contains(&self.local) {
             return Err(TransportError::Closed);
         }
-        let now = bus.now;
-        bus.log.push(Entry {
-            at: now,
-            event: GroupEvent::Delivered {
-                from: self.local,
-                message: message.to_vec(),
-            },
-        });
+        let to = match bus.held {
+            Some(_) => None,
+            None => bus.side_of(self.local).cloned(),
+        };
+        let event = GroupEvent::Delivered {
+            from: self.local,
+            message: message.to_vec(),
+        };
+        bus.push(event, to);
         Ok(())
     }
 
@@ -174,7 +329,11 @@ impl GroupTransport for MemoryTransport {
         let mut bus = self.bus.borrow_mut();
         let cursor = *bus.cursors.get(&self.local)?;
         let delay = bus.delays.get(&self.local).copied().unwrap_or_default();
-        let entry = bus.log.get(cursor)?;
+        let (cursor, entry) = bus.next_for(self.local, cursor);
+        let Some(entry) = entry else {
+            bus.cursors.insert(self.local, cursor);
+            return None;
+        };
         if entry.at + delay > bus.now {
             return None;
         }
@@ -207,6 +366,11 @@ pub struct HarnessConfig {
     pub heartbeat_latency: Duration,
     /// Replay window of the inbound SAs' models.
     pub replay_window: u32,
+    /// Every node's quorum policy. The default is `Off` (every side goes
+    /// on, as before quorum existed), for the data-plane tests that kill
+    /// one node of two; the cluster's own tests ask for `Majority`, the
+    /// daemon's default.
+    pub quorum: QuorumPolicy,
 }
 
 impl Default for HarnessConfig {
@@ -222,6 +386,7 @@ impl Default for HarnessConfig {
             packet_gap: Duration::from_micros(50),
             heartbeat_latency: Duration::from_micros(100),
             replay_window: 1024,
+            quorum: QuorumPolicy::Off,
         }
     }
 }
@@ -297,6 +462,12 @@ pub struct ClusterHarness {
     members: BTreeMap<NodeId, Member>,
     flights: Vec<Flight>,
     removals: Vec<(Instant, NodeId)>,
+    /// The cluster link is cut between these sides (heartbeats dropped).
+    sides: Option<Vec<Vec<NodeId>>>,
+    /// When Corosync reforms the cut sides into rings of their own.
+    reform_at: Option<Instant>,
+    /// When Corosync merges the reformed sides again.
+    merge_at: Option<Instant>,
     sas: Vec<SaDescriptor>,
     packets: u64,
     /// What happened so far.
@@ -317,6 +488,9 @@ impl ClusterHarness {
             members: BTreeMap::new(),
             flights: Vec::new(),
             removals: Vec::new(),
+            sides: None,
+            reform_at: None,
+            merge_at: None,
             sas: Vec::new(),
             packets: 0,
             record: Record::default(),
@@ -340,6 +514,7 @@ impl ClusterHarness {
             checkpoint_every: self.config.checkpoint_every,
         };
         let mut node = ClusterNode::new(config, self.now);
+        node.set_quorum_policy(self.config.quorum);
         for &sa in &self.sas {
             node.register_sa(self.now, sa);
         }
@@ -440,6 +615,48 @@ impl ClusterHarness {
         if let Some(member) = self.members.get_mut(&node) {
             member.deaf.insert(from, self.now + duration);
         }
+    }
+
+    /// Cut the cluster link between `sides` (nodes in none form one more
+    /// side): heartbeats stop crossing at once, the log delivers nothing
+    /// until Corosync reforms one ring per side after `corosync_delay`.
+    /// Every node still sees every packet.
+    pub fn partition(&mut self, sides: &[Vec<NodeId>]) {
+        let mut sides: Vec<Vec<NodeId>> = sides.to_vec();
+        let rest: Vec<NodeId> = self
+            .members
+            .keys()
+            .copied()
+            .filter(|n| !sides.iter().any(|side| side.contains(n)))
+            .collect();
+        if !rest.is_empty() {
+            sides.push(rest);
+        }
+        self.sides = Some(sides);
+        self.merge_at = None;
+        if !self.group.is_partitioned() {
+            self.group.cut();
+            self.reform_at = Some(self.now + self.config.corosync_delay);
+        }
+    }
+
+    /// Restore the cluster link: heartbeats cross again; a cut the group
+    /// had not reformed yet heals as if nothing happened, reformed sides
+    /// merge after `corosync_delay`.
+    pub fn reconnect(&mut self) {
+        if self.sides.take().is_none() {
+            return;
+        }
+        if self.reform_at.take().is_some() {
+            self.group.unhold();
+        } else {
+            self.merge_at = Some(self.now + self.config.corosync_delay);
+        }
+    }
+
+    /// Whether the group is (still) partitioned.
+    pub fn partitioned(&self) -> bool {
+        self.group.is_partitioned()
     }
 
     /// `node` misses the next `packets` packets of the stream.
@@ -615,7 +832,7 @@ impl ClusterHarness {
     pub fn pump(&mut self) {
         self.group.set_now(self.now);
         loop {
-            let mut moved = self.corosync_removals();
+            let mut moved = self.corosync_removals() | self.corosync_rings();
             let ids: Vec<NodeId> = self.alive();
             for id in ids {
                 moved |= self.step_member(id);
@@ -625,6 +842,23 @@ impl ClusterHarness {
                 break;
             }
         }
+    }
+
+    /// Corosync reforms or merges rings when due.
+    fn corosync_rings(&mut self) -> bool {
+        let now = self.now;
+        if self.reform_at.is_some_and(|at| at <= now) {
+            self.reform_at = None;
+            let sides = self.sides.clone().unwrap_or_default();
+            self.group.reform(&sides);
+            return true;
+        }
+        if self.merge_at.is_some_and(|at| at <= now) {
+            self.merge_at = None;
+            self.group.merge();
+            return true;
+        }
+        false
     }
 
     fn corosync_removals(&mut self) -> bool {
@@ -717,9 +951,17 @@ impl ClusterHarness {
         self.flights = later;
         let mut moved = false;
         for flight in due {
+            let apart = self.sides.as_ref().is_some_and(|sides| {
+                !sides
+                    .iter()
+                    .any(|side| side.contains(&flight.from) && side.contains(&flight.to))
+            });
             let Some(member) = self.members.get_mut(&flight.to) else {
                 continue;
             };
+            if apart {
+                continue;
+            }
             let deaf = member
                 .deaf
                 .get(&flight.from)
@@ -835,6 +1077,43 @@ mod tests {
         group.set_now(now + Duration::from_millis(2));
         assert_eq!(drain(&mut ts[1]).len(), 2);
         assert!(!group.pending());
+    }
+
+    /// A cut holds everything; the reformed sides each get their
+    /// membership, then their own members' messages; a merge is one
+    /// membership for all. A cut healed before the reform loses nothing.
+    #[test]
+    fn partition_reform_merge() {
+        let now = Instant::now();
+        let group = MemoryGroup::new(now);
+        let mut ts = group.join(&[NodeId(1), NodeId(2), NodeId(3)]);
+        for t in &mut ts {
+            drain(t);
+        }
+        group.cut();
+        ts[0].multicast(b"a").unwrap();
+        ts[2].multicast(b"c").unwrap();
+        assert!(drain(&mut ts[0]).is_empty() && group.pending());
+        group.reform(&[vec![NodeId(3)], vec![NodeId(1), NodeId(2)]]);
+        let side = |members: &[u32]| GroupEvent::Membership {
+            members: members.iter().copied().map(NodeId).collect(),
+        };
+        let said = |from: u32, m: &[u8]| GroupEvent::Delivered {
+            from: NodeId(from),
+            message: m.to_vec(),
+        };
+        assert_eq!(drain(&mut ts[1]), vec![side(&[1, 2]), said(1, b"a")]);
+        assert_eq!(drain(&mut ts[2]), vec![side(&[3]), said(3, b"c")]);
+        ts[2].multicast(b"d").unwrap();
+        assert_eq!(drain(&mut ts[0]), vec![side(&[1, 2]), said(1, b"a")]);
+        group.merge();
+        assert_eq!(drain(&mut ts[0]), vec![side(&[1, 2, 3])]);
+        assert_eq!(drain(&mut ts[2]), vec![said(3, b"d"), side(&[1, 2, 3])]);
+        group.cut();
+        ts[1].multicast(b"e").unwrap();
+        group.unhold();
+        assert_eq!(drain(&mut ts[2]), vec![said(2, b"e")]);
+        assert!(!group.is_partitioned());
     }
 
     /// The harness founds a cluster and sends each packet once.

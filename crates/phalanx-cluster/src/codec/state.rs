@@ -6,7 +6,10 @@
 //!            Lease length (64) | Agreed: Nodes | Synced: Nodes | Ready: Nodes |
 //!            Joined (16) x { Node (32) | At (64) } |
 //!            Suspects (16) x { Node (32) | Accusers: Nodes } |
-//!            SAs (32) x SaRecord
+//!            Quorum | SAs (32) x SaRecord
+//! Quorum  := History (64) | Recent (16) x History (64) | Base: Nodes |
+//!            Refused: Nodes |
+//!            Flags (8: bit 0 quorate, bit 1 was quorate) | Lowest (32, 0: none)
 //! Nodes   := Count (16) x Node (32), strictly ascending
 //! SaRecord:= Direction (8) | SPI (32) | Flags (8) | Family (8) | Peer |
 //!            Has leases (8) [Leases] | Has replay (8) [SPI (32) | Top (64) | Words]
@@ -18,10 +21,11 @@
 
 use super::wire::{Reader, Writer};
 use super::{
-    replay, replay_body, sa_body, sa_fields, DecodeError, SaRecord, StateSnapshot, StateTransfer,
-    TransferTarget,
+    replay, replay_body, sa_body, sa_fields, DecodeError, QuorumState, SaRecord, StateSnapshot,
+    StateTransfer, TransferTarget,
 };
 use crate::lease::{BlockKind, LeaseBlock, SaLeases};
+use crate::limits::MAX_NODE_ID;
 use crate::view::{NodeId, View};
 
 pub(super) fn encode_transfer(w: &mut Writer, st: &StateTransfer) {
@@ -65,6 +69,7 @@ fn encode_state(w: &mut Writer, s: &StateSnapshot) {
     for (node, accusers) in s.suspects.iter().take(usize::from(u16::MAX)) {
         w.node(*node).nodes(accusers);
     }
+    encode_quorum(w, &s.quorum);
     w.u32(u32::try_from(s.sas.len()).unwrap_or(u32::MAX));
     for record in s.sas.iter().take(u32::MAX as usize) {
         encode_record(w, record);
@@ -85,6 +90,7 @@ fn decode_state(r: &mut Reader<'_>) -> Result<StateSnapshot, DecodeError> {
     for _ in 0..n {
         suspects.push((r.node()?, r.nodes()?));
     }
+    let quorum = decode_quorum(r)?;
     let n = r.count32(9)?;
     let mut sas = Vec::with_capacity(n);
     for _ in 0..n {
@@ -101,7 +107,49 @@ fn decode_state(r: &mut Reader<'_>) -> Result<StateSnapshot, DecodeError> {
         ready,
         joined_at,
         suspects,
+        quorum,
         sas,
+    })
+}
+
+fn encode_quorum(w: &mut Writer, q: &QuorumState) {
+    let recent = &q.recent[..q.recent.len().min(usize::from(u16::MAX))];
+    w.u64(q.history).count16(recent.len());
+    for &h in recent {
+        w.u64(h);
+    }
+    w.nodes(&q.base)
+        .nodes(&q.refused)
+        .u8(u8::from(q.quorate) | u8::from(q.was_quorate) << 1)
+        .u32(q.lowest.map_or(0, |n| n.0));
+}
+
+fn decode_quorum(r: &mut Reader<'_>) -> Result<QuorumState, DecodeError> {
+    let history = r.u64()?;
+    let n = r.count16(8)?;
+    let mut recent = Vec::with_capacity(n);
+    for _ in 0..n {
+        recent.push(r.u64()?);
+    }
+    let base = r.nodes()?;
+    let refused = r.nodes()?;
+    let flags = r.u8()?;
+    if flags & !0b11 != 0 {
+        return Err(DecodeError::InvalidField("quorum flags"));
+    }
+    let lowest = match r.u32()? {
+        0 => None,
+        id if id <= MAX_NODE_ID => Some(NodeId(id)),
+        id => return Err(DecodeError::InvalidNode(id)),
+    };
+    Ok(QuorumState {
+        history,
+        recent,
+        base,
+        refused,
+        quorate: flags & 1 != 0,
+        was_quorate: flags & 2 != 0,
+        lowest,
     })
 }
 

@@ -39,6 +39,15 @@ fn transfer() -> StateTransfer {
             ready: vec![NodeId(1), NodeId(2)],
             joined_at: vec![(NodeId(4), 37)],
             suspects: vec![(NodeId(3), vec![NodeId(1)])],
+            quorum: QuorumState {
+                history: 0x1234_5678_9abc_def0,
+                recent: vec![5, 0x1234_5678_9abc_def0],
+                base: vec![NodeId(1), NodeId(2), NodeId(3)],
+                refused: vec![NodeId(2)],
+                quorate: true,
+                was_quorate: false,
+                lowest: Some(NodeId(1)),
+            },
             sas: vec![
                 SaRecord {
                     descriptor: sa(
@@ -123,6 +132,10 @@ fn samples() -> Vec<Message> {
         Message::App {
             channel: 0xff,
             payload: Vec::new(),
+        },
+        Message::Yield {
+            node: NodeId(3),
+            marks: vec![(7, 1 << 47), (0xffff_ffff, 1)],
         },
     ]
 }
@@ -271,6 +284,11 @@ fn message() -> impl Strategy<Value = Message> {
             ),
         node.clone().prop_map(|node| Message::Suspect { node }),
         node.clone().prop_map(|node| Message::Rejoin { node }),
+        (
+            node.clone(),
+            proptest::collection::vec((any::<u32>(), any::<u64>()), 0..8)
+        )
+            .prop_map(|(node, marks)| Message::Yield { node, marks }),
         node.prop_map(|node| Message::Ready { node }),
         (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..600))
             .prop_map(|(channel, payload)| Message::App { channel, payload }),
@@ -317,7 +335,7 @@ proptest! {
     /// Mutations of valid messages (a state transfer included) never panic
     /// it either, and what decodes encodes back to the same bytes.
     #[test]
-    fn mutated_messages_never_panic(pick in 0usize..14, at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
+    fn mutated_messages_never_panic(pick in 0usize..15, at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
         let mut bytes = encode(&samples()[pick]);
         let i = at % bytes.len();
         bytes[i] = byte;

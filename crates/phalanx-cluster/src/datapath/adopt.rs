@@ -51,6 +51,7 @@ impl NodeDataPath {
                 if shared.incarnation != stream.shared.incarnation {
                     stream.sequencer = OutboundSequencer::new(local, spacing);
                     stream.noted = 0;
+                    self.dispatcher.forget_stream(Direction::Outbound, spi);
                 }
                 stream.shared = Arc::clone(shared);
             }
@@ -67,6 +68,7 @@ impl NodeDataPath {
                 if shared.incarnation != stream.shared.incarnation {
                     stream.observer = InboundObserver::new(shared.descriptor.esn);
                     stream.merged = 0;
+                    self.dispatcher.forget_stream(Direction::Inbound, spi);
                 }
                 stream.shared = Arc::clone(shared);
             }
@@ -187,7 +189,7 @@ impl NodeDataPath {
     /// on each of a few ticks after a state transfer, for the joiner), the
     /// counters.
     fn on_tick(&mut self, state: &SharedState) {
-        let first = state.view.first() == Some(self.local);
+        let first = state.replay_sender;
         if state.transfers != self.transfers {
             self.transfers = state.transfers;
             if first {

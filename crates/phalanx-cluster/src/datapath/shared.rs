@@ -54,6 +54,10 @@ pub struct SharedState {
     pub(crate) ready: bool,
     pub(crate) tick: u64,
     pub(crate) transfers: u64,
+    /// This node sends the observer checkpoints: the first of its view
+    /// before quorum empties it (a node that stands down still observes,
+    /// and a joiner catches up from it).
+    pub(crate) replay_sender: bool,
     pub(crate) checkpoint_every: u64,
     pub(crate) outbound: BTreeMap<u32, Arc<OutboundShared>>,
     pub(crate) inbound: BTreeMap<u32, Arc<InboundShared>>,
@@ -71,6 +75,7 @@ impl SharedState {
             ready: false,
             tick: 0,
             transfers: 0,
+            replay_sender: false,
             checkpoint_every: crate::limits::DEFAULT_CHECKPOINT_EVERY,
             outbound: BTreeMap::new(),
             inbound: BTreeMap::new(),

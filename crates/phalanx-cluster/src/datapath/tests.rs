@@ -22,6 +22,7 @@ fn state(local: u32, ids: &[u32], version: u64) -> SharedState {
     let mut s = SharedState::empty(NodeId(local));
     s.version = version;
     s.view = view(ids);
+    s.replay_sender = ids.first() == Some(&local);
     s.generation = 1;
     s.ready = true;
     s.checkpoint_every = 4;

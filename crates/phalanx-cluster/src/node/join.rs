@@ -44,11 +44,27 @@ pub(super) struct JoinState {
     /// start every SA's sequence space over).
     pub(super) seen_state: bool,
     catch_up: Option<CatchUp>,
+    /// Yielded after a lost partition merge: the winners count this
+    /// node's join from its own `Yield` on, so the buffer starts there.
+    awaiting_yield: bool,
+    /// The agreed membership when the buffer started at this node's own
+    /// `Yield` (the membership in force for its first events).
+    yield_members: Option<Vec<NodeId>>,
+}
+
+impl JoinState {
+    /// Join again from this node's own `Yield`: every event before it is
+    /// dropped (see [`ClusterNode::defeated`]).
+    pub(super) fn await_yield(&mut self) {
+        self.in_group = true;
+        self.awaiting_yield = true;
+        self.buffer = Vec::new();
+    }
 }
 
 impl ClusterNode {
     /// A membership change: applied when synced, buffered when fresh.
-    pub(super) fn on_membership(&mut self, now: Instant, members: Vec<NodeId>) {
+    pub(super) fn on_membership(&mut self, now: Instant, members: Vec<NodeId>, was_member: bool) {
         let local = self.config.local;
         if let Some(log) = &self.log {
             let returning = !log.agreed.contains(&local) && members.contains(&local);
@@ -68,12 +84,16 @@ impl ClusterNode {
             };
             return;
         }
-        if !self.join.in_group {
+        if !self.join.in_group || (self.join.awaiting_yield && !was_member) {
             self.join = JoinState {
                 in_group: true,
                 seen_state,
                 ..JoinState::default()
             };
+        }
+        if self.join.awaiting_yield {
+            // Still a member: the winners count from this node's Yield.
+            return;
         }
         self.buffer(LogEvent::Membership(members));
     }
@@ -96,6 +116,15 @@ impl ClusterNode {
                 Ok(m) => !matches!(m, Message::Hello(_) | Message::Heartbeat(_)),
                 Err(_) => false,
             };
+        if self.join.awaiting_yield {
+            let own = from == self.config.local
+                && matches!(&message, Ok(Message::Yield { node, .. }) if *node == from);
+            if !own {
+                return;
+            }
+            self.join.awaiting_yield = false;
+            self.join.yield_members = Some(self.members.clone());
+        }
         let transfer = match message {
             Ok(Message::StateTransfer(transfer)) => Some(transfer),
             _ => None,
@@ -120,7 +149,7 @@ impl ClusterNode {
     }
 
     /// Drop the state: this node joins again like a new one.
-    fn become_fresh(&mut self) {
+    pub(super) fn become_fresh(&mut self) {
         self.log = None;
         self.local_suspects.clear();
         self.rejoin_sent.clear();
@@ -144,9 +173,10 @@ impl ClusterNode {
         };
         let last = self.join.buffer.len().saturating_sub(1);
         let position = usize::try_from(target.position).unwrap_or(usize::MAX);
-        let state = Replicated::restore(&transfer.state)
-            .filter(|s| s.agreed.contains(&local) && !s.synced.contains(&local));
-        let (Some(state), true) = (state, position < last) else {
+        let state = Replicated::restore(&transfer.state, self.policy)
+            .filter(|s| s.agreed.contains(&local) && !s.synced.contains(&local))
+            .filter(|s| position < last && self.membership_at(position) == Some(&s.agreed));
+        let Some(state) = state else {
             self.counters.transfers_refused += 1;
             return;
         };
@@ -161,11 +191,33 @@ impl ClusterNode {
         self.after_sync(now, false);
     }
 
+    /// The membership in force at buffered event `position`: a transfer
+    /// taken there must name the same (a transfer counted from another
+    /// event, such as another side's in a partition merge, mostly does
+    /// not).
+    fn membership_at(&self, position: usize) -> Option<&Vec<NodeId>> {
+        self.join
+            .buffer
+            .get(..=position)?
+            .iter()
+            .rev()
+            .find_map(|event| match event {
+                LogEvent::Membership(members) => Some(members),
+                LogEvent::Delivery(..) => None,
+            })
+            .or(self.join.yield_members.as_ref())
+    }
+
     /// Every member without a state adopts an empty one: all own traffic.
     fn found(&mut self, now: Instant, lease_len: u64) {
         let mut fx = Vec::new();
         let members = self.members.clone();
-        self.log = Some(Replicated::founded(&members, lease_len, &mut fx));
+        self.log = Some(Replicated::founded(
+            &members,
+            lease_len,
+            self.policy,
+            &mut fx,
+        ));
         self.join.buffer = Vec::new();
         self.publisher.sync_from(self.log.as_ref());
         self.event(ClusterEvent::Founded { members });
@@ -298,6 +350,7 @@ fn empty_state(lease_len: u64) -> StateSnapshot {
         ready: Vec::new(),
         joined_at: Vec::new(),
         suspects: Vec::new(),
+        quorum: crate::codec::QuorumState::default(),
         sas: Vec::new(),
     }
 }

@@ -6,17 +6,21 @@
 //! and own traffic (ready), the suspicions raised through the log, the SA
 //! registry with the last replay checkpoint of each inbound SA, and the
 //! lease table. The *base view* is the ready members that nobody suspects;
-//! every change of it starts a new lease generation.
+//! every change of it starts a new lease generation. Quorum and partition
+//! merges: see `quorum`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub(crate) mod quorum;
+
 use crate::codec::{
-    Checkpoint, Message, ReplayCheckpoint, SaRecord, StateSnapshot, TransferTarget,
+    Checkpoint, Message, QuorumState, ReplayCheckpoint, SaRecord, StateSnapshot, TransferTarget,
 };
 use crate::dispatch::Direction;
 use crate::lease::{Grant, LeaseTable};
 use crate::node::SaDescriptor;
 use crate::view::{NodeId, View};
+use quorum::QuorumPolicy;
 
 /// What applying one event did, for the node to react to locally.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +66,11 @@ pub(crate) enum Effect {
         channel: u8,
         payload: Vec<u8>,
     },
+    /// A partition merge: this side lost to `by`'s; every local node of
+    /// the state must yield.
+    Defeated { by: NodeId },
+    /// A partition merge: this side outranks `rival`'s, which yields.
+    Outranked { rival: NodeId },
 }
 
 /// One registered SA.
@@ -87,12 +96,20 @@ pub(crate) struct Replicated {
     pub(crate) suspects: BTreeMap<NodeId, BTreeSet<NodeId>>,
     pub(crate) leases: LeaseTable,
     pub(crate) sas: BTreeMap<(Direction, u32), SaEntry>,
+    /// Local configuration (the same on every node), not replicated.
+    pub(crate) policy: QuorumPolicy,
+    pub(crate) quorum: QuorumState,
 }
 
 impl Replicated {
     /// The state of a new cluster whose founders are `members`: all hold
     /// the (empty) state and all are ready.
-    pub(crate) fn founded(members: &[NodeId], lease_len: u64, fx: &mut Vec<Effect>) -> Self {
+    pub(crate) fn founded(
+        members: &[NodeId],
+        lease_len: u64,
+        policy: QuorumPolicy,
+        fx: &mut Vec<Effect>,
+    ) -> Self {
         let agreed: BTreeSet<NodeId> = members.iter().copied().collect();
         let mut state = Replicated {
             applied: 0,
@@ -106,6 +123,8 @@ impl Replicated {
             suspects: BTreeMap::new(),
             leases: LeaseTable::new(lease_len),
             sas: BTreeMap::new(),
+            policy,
+            quorum: Self::founding_quorum(members),
         };
         state.recompute_base(fx);
         state
@@ -160,6 +179,7 @@ impl Replicated {
     pub(crate) fn apply_membership(&mut self, members: &[NodeId], fx: &mut Vec<Effect>) {
         self.applied += 1;
         self.epoch += 1;
+        self.note_membership(members);
         let new: BTreeSet<NodeId> = members.iter().copied().collect();
         let old: BTreeSet<NodeId> = self.agreed.iter().copied().collect();
         let left: Vec<NodeId> = old.difference(&new).copied().collect();
@@ -174,6 +194,7 @@ impl Replicated {
         }
         self.agreed = new.into_iter().collect();
         self.recompute_base(fx);
+        self.settle_quorum(fx);
         if !left.is_empty() {
             fx.push(Effect::Left(left));
         }
@@ -188,6 +209,7 @@ impl Replicated {
     /// A member left: it holds nothing, suspects nobody, and nobody needs
     /// to suspect it any more.
     fn forget_member(&mut self, node: NodeId) {
+        self.quorum.refused.retain(|&n| n != node);
         self.synced.remove(&node);
         self.ready.remove(&node);
         self.joined_at.remove(&node);
@@ -222,9 +244,14 @@ impl Replicated {
             Message::Suspect { node } => self.apply_suspect(from, *node, fx),
             Message::Rejoin { node } => self.apply_rejoin(*node, fx),
             Message::StateTransfer(transfer) if !transfer.founding => {
+                if !self.own_lineage(&transfer.state.quorum) {
+                    self.apply_rival(from, &transfer.state, fx);
+                    return;
+                }
                 let targets: Vec<NodeId> = transfer.targets.iter().map(|t| t.node).collect();
                 self.apply_transfer(&targets, fx);
             }
+            Message::Yield { node, marks } if *node == from => self.apply_yield(from, marks, fx),
             Message::Ready { node } if *node == from => self.apply_ready(from, fx),
             Message::SaAdd(sa) => self.apply_sa_add(*sa, fx),
             Message::SaDelete { direction, spi } => self.apply_sa_delete(*direction, *spi, fx),
@@ -258,10 +285,20 @@ impl Replicated {
     }
 
     /// A suspicion counts when its author owns traffic (a suspected node
-    /// cannot push out the others) and its target does.
+    /// cannot push out the others), its target does, and it leaves a
+    /// quorate state quorate (the suspect is still in Corosync's
+    /// membership: a node that lost contact with the majority cannot take
+    /// it down, it stands down itself).
     fn apply_suspect(&mut self, from: NodeId, node: NodeId, fx: &mut Vec<Effect>) {
         let base = self.base_members();
         if node == from || !base.contains(&from) || !base.contains(&node) {
+            return;
+        }
+        let rest: Vec<NodeId> = base.iter().copied().filter(|&n| n != node).collect();
+        if self.quorum.quorate && !self.quorate_with(&rest) {
+            if let Err(at) = self.quorum.refused.binary_search(&node) {
+                self.quorum.refused.insert(at, node);
+            }
             return;
         }
         self.suspects.entry(node).or_default().insert(from);
@@ -269,10 +306,20 @@ impl Replicated {
         fx.push(Effect::Suspected { node, by: from });
     }
 
+    /// `Rejoin` from a node that suspected `node` locally. When the log
+    /// had refused that suspicion (it would have cost the quorum), the
+    /// suspecter dispatched without `node` all the same: a new generation
+    /// restarts everyone's dispatch state together.
     fn apply_rejoin(&mut self, node: NodeId, fx: &mut Vec<Effect>) {
         let was_suspected = self.suspects.remove(&node).is_some();
+        let refused = self.quorum.refused.binary_search(&node).ok();
+        if let Some(at) = refused {
+            self.quorum.refused.remove(at);
+        }
         if was_suspected {
             self.recompute_base(fx);
+        } else if refused.is_some() && self.base_members().contains(&node) {
+            self.start_generation(fx);
         }
         fx.push(Effect::Rejoined {
             node,
@@ -333,12 +380,22 @@ impl Replicated {
         fx.push(Effect::SaRemoved(direction, spi));
     }
 
-    /// A new generation when the base view's members changed.
+    /// A new generation when the members leases are granted for changed:
+    /// the base view's while the state is quorate, nobody's otherwise.
     fn recompute_base(&mut self, fx: &mut Vec<Effect>) {
-        let members = self.base_members();
+        let base = self.base_members();
+        self.quorum.quorate = self.quorate_with(&base);
+        let members = self.leases_members();
         if members.as_slice() == self.leases.view().members() && self.generation > 0 {
             return;
         }
+        self.start_generation(fx);
+    }
+
+    /// A new generation for the lease view (the base view while quorate,
+    /// nobody otherwise).
+    fn start_generation(&mut self, fx: &mut Vec<Effect>) {
+        let members = self.leases_members();
         self.generation += 1;
         let mut grants = Vec::new();
         self.leases
@@ -348,6 +405,16 @@ impl Replicated {
         let spis: Vec<u32> = self.leases.sas().keys().copied().collect();
         for spi in spis {
             self.check_exhausted(spi, fx);
+        }
+    }
+
+    /// The members lease blocks are granted for: the base view's while
+    /// the state is quorate, nobody's otherwise.
+    fn leases_members(&self) -> Vec<NodeId> {
+        if self.quorum.quorate {
+            self.base_members()
+        } else {
+            Vec::new()
         }
     }
 
@@ -375,6 +442,7 @@ impl Replicated {
                 .iter()
                 .map(|(&n, by)| (n, by.iter().copied().collect()))
                 .collect(),
+            quorum: self.quorum.clone(),
             sas: self
                 .sas
                 .values()
@@ -393,7 +461,7 @@ impl Replicated {
 
     /// The state a transfer carries; `None` when it contradicts itself
     /// (an outbound SA without leases, a ready member that is not synced).
-    pub(crate) fn restore(snapshot: &StateSnapshot) -> Option<Replicated> {
+    pub(crate) fn restore(snapshot: &StateSnapshot, policy: QuorumPolicy) -> Option<Replicated> {
         let synced: BTreeSet<NodeId> = snapshot.synced.iter().copied().collect();
         let ready: BTreeSet<NodeId> = snapshot.ready.iter().copied().collect();
         if !ready.is_subset(&synced) {
@@ -428,8 +496,13 @@ impl Replicated {
                 .collect(),
             leases: LeaseTable::new(snapshot.lease_len),
             sas,
+            policy,
+            quorum: snapshot.quorum.clone(),
         };
-        let view = state.base_view();
+        let mut view = state.base_view();
+        if !state.quorum.quorate {
+            view = View::new(view.epoch(), []);
+        }
         state.leases = LeaseTable::restore(snapshot.lease_len, view, leases);
         Some(state)
     }

@@ -95,6 +95,20 @@ impl Publisher {
         self.dirty = true;
     }
 
+    /// The state was dropped after a lost partition merge: the locally
+    /// registered SAs start over with new incarnations (new sequencers and
+    /// observers in the data path), as in a restarted node.
+    pub(super) fn restart(&mut self) {
+        self.synced = false;
+        self.outbound.clear();
+        self.inbound.clear();
+        let local: Vec<SaDescriptor> = self.local_sas.values().copied().collect();
+        for sa in local {
+            self.add_sa(None, sa);
+        }
+        self.dirty = true;
+    }
+
     /// Publish SA `sa` (with its leases when the log holds them). The same
     /// SA published again keeps its incarnation; a different one with the
     /// same SPI gets a new one.
@@ -194,6 +208,7 @@ impl Publisher {
         suspects: Vec<NodeId>,
         ready: bool,
         transfers: u64,
+        replay_sender: bool,
     ) {
         let old = &self.current;
         let same = !self.dirty
@@ -201,7 +216,8 @@ impl Publisher {
             && old.generation == generation
             && old.suspects == suspects
             && old.ready == ready
-            && old.transfers == transfers;
+            && old.transfers == transfers
+            && old.replay_sender == replay_sender;
         if same {
             return;
         }
@@ -214,6 +230,7 @@ impl Publisher {
             ready,
             tick: self.tick,
             transfers,
+            replay_sender,
             checkpoint_every: old.checkpoint_every,
             outbound: self.outbound.clone(),
             inbound: self.inbound.clone(),

@@ -89,6 +89,11 @@ impl ClusterNode {
                         payload,
                     });
                 }
+                Effect::Defeated { by } => self.defeated(now, by),
+                Effect::Outranked { rival } => {
+                    self.counters.merges_won += 1;
+                    self.event(ClusterEvent::MergeWon { rival });
+                }
             }
         }
     }

@@ -141,11 +141,19 @@ pub struct ClusterCounters {
     pub app_replicated: u64,
     /// App payloads the log delivered to this node (own ones included).
     pub app_delivered: u64,
+    /// Times this node's view lost quorum (it stood down).
+    pub quorum_losses: u64,
+    /// 1 while this node stands down for want of quorum, else 0 (a gauge).
+    pub no_quorum: u64,
+    /// Partition merges this node's side won (the other side yielded).
+    pub merges_won: u64,
+    /// Partition merges this node's side lost (it yielded and rejoined).
+    pub merges_lost: u64,
 }
 
 impl ClusterCounters {
     /// Every counter with its name, for metrics and `phalanxctl`.
-    pub fn named(&self) -> [(&'static str, u64); 18] {
+    pub fn named(&self) -> [(&'static str, u64); 22] {
         [
             ("lease_grants", self.lease_grants),
             ("suspicions", self.suspicions),
@@ -165,6 +173,10 @@ impl ClusterCounters {
             ("datagram_checkpoints", self.datagram_checkpoints),
             ("app_replicated", self.app_replicated),
             ("app_delivered", self.app_delivered),
+            ("quorum_losses", self.quorum_losses),
+            ("no_quorum", self.no_quorum),
+            ("merges_won", self.merges_won),
+            ("merges_lost", self.merges_lost),
         ]
     }
 }

@@ -408,8 +408,13 @@ mod hostile {
                     .as_ref()
                     .map(|l| l.snapshot())
                     .unwrap_or_else(|| {
-                        crate::node::log::Replicated::founded(&[NodeId(1)], 5, &mut Vec::new())
-                            .snapshot()
+                        crate::node::log::Replicated::founded(
+                            &[NodeId(1)],
+                            5,
+                            Default::default(),
+                            &mut Vec::new(),
+                        )
+                        .snapshot()
                     });
                 state.agreed.push(NodeId(9));
                 Message::StateTransfer(Box::new(StateTransfer {

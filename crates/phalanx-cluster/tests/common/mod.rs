@@ -16,6 +16,10 @@
 //! n2 reads the log 2000 us late
 //! idle 50 ms                time passes without packets
 //! settle                    idle until the cluster is steady (at most 2 s)
+//! split n3 | n1,n2          cut the cluster link between the sides (each
+//!                           still sees every packet); Corosync reforms a
+//!                           ring per side after its delay
+//! reconnect                 restore the link; Corosync merges the rings
 //! ```
 
 // Each test crate uses part of it.
@@ -23,7 +27,7 @@
 
 use std::time::Duration;
 
-use phalanx_cluster::{Direction, DispatchScheme, NodeId};
+use phalanx_cluster::{Direction, DispatchScheme, NodeId, QuorumPolicy};
 use phalanx_testkit::cluster_group::{mix, ClusterHarness, HarnessConfig, Outcome};
 
 /// The outbound SA of every scenario.
@@ -44,7 +48,18 @@ pub(crate) struct Run {
     pub(crate) replays_unowned: u64,
     /// New inbound packets accepted by exactly one owner.
     pub(crate) inbound_once: u64,
+    /// The sides of the current partition and the packet count when it
+    /// began.
+    pub(crate) split: Option<(Vec<Vec<NodeId>>, usize)>,
+    /// Packets sent by two sides of a partition, once both sides'
+    /// detectors had time to fire (`SIDE_GRACE` packets after the split).
+    pub(crate) side_overlaps: u64,
 }
+
+/// Packets after a split before the sides must no longer overlap: the
+/// detectors fire after 30 ms of silence (600 packets at 50 us), plus the
+/// heartbeat interval and latency.
+pub(crate) const SIDE_GRACE: usize = 800;
 
 impl Run {
     /// The outcomes of clause `clause`.
@@ -73,6 +88,8 @@ pub(crate) fn config(first: &str) -> HarnessConfig {
     HarnessConfig {
         nodes,
         scheme,
+        // The daemon's default (the harness's is Off).
+        quorum: QuorumPolicy::Majority,
         ..HarnessConfig::default()
     }
 }
@@ -99,6 +116,13 @@ pub(crate) fn run_with(
     (h, run)
 }
 
+/// Run more clauses of a script (numbered from `first`) on a harness.
+pub(crate) fn run_more(h: &mut ClusterHarness, run: &mut Run, first: usize, clauses: &str) {
+    for (index, clause) in clauses.split(';').map(str::trim).enumerate() {
+        step(h, run, first + index, clause);
+    }
+}
+
 /// Run `script` with the default configuration.
 pub(crate) fn run(script: &str) -> (ClusterHarness, Run) {
     run_with(script, |_| {})
@@ -111,6 +135,15 @@ fn step(h: &mut ClusterHarness, run: &mut Run, index: usize, clause: &str) {
             for _ in 0..number(n) {
                 let packet = run.packets.len() as u64;
                 let outcome = h.outbound(OUT, mix(packet % 16), 100 + (packet % 7) as u32 * 200);
+                if let Some((sides, at)) = &run.split {
+                    let sending = sides
+                        .iter()
+                        .filter(|side| outcome.senders.iter().any(|(n, _)| side.contains(n)))
+                        .count();
+                    if run.packets.len() >= at + SIDE_GRACE && sending > 1 {
+                        run.side_overlaps += 1;
+                    }
+                }
                 run.packets.push((index, outcome));
             }
         }
@@ -155,6 +188,19 @@ fn step(h: &mut ClusterHarness, run: &mut Run, index: usize, clause: &str) {
         }
         ["idle", ms, "ms"] => h.run_for(Duration::from_millis(number(ms))),
         ["settle"] => settle(h),
+        ["split", ..] => {
+            let sides: Vec<Vec<NodeId>> = words[1..]
+                .join(" ")
+                .split('|')
+                .map(|side| side.split(',').map(|n| node(n.trim())).collect())
+                .collect();
+            h.partition(&sides);
+            run.split = Some((sides, run.packets.len()));
+        }
+        ["reconnect"] => {
+            h.reconnect();
+            run.split = None;
+        }
         _ => panic!("unknown clause {clause:?}"),
     }
 }
