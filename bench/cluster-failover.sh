@@ -17,6 +17,18 @@
 # is re-sent after it (must be 0). Each run starts a fresh cluster; the
 # victim rotates n1, n2, n3 over the repetitions.
 #
+# FAILOVER_PEER=strongswan: gwB runs strongSwan (charon, kernel-libipsec)
+# instead of a host-mode phalanxd, and the tunnel comes from IKEv2
+# (strongSwan initiates; one node runs the IKE SA, the others hold it
+# replicated; tests/netns/cluster_ike.py). The victim: for `cut` the IKE
+# owner, for `kill` the IKE owner in odd repetitions and a node that does
+# not run the IKE SA in even ones. Per run also: the IKE takeover time
+# (the successor's log), the IKE SPIs in `swanctl --list-sas` before and
+# after, IKE_SA_INIT after the start (charon's log and the capture: must
+# be 0), and after the traffic a Child SA rekey (`swanctl --rekey
+# --child`), a ping over the new Child SA and a strongSwan DPD, with the
+# node that answered each from the capture (nodes send from their own MAC).
+#
 # Prints a markdown table ready for bench/RESULTS.md (also written to
 # OUT/table.md with the raw OUT/results.json).
 #
@@ -24,6 +36,7 @@
 # Environment: FAILOVER_MODES ("kill cut"), FAILOVER_SECONDS (10),
 # FAILOVER_UDP_RATE (500 pps), FAILOVER_LEASE_LEN (65536), FAILOVER_TCP_RATE (iperf3 -b, default
 # unlimited), FAILOVER_SCHEME (packet-rr), FAILOVER_OUT (a new temp dir),
+# FAILOVER_PEER (phalanx: host-mode phalanxd with static SAs; strongswan),
 # PHX_SKIP_BUILD=1, PHX_BIN_DIR (default target/release, or
 # $CARGO_TARGET_DIR/release when that is set).
 set -euo pipefail
@@ -38,7 +51,14 @@ if ! [[ "$REPS" =~ ^[1-9][0-9]*$ ]]; then
     echo "usage: bench/cluster-failover.sh [REPS]" >&2
     exit 2
 fi
-for tool in corosync corosync-quorumtool tcpdump iperf3 nsenter; do
+PEER="${FAILOVER_PEER:-phalanx}"
+tools=(corosync corosync-quorumtool tcpdump iperf3 nsenter)
+case "$PEER" in
+    phalanx) ;;
+    strongswan) tools+=(swanctl /usr/lib/ipsec/charon) ;;
+    *) echo "cluster-failover: FAILOVER_PEER must be phalanx or strongswan, not $PEER" >&2; exit 2 ;;
+esac
+for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || { echo "cluster-failover: $tool is missing" >&2; exit 1; }
 done
 
@@ -54,11 +74,14 @@ fi
 MODES=(${FAILOVER_MODES:-kill cut})
 args=(failover --reps "$REPS" --modes "${MODES[@]}" --seconds "${FAILOVER_SECONDS:-10}"
       --udp-rate "${FAILOVER_UDP_RATE:-500}" --scheme "${FAILOVER_SCHEME:-packet-rr}"
-      --lease-len "${FAILOVER_LEASE_LEN:-65536}")
+      --lease-len "${FAILOVER_LEASE_LEN:-65536}" --peer "$PEER")
 [ -n "${FAILOVER_TCP_RATE:-}" ] && args+=(--tcp-rate "$FAILOVER_TCP_RATE")
 [ -n "${FAILOVER_OUT:-}" ] && args+=(--out "$FAILOVER_OUT")
 # Every run is bounded: the namespaces, processes and captures of each run
 # are removed by cluster.py itself (also on failure); the whole command is
-# bounded by 150 s per run.
-limit=$((REPS * ${#MODES[@]} * 150))
+# bounded by 150 s per run (210 s with strongSwan: the rekey and DPD
+# checks after the traffic).
+per_run=150
+[ "$PEER" = strongswan ] && per_run=210
+limit=$((REPS * ${#MODES[@]} * per_run))
 exec timeout -k 10 "$limit" /usr/bin/python3 tests/netns/cluster.py "${args[@]}"

@@ -38,14 +38,17 @@ run directory uses tests/netns/lib.sh's format (`namespaces`, `pids`), so its
 
 CLI (used by bench/cluster-failover.sh):
 
-    cluster.py failover --mode kill|cut --reps N [--seconds S] [--tcp-rate R]
+    cluster.py failover --modes kill cut --reps N [--seconds S] [--tcp-rate R] [--peer phalanx|strongswan]
 
 runs the failover measurement N times per mode and prints a markdown table.
+`--peer strongswan`: gwB runs charon instead of phalanxd and the tunnel
+comes from IKEv2 (tests/netns/cluster_ike.py).
 """
 
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -393,6 +396,19 @@ class Cluster(phxnet.Topology):
             self.stop(name)
         super().down()
 
+    def save_logs(self, dest):
+        """Copies the run's logs and captures (the run directory goes with
+        `down`) to `dest`: every *.log and *.pcap, each node's corosync.log
+        and charon's log when there is one."""
+        os.makedirs(dest, exist_ok=True)
+        for name in os.listdir(self.run_dir):
+            if name.endswith((".log", ".pcap", ".json")):
+                shutil.copy(os.path.join(self.run_dir, name), dest)
+        for sub in ["n{}/log/corosync.log".format(i) for i in range(1, self.nodes + 1)] + ["charon-gwB/charon.log"]:
+            path = os.path.join(self.run_dir, sub)
+            if os.path.exists(path):
+                shutil.copy(path, os.path.join(dest, sub.replace("/log/", "-").replace("/", "-")))
+
     def dump_logs(self, stream=sys.stderr, tail=3000):
         for name in sorted(os.listdir(self.run_dir)):
             if name.endswith(".log"):
@@ -722,17 +738,59 @@ def _replay(cl, resender, pcap, t_fail, victim):
     return resender.send(frames), share, time.time()
 
 
+class StaticPeer:
+    """Site B for `failover_run`: a host-mode phalanxd with the static SAs
+    of `Cluster.write_configs` (started by `Cluster.start_all`). The hooks
+    let another peer (cluster_ike.StrongSwanPeer) add its own checks."""
+
+    name = "phalanx"
+    description = "host-mode phalanxd at gwB, static SAs"
+
+    def __init__(self, cl):
+        self.cl = cl
+
+    def out_spi(self):
+        """The SPI of the SA the cluster sends on (a-to-b)."""
+        return self.cl.sas[0]["spi"]
+
+    def victim(self, rep, mode):
+        """The node that fails in repetition `rep` (1-based): n1, n2, n3, ..."""
+        return (rep - 1) % self.cl.nodes + 1
+
+    def victim_now(self, planned):
+        """The node to fail, decided right before the failure (default: `planned`)."""
+        return planned
+
+    def before_failure(self, res):
+        """Called just before the failure."""
+
+    def after_traffic(self, res, t_fail, survivors):
+        """Called when the traffic has ended, the WAN capture still running."""
+
+    def analyse(self, res, pcap, t_fail):
+        """Called with the finished WAN capture."""
+
+    def columns(self):
+        """Extra table columns: [(name, format)]."""
+        return []
+
+    def row(self, res):
+        """Extra table cells for one run (may override the common ones)."""
+        return {}
+
+
 def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=False, tcp_rate=None,
-                 replay=True, rejoin=False, out_dir=None):
+                 replay=True, rejoin=False, out_dir=None, peer=None):
     """The failover experiment on a running cluster: a WAN capture, a 10 ms
     ping, fixed-rate UDP both ways (and an iperf3 TCP download), node
     `victim` killed (mode "kill": phalanxd and Corosync, SIGKILL) or cut
     off (mode "cut": its three cables down at the switch) at 30 % of the
     run; captured ESP from gwB re-sent 0.1 s later; optionally the node
-    brought back. Returns a dict of everything measured."""
+    brought back. `peer`: site B's hooks (default StaticPeer). Returns a
+    dict of everything measured."""
     out_dir = out_dir or cl.run_dir
-    out_spi = cl.sas[0]["spi"]          # a-to-b: what the cluster sends
-    survivors = [i for i in range(1, cl.nodes + 1) if i != victim]
+    peer = peer or StaticPeer(cl)
+    out_spi = peer.out_spi()            # what the cluster sends
     wan = WanCapture(cl, "tcpdump-wan", os.path.join(out_dir, "wan.pcap"))
     small = WanCapture(cl, "tcpdump-gwb", os.path.join(out_dir, "gwb-small.pcap"), snaplen=0,
                        bpf="ether src {} and less 400".format(GWB_WAN_MAC), immediate=True)
@@ -747,9 +805,12 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         if tcp:
             start_iperf_download(cl, seconds, tcp_rate)
         time.sleep(max(0.0, t_start + seconds * 0.3 - time.time()))
+        res["failed"] = victim = peer.victim_now(victim)
+        survivors = [i for i in range(1, cl.nodes + 1) if i != victim]
         before = cl.cluster_status("n{}".format(survivors[0]))
         trange = takeover_range(before, out_spi, victim)
         replays_before = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors)
+        peer.before_failure(res)
         res["t_fail"] = t_fail = time.time()
         if mode == "kill":
             cl.crash_node(victim)
@@ -773,6 +834,7 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         res["udp_out"], res["udp_in"] = (st.result(seconds + 30) for st in streams)
         res["ping"] = ping.result()
         res["tcp_mbps"] = iperf_result(cl, seconds + 30) if tcp else None
+        peer.after_traffic(res, t_fail, survivors)
     res["capture_drops"] = (wan.drops or 0) + (small.drops or 0)
     res["owned_delta"] = {i: owned(cl.gateways["n{}".format(i)]) - owned_before[i] for i in survivors}
     if rejoin:
@@ -789,6 +851,7 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         except (RuntimeError, subprocess.TimeoutExpired, ValueError):
             pass        # a node that is down or cut off
     _analyse(cl, res, wan.path, out_spi, victim, t_fail, trange)
+    peer.analyse(res, wan.path, t_fail)
     classify_duplicates(res)
     with open(os.path.join(out_dir, "result.json"), "w") as f:
         json.dump(res, f, indent=1, default=str)
@@ -890,7 +953,7 @@ def table_row(run, res):
     }
 
 
-def bench_header(args):
+def bench_header(args, peer):
     """The lines above the table: what ran, where, with which settings."""
     rev = subprocess.run(["git", "-C", phxnet.REPO, "describe", "--always", "--dirty=+dirty"],
                          capture_output=True, text=True).stdout.strip()
@@ -912,13 +975,24 @@ def bench_header(args):
         "- replays: gwB's ESP frames of the last 0.5 s before the failure re-sent (scapy sendp to the "
         "virtual MAC) 0.1 s after it; refused = survivors' replayed + too_old counters; accepted = "
         "duplicates delivered to hostA",
-        "- command: `bench/cluster-failover.sh` (reps {}, modes {})".format(args.reps, " ".join(args.modes)),
+        "- site B: {}".format(peer.description),
+        "- command: `{}bench/cluster-failover.sh {}` (modes {})".format(
+            "" if peer.name == "phalanx" else "FAILOVER_PEER={} ".format(peer.name), args.reps, " ".join(args.modes)),
         "",
     ])
 
 
+def start_peer(cl, args):
+    """The cluster and site B of `args.peer`, started; returns the peer."""
+    if args.peer == "strongswan":
+        import cluster_ike      # imports this module: only when asked for
+        return cluster_ike.StrongSwanPeer(cl, scheme=args.scheme, lease_len=args.lease_len)
+    cl.start_all(scheme=args.scheme, lease_len=args.lease_len)
+    return StaticPeer(cl)
+
+
 def bench(args):
-    rows, raw = [], []
+    rows, raw, peer = [], [], None
     out = args.out or tempfile.mkdtemp(prefix="cluster-failover.")
     os.makedirs(out, exist_ok=True)
     for rep in range(1, args.reps + 1):
@@ -926,21 +1000,23 @@ def bench(args):
             cl = Cluster(prefix="pxc{}b{}{}".format(os.getpid(), rep, mode[0]))
             try:
                 cl.up()
-                cl.start_all(scheme=args.scheme, lease_len=args.lease_len)
-                victim = (rep - 1) % cl.nodes + 1
-                res = failover_run(cl, victim=victim, mode=mode, seconds=args.seconds, udp_rate=args.udp_rate,
-                                   tcp=True, tcp_rate=args.tcp_rate, out_dir=cl.run_dir)
-                rows.append(table_row(rep, res))
+                peer = start_peer(cl, args)
+                res = failover_run(cl, victim=peer.victim(rep, mode), mode=mode, seconds=args.seconds,
+                                   udp_rate=args.udp_rate, tcp=True, tcp_rate=args.tcp_rate, out_dir=cl.run_dir,
+                                   peer=peer)
+                rows.append(dict(table_row(rep, res), **peer.row(res)))
                 raw.append(res)
                 phxnet.log("rep {} {}: handover {} ms".format(rep, mode, res["handover_ms"]))
             except Exception:
                 cl.dump_logs()
                 raise
             finally:
+                cl.save_logs(os.path.join(out, "rep{}-{}".format(rep, mode)))
                 cl.down()
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(raw, f, indent=1, default=str)
-    text = bench_header(args) + fa.markdown_table(rows) + "\n\n" + fa.summary(raw) + "\n"
+    text = (bench_header(args, peer) + fa.markdown_table(rows, fa.COLUMNS + peer.columns()) + "\n\n"
+            + fa.summary(raw) + "\n")
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(text)
     print(text)
@@ -978,6 +1054,8 @@ def main():
     f.add_argument("--scheme", default="packet-rr")
     f.add_argument("--lease-len", type=int, default=65536, help="sequence numbers per lease block")
     f.add_argument("--out", default=None, help="directory for results.json and table.md")
+    f.add_argument("--peer", choices=("phalanx", "strongswan"), default="phalanx",
+                   help="site B: host-mode phalanxd with static SAs, or strongSwan with IKEv2")
     args = ap.parse_args()
     # A bounded caller (timeout) stops us with SIGTERM: unwind, so every
     # `finally` removes its namespaces and processes.

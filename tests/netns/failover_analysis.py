@@ -11,6 +11,9 @@ bench/cluster-failover.sh through tests/netns/cluster.py).
 * `duplicates`: (SPI, IV) and (SPI, seq) pairs seen more than once.
 * `handover`: last ESP packet of the failed node -> first ESP packet a
   survivor sends with a sequence number from a takeover lease.
+* `read_ike(path)`, `ike_answers`: the IKE messages of a pcap (UDP 500, or
+  4500 behind the non-ESP marker) and which node answered the peer's
+  requests after a failure (nodes send from their own MAC).
 * `markdown_table`, `summary`: the bench's result rows and per-mode summary.
 
 CLI: `failover_analysis.py PCAP [--spi SPI] [--failed N]` prints the summary.
@@ -27,6 +30,13 @@ LINKTYPE_ETHERNET = 1
 NATT_PORT = 4500
 
 EspPacket = collections.namedtuple("EspPacket", "ts src_mac dst_mac src dst spi seq iv length")
+IkeMessage = collections.namedtuple("IkeMessage", "ts src_mac src dst spi_i spi_r exchange response msg_id")
+IKE_PORT = 500
+# RFC 7296 §3.1: exchange types and the Response flag.
+IKE_SA_INIT, IKE_AUTH, CREATE_CHILD_SA, INFORMATIONAL = 34, 35, 36, 37
+EXCHANGE_NAMES = {IKE_SA_INIT: "IKE_SA_INIT", IKE_AUTH: "IKE_AUTH", CREATE_CHILD_SA: "CREATE_CHILD_SA",
+                  INFORMATIONAL: "INFORMATIONAL"}
+IKE_FLAG_RESPONSE = 0x20
 
 
 def _mac(b):
@@ -88,6 +98,69 @@ def parse_esp(ts, frame):
     spi, seq = struct.unpack("!II", payload[:8])
     iv = int.from_bytes(payload[8:16], "big") if len(payload) >= 16 else None
     return EspPacket(ts, _mac(frame[6:12]), _mac(frame[0:6]), _ip(ip[12:16]), _ip(ip[16:20]), spi, seq, iv, total)
+
+
+def parse_ike(ts, frame):
+    """The IkeMessage (header fields, RFC 7296 §3.1) in an Ethernet frame,
+    or None: UDP to or from port 500, or 4500 with the four zero octets of
+    the non-ESP marker (RFC 3948 §2.2)."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return None
+    ip = frame[14:]
+    udp = ip[(ip[0] & 0x0f) * 4:]
+    if len(udp) < 8:
+        return None
+    ports = struct.unpack("!HH", udp[:4])
+    ike = udp[8:]
+    if NATT_PORT in ports:
+        if ike[:4] != b"\0\0\0\0":
+            return None
+        ike = ike[4:]
+    elif IKE_PORT not in ports:
+        return None
+    if len(ike) < 28:
+        return None
+    exchange, flags, msg_id = ike[18], ike[19], struct.unpack("!I", ike[20:24])[0]
+    return IkeMessage(ts, _mac(frame[6:12]), _ip(ip[12:16]), _ip(ip[16:20]), ike[0:8].hex(), ike[8:16].hex(),
+                      exchange, bool(flags & IKE_FLAG_RESPONSE), msg_id)
+
+
+def read_ike(path):
+    """Every IKE message in the pcap at `path`, in capture order."""
+    out = []
+    for ts, frame in _frames(path):
+        msg = parse_ike(ts, frame)
+        if msg is not None:
+            out.append(msg)
+    return out
+
+
+def ike_answers(msgs, mac_to_node, t_from, vip):
+    """What the cluster (source address `vip`; the node from the source
+    MAC) did in IKE from `t_from` on: the nodes that answered each kind of
+    the peer's requests, the nodes that sent requests of their own, and
+    the peer's requests no node answered (matched by SPIs, exchange and
+    Message ID; retransmissions count once)."""
+    late = [m for m in msgs if m.ts >= t_from]
+    answered, sent, answers = {}, {}, set()
+    for m in late:
+        if m.src != vip:
+            continue
+        name = EXCHANGE_NAMES.get(m.exchange, str(m.exchange))
+        node = mac_to_node.get(m.src_mac, 0)
+        (answered if m.response else sent).setdefault(name, set()).add(node)
+        if m.response:
+            answers.add((m.spi_i, m.exchange, m.msg_id))
+    asked = {(m.spi_i, m.exchange, m.msg_id) for m in late if m.src != vip and not m.response}
+    unanswered = sorted("{} {}".format(EXCHANGE_NAMES.get(x, x), i) for _, x, i in asked - answers)
+    # The cluster's own requests: Message IDs go on across the failure
+    # (RFC 7296 §2.2) when the successor continues the same IKE SA.
+    mine = [m.msg_id for m in msgs if m.src == vip and not m.response]
+    before = [m.msg_id for m in msgs if m.src == vip and not m.response and m.ts < t_from]
+    return {"answered_by": {k: sorted(v) for k, v in sorted(answered.items())},
+            "requests_by": {k: sorted(v) for k, v in sorted(sent.items())},
+            "peer_requests": len(asked), "unanswered": unanswered,
+            "own_msg_ids": {"before": before[-1:], "after": mine[len(before):]}}
 
 
 def read_esp(path):
@@ -197,12 +270,13 @@ def _cell(fmt, value):
         return str(value)
 
 
-def markdown_table(rows):
-    """Rows (dicts keyed by COLUMNS' names) as a markdown table."""
-    lines = ["| " + " | ".join(name for name, _ in COLUMNS) + " |",
-             "|" + "---|" * len(COLUMNS)]
+def markdown_table(rows, columns=None):
+    """Rows (dicts keyed by the columns' names; default COLUMNS) as a markdown table."""
+    columns = columns or COLUMNS
+    lines = ["| " + " | ".join(name for name, _ in columns) + " |",
+             "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(_cell(fmt, row.get(name)) for name, fmt in COLUMNS) + " |")
+        lines.append("| " + " | ".join(_cell(fmt, row.get(name)) for name, fmt in columns) + " |")
     return "\n".join(lines)
 
 
@@ -222,7 +296,24 @@ def summary(results):
                 mode, _cell("{:.1f}", med), _cell("{:.1f}", hos[-1] if hos else None), len(rs), lost, sent,
                 sum(r["replays_accepted"] for r in rs), sum(r["wire"]["dup_spi_iv"] for r in rs),
                 sum(r["wire"]["dup_spi_seq"] for r in rs)))
+        if any("ike_kept" in r for r in rs):
+            lines.append("  " + _ike_summary(rs))
     return "\n".join(lines)
+
+
+def _ike_summary(rs):
+    """IKE over the runs of one mode (strongSwan peer): SPIs kept, new
+    IKE_SA_INIT, takeover times of the runs that lost the IKE owner."""
+    ike = [r for r in rs if "ike_kept" in r]
+    takes = sorted(r["ike_takeover_ms"] for r in ike if r.get("ike_takeover_ms") is not None)
+    unanswered = sum(len(r["wire_ike"]["unanswered"]) for r in ike)
+    split = sum(1 for r in ike if len(r.get("ike_runners_after", [])) > 1 or len(r.get("ike_runners_before", [])) > 1)
+    return ("IKE: more than one node ran the IKE SA in {} of {} runs; same IKE SPIs before and after in {} of {} runs; new IKE_SA_INIT {} (charon log) / {} (wire); "
+            "IKE takeover (phalanxd log, after the kill) {} over {} owner failures; peer requests unanswered "
+            "after the failure {}".format(
+                split, len(ike), sum(1 for r in ike if r["ike_kept"]), len(ike), sum(r["ike_sa_init_after"] for r in ike),
+                sum(r["wire_ike"]["ike_sa_init"] for r in ike),
+                " / ".join("{:.1f} ms".format(t) for t in takes) or "n/a", len(takes), unanswered))
 
 
 def main():

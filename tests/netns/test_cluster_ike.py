@@ -30,12 +30,10 @@ import time
 import pytest
 
 import cluster
-import ikegw
-import swan
+from cluster_ike import exchanges_since, ike_counter, init_count, same_spi, start, wait_child_rekeyed, \
+    wait_runner, wait_swan_sa
 
 _COUNTER = itertools.count()
-SITE_A, SITE_B = "10.1.0.0/24", "10.2.0.0/24"
-ESP = ["aes128gcm16"]       # no ESN: kernel-libipsec refuses it
 UDP_RATE = 200
 
 
@@ -66,117 +64,6 @@ def topo(request, binaries):
         assert not ns and not alive, "left behind: namespaces {}, processes {}".format(ns, alive)
 
 
-def cluster_conn(start):
-    """The cluster's side: from the outside virtual address to gwB."""
-    child = ikegw.Child(local_ts=[SITE_A], remote_ts=[SITE_B], esp_proposals=ESP)
-    return ikegw.Conn(local_addr=cluster.VIP_OUT, remote_addr=cluster.GWB_WAN, local_id=cluster.VIP_OUT,
-                      remote_id=cluster.GWB_WAN, children=[child], initiator=start, dpd_delay="3s")
-
-
-def swan_conn():
-    """strongSwan's side, with liveness checks every 2 s."""
-    child = ikegw.Child(local_ts=[SITE_B], remote_ts=[SITE_A], esp_proposals=ESP)
-    return ikegw.Conn(local_addr=cluster.GWB_WAN, remote_addr=cluster.VIP_OUT, local_id=cluster.GWB_WAN,
-                      remote_id=cluster.VIP_OUT, children=[child], dpd_delay="2s")
-
-
-def node_config(i, nodes, node_dir, start):
-    """phalanxd TOML of node i: IKE (ikegw's rendering) and [cluster]."""
-    text = ikegw.render_phalanx_toml(cluster_conn(start), "A", node_dir)
-    text = text.replace(os.path.join(node_dir, "gwA.sock"), os.path.join(node_dir, "phalanxd.sock"))
-    if start:
-        text = text.replace('start_action = "none"', 'start_action = "start"')
-    return text + cluster.cluster_table(i, nodes, "packet-rr")
-
-
-def start(cl, start_action=False):
-    """Corosync, charon at gwB, phalanxd with IKE on every node; the
-    cluster view complete. Returns the Charon."""
-    cl.config_paths = {}
-    for i in range(1, cl.nodes + 1):
-        d = cl.node_dir(i)
-        path = os.path.join(d, "phalanxd.toml")
-        with open(path, "w") as f:
-            f.write(node_config(i, cl.nodes, d, start_action))
-        cl.config_paths["n{}".format(i)] = path
-    for i in range(1, cl.nodes + 1):
-        cl.start_corosync(i)
-    ids = list(range(1, cl.nodes + 1))
-    cl.wait_corosync(ids)
-    charon = swan.Charon(cl, "gwB")
-    charon.configure(swan_conn(), retransmit_tries=5, retransmit_timeout=1.0)
-    charon.start()
-    charon.load()
-    for i in ids:
-        cl.start_node(i)
-    cl.wait_cluster_view(ids)
-    return charon
-
-
-def ike_sas(gw):
-    """The IKE SAs this node runs (standby copies are not listed)."""
-    return ikegw.phalanx_view(gw.ctl("ike"))
-
-
-def runner(cl, nodes):
-    """{node index: its IKE SA} for the nodes among `nodes` that run one."""
-    out = {}
-    for i in nodes:
-        sas = [sa for sa in ike_sas(cl.gateways["n{}".format(i)]) if sa["state"].upper() == "ESTABLISHED"]
-        if sas:
-            out[i] = sas
-    return out
-
-
-def wait_runner(cl, nodes, seconds=10):
-    deadline = time.monotonic() + seconds
-    while True:
-        found = runner(cl, nodes)
-        if len(found) == 1:
-            (i, sas), = found.items()
-            return i, sas
-        if time.monotonic() > deadline:
-            raise AssertionError("not exactly one node runs the IKE SA: {}".format(found))
-        time.sleep(0.2)
-
-
-def ike_counter(gw, name):
-    """A `cluster_ike_*` counter of node `gw` (phalanxctl cluster)."""
-    counters = {c["name"]: c["count"] for c in gw.ctl("cluster")["counters"]}
-    return counters.get("cluster_ike_" + name, 0)
-
-
-def swan_sa(charon):
-    """strongSwan's one established IKE SA: (spi_i, spi_r, child SPIs)."""
-    sas = [sa for sa in charon.list_sas() if sa.get("state") == "ESTABLISHED"]
-    assert len(sas) == 1, sas
-    sa = sas[0]
-    children = sa.get("child-sas", {})
-    spis = sorted((c.get("spi-in"), c.get("spi-out")) for c in children.values()
-                  if isinstance(c, dict) and c.get("state") == "INSTALLED")
-    return sa["initiator-spi"], sa["responder-spi"], spis
-
-
-def wait_swan_sa(charon, seconds=20):
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            sa = swan_sa(charon)
-            if sa[2]:
-                return sa
-        except AssertionError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError("strongSwan has no established IKE SA with a Child SA: {}".format(
-                charon.list_sas()))
-        time.sleep(0.2)
-
-
-def init_count(charon):
-    """IKE_SA_INIT messages charon generated or parsed."""
-    return sum(1 for e in swan.log_exchanges(charon.log()) if e["exchange"] == "IKE_SA_INIT")
-
-
 def traffic(cl, seconds, name):
     """UDP both ways at UDP_RATE/s and a 10 ms ping, started."""
     return ([cluster.UdpStream(cl, name + "-out", "hostA", "hostB", cluster.HOSTB, 5001, UDP_RATE, seconds).start(),
@@ -190,7 +77,7 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
     charon.initiate("net", ike="site", timeout=20)
     spi_i, spi_r, children = wait_swan_sa(charon)
     owner, sas = wait_runner(cl, range(1, cl.nodes + 1))
-    assert sas[0]["spi_i"].lower().lstrip("0") == spi_i.lower().lstrip("0"), (sas, spi_i)
+    assert same_spi(sas[0]["spi_i"], spi_i), (sas, spi_i)
     inits = init_count(charon)
     assert inits == 2, "one IKE_SA_INIT exchange: {}".format(inits)
     others = [i for i in range(1, cl.nodes + 1) if i != owner]
@@ -225,17 +112,10 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
     print("owner n{} killed; n{} took over the IKE SA".format(owner, successor))
     gw = cl.gateways["n{}".format(successor)]
     assert ike_counter(gw, "takeovers") == 1
-    assert (sas[0]["spi_i"].lower().lstrip("0"), sas[0]["spi_r"].lower().lstrip("0")) == \
-        (spi_i.lower().lstrip("0"), spi_r.lower().lstrip("0"))
+    assert same_spi(sas[0]["spi_i"], spi_i) and same_spi(sas[0]["spi_r"], spi_r), (sas, spi_i, spi_r)
     time.sleep(1.0)
     charon.rekey(child="net")
-    deadline = time.monotonic() + 20
-    while True:
-        now_i, now_r, now_children = swan_sa(charon)
-        if now_children and now_children != children and len(now_children) == 1:
-            break
-        assert time.monotonic() < deadline, "Child SA not rekeyed: {} -> {}".format(children, now_children)
-        time.sleep(0.2)
+    now_i, now_r, _ = wait_child_rekeyed(charon, children)
     assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
     results = [s.result(seconds + 40) for s in streams]
     for r in results:
@@ -245,11 +125,8 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
     # Liveness checks (strongSwan's DPD every 2 s) answered after the kill.
     deadline = time.monotonic() + 15
     while True:
-        log = swan.log_exchanges(charon.log())
-        t0 = time.localtime(t_fail)
-        since = t0.tm_hour * 3600 + t0.tm_min * 60 + t0.tm_sec
-        answered = [e for e in log if e["exchange"] == "INFORMATIONAL" and e["dir"] == "parsed"
-                    and e["kind"] == "response" and e["t"] > since]
+        answered = [e for e in exchanges_since(charon, t_fail) if e["exchange"] == "INFORMATIONAL"
+                    and e["dir"] == "parsed" and e["kind"] == "response"]
         if answered:
             break
         assert time.monotonic() < deadline, "no INFORMATIONAL answered after the failover"
@@ -271,7 +148,13 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
         assert time.monotonic() < deadline, "the rejoined node learnt no IKE SA state"
         time.sleep(0.2)
     assert ike_counter(back, "imported") >= 1
-    assert wait_runner(cl, everyone)[0] == successor, "the IKE SA moved back"
+    now = wait_runner(cl, everyone)[0]
+    assert now != owner, "the IKE SA moved to the rejoined node"
+    if now != successor:
+        # Only a (false) suspicion of the successor moves it on: it then
+        # demoted its copy (test (d)); heartbeats late on a loaded machine.
+        assert ike_counter(cl.gateways["n{}".format(successor)], "demotions") >= 1, \
+            "the IKE SA moved from n{} to n{} without a demotion".format(successor, now)
     owned_back = cluster.owned(back)
     for r in (s.result(40) for s in traffic(cl, 2.0, "udp-r")):
         assert r["received"] >= 0.98 * r["expected"], r
@@ -325,13 +208,7 @@ def test_falsely_suspected_owner_demotes(topo):
     assert successor != owner
     print("n{} paused: demoted; n{} runs the IKE SA".format(owner, successor))
     charon.rekey(child="net")
-    deadline = time.monotonic() + 20
-    while True:
-        now_i, now_r, now_children = swan_sa(charon)
-        if now_children and now_children != children and len(now_children) == 1:
-            break
-        assert time.monotonic() < deadline, "Child SA not rekeyed: {} -> {}".format(children, now_children)
-        time.sleep(0.2)
+    now_i, now_r, _ = wait_child_rekeyed(charon, children)
     assert (now_i, now_r) == (spi_i, spi_r)
     assert init_count(charon) == inits, "a new IKE_SA_INIT"
     assert cl.wait_ping("hostA", cluster.HOSTB, 10)
