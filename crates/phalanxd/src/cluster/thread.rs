@@ -55,6 +55,10 @@ pub const REPORT_QUEUE: usize = 4096;
 /// The longest the thread sleeps without looking at its stop flag.
 pub const MAX_WAIT: Duration = Duration::from_millis(50);
 
+/// The shortest sleep in `poll`: far below a heartbeat interval, long
+/// enough that a timer that stays due cannot spin the thread.
+pub const MIN_WAIT: Duration = Duration::from_micros(200);
+
 /// How long [`ClusterHandle::snapshot`] waits for the thread to answer
 /// before it returns the last answer it had.
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
@@ -369,11 +373,14 @@ impl ThreadState {
     /// Waits for work; returns (CPG may have work, heartbeats waiting).
     fn wait(&mut self) -> io::Result<(bool, bool)> {
         let now = Instant::now();
+        // Never a zero timeout: a timer that stays due would otherwise
+        // spin this SCHED_FIFO thread and starve every ordinary thread of
+        // the machine; descriptors still end the wait at once.
         let mut timeout = self
             .node
             .poll_timeout()
             .map_or(MAX_WAIT, |t| t.saturating_duration_since(now))
-            .min(MAX_WAIT);
+            .clamp(MIN_WAIT, MAX_WAIT);
         let pollable = self.transport.fd().is_some();
         if !pollable || self.corosync_error.is_some() {
             timeout = timeout.min(self.heartbeat_interval);
