@@ -597,8 +597,11 @@ impl ClusterNode {
         if let Some(t) = self.detector.poll_timeout() {
             next = next.min(t);
         }
+        // A join deadline that has passed stays past while the node waits
+        // for others (a member that is not the lowest never founds): it
+        // is looked at with the next heartbeat, never in a loop.
         if let Some(t) = self.join_deadline() {
-            next = next.min(t);
+            next = next.min(t.max(self.heartbeat_next));
         }
         Some(next)
     }

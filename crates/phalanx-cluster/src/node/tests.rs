@@ -305,6 +305,25 @@ fn t07_checkpoints_heal_over_the_heartbeat_channel_while_the_log_stalls() {
     assert!(mini.node(2).status().counters.datagram_checkpoints > 0);
 }
 
+/// "n1 never founds (dead from the start); n2 waits": n2's next timer is
+/// never in the past after a turn, so a thread that sleeps until it does
+/// not spin (as it did under SCHED_FIFO, starving the founder).
+#[test]
+fn t09_a_waiting_joiner_has_no_timer_in_the_past() {
+    let mut mini = Mini::new(&[1, 2]);
+    mini.dead.insert(NodeId(1));
+    mini.run(300 * MS);
+    let now = mini.now;
+    let n2 = mini.nodes.get_mut(&NodeId(2)).unwrap();
+    assert!(!n2.is_synced());
+    n2.handle_timeout(now);
+    while n2.poll_heartbeat(now).is_some() {}
+    assert!(
+        n2.poll_timeout().is_some_and(|t| t > now),
+        "timer due again at once"
+    );
+}
+
 fn apps(node: &mut ClusterNode) -> Vec<(u32, Vec<u8>)> {
     std::iter::from_fn(|| node.poll_app())
         .map(|m| (m.from.0, m.payload))
