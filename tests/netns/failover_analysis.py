@@ -125,14 +125,14 @@ def parse_ike(ts, frame):
                       exchange, bool(flags & IKE_FLAG_RESPONSE), msg_id)
 
 
+def _read(path, parse):
+    """What `parse(ts, frame)` finds in each frame of the pcap at `path`, in capture order."""
+    return [x for x in (parse(ts, frame) for ts, frame in _frames(path)) if x is not None]
+
+
 def read_ike(path):
     """Every IKE message in the pcap at `path`, in capture order."""
-    out = []
-    for ts, frame in _frames(path):
-        msg = parse_ike(ts, frame)
-        if msg is not None:
-            out.append(msg)
-    return out
+    return _read(path, parse_ike)
 
 
 def ike_answers(msgs, mac_to_node, t_from, vip):
@@ -165,12 +165,7 @@ def ike_answers(msgs, mac_to_node, t_from, vip):
 
 def read_esp(path):
     """Every ESP packet in the pcap at `path`, in capture order."""
-    out = []
-    for ts, frame in _frames(path):
-        pkt = parse_esp(ts, frame)
-        if pkt is not None:
-            out.append(pkt)
-    return out
+    return _read(path, parse_esp)
 
 
 def read_frames(path, src_mac=None, max_len=None):

@@ -491,15 +491,7 @@ impl LeaseTable {
     /// from now on goes that low, and when one of its current blocks
     /// could, the SA starts a new generation above (true).
     pub fn raise_floor(&mut self, spi: u32, high: u64, out: &mut Vec<Grant>) -> bool {
-        let Some(sa) = self.sas.get_mut(&spi) else {
-            return false;
-        };
-        let mut ctx = GrantContext {
-            spi,
-            lease_len: self.lease_len,
-            out,
-        };
-        sa.raise_floor(&mut ctx, &self.view, high)
+        self.with_sa(spi, out, |sa, ctx, view| sa.raise_floor(ctx, view, high))
     }
 
     /// `LeaseRequest { spi, after_end }`: grant the successor of the block
@@ -507,6 +499,17 @@ impl LeaseTable {
     /// block is gone: an older generation). True when something was
     /// granted.
     pub fn request(&mut self, spi: u32, after_end: u64, out: &mut Vec<Grant>) -> bool {
+        self.with_sa(spi, out, |sa, ctx, _| sa.grant_successor(ctx, after_end))
+    }
+
+    /// `f` on SA `spi` with a grant context writing to `out` and the
+    /// current view; false when the SA is not in the table.
+    fn with_sa(
+        &mut self,
+        spi: u32,
+        out: &mut Vec<Grant>,
+        f: impl FnOnce(&mut SaLeases, &mut GrantContext<'_>, &View) -> bool,
+    ) -> bool {
         let Some(sa) = self.sas.get_mut(&spi) else {
             return false;
         };
@@ -515,7 +518,7 @@ impl LeaseTable {
             lease_len: self.lease_len,
             out,
         };
-        sa.grant_successor(&mut ctx, after_end)
+        f(sa, &mut ctx, &self.view)
     }
 }
 
