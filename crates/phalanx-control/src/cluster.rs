@@ -25,6 +25,9 @@ pub struct ClusterReport {
     /// and owns nothing).
     #[serde(default)]
     pub corosync_error: Option<String>,
+    /// Where this node stands on quorum (absent from older daemons).
+    #[serde(default)]
+    pub quorum: Option<QuorumReport>,
     /// Every configured or agreed node, ascending by id.
     pub members: Vec<ClusterMember>,
     /// Hash schemes: the owner of each of the 256 segments, by segment
@@ -38,6 +41,19 @@ pub struct ClusterReport {
     pub counters: Vec<NamedCounter>,
     /// The most recent failovers, oldest first.
     pub failovers: Vec<FailoverReport>,
+}
+
+/// Quorum as one node sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumReport {
+    /// `"majority"` (a minority side stands down) or `"off"`.
+    pub policy: String,
+    /// This node holds the state and its side is quorate: it may own
+    /// traffic. False while it stands down (or before its transfer).
+    pub quorate: bool,
+    /// The last agreed membership in which the state was quorate: the
+    /// votes a side counts against.
+    pub base: Vec<u32>,
 }
 
 /// One node as this node sees it.
@@ -157,6 +173,11 @@ mod tests {
             ready: true,
             generation: 3,
             corosync_error: None,
+            quorum: Some(QuorumReport {
+                policy: "majority".into(),
+                quorate: true,
+                base: vec![1, 2, 3],
+            }),
             members: vec![ClusterMember {
                 node_id: 1,
                 agreed: true,
@@ -232,5 +253,6 @@ mod tests {
             (None, false)
         );
         assert_eq!(report.corosync_error, None);
+        assert_eq!(report.quorum, None);
     }
 }

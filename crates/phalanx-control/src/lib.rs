@@ -29,7 +29,7 @@ mod types;
 
 pub use client::Client;
 pub use cluster::{
-    ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport,
+    ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport, QuorumReport,
     TakeoverBlockReport,
 };
 pub use codec::{

@@ -2,7 +2,7 @@
 //! counters and the last failovers, as tables.
 
 use phalanx_control::{
-    ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport,
+    ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport, QuorumReport,
 };
 
 use crate::table::{Align, Table};
@@ -22,6 +22,9 @@ pub(crate) fn render(report: &ClusterReport) -> String {
         out.push_str(&format!(
             "corosync: LOST ({error}); this node sends no heartbeats and owns nothing\n"
         ));
+    }
+    if let Some(q) = &report.quorum {
+        out.push_str(&quorum(q));
     }
     out.push_str(&format!("members:\n{}", members(&report.members)));
     if !report.segment_owners.is_empty() {
@@ -45,6 +48,23 @@ pub(crate) fn render(report: &ClusterReport) -> String {
         out.push_str(&format!("failovers:\n{}", failovers(&report.failovers)));
     }
     out
+}
+
+/// One line: the policy, whether this side may own traffic, and the
+/// membership its votes are counted against.
+fn quorum(q: &QuorumReport) -> String {
+    let base: Vec<String> = q.base.iter().map(u32::to_string).collect();
+    let base = if base.is_empty() {
+        "none yet".to_owned()
+    } else {
+        base.join(",")
+    };
+    let state = match (q.policy.as_str(), q.quorate) {
+        ("off", _) => "not enforced (every side of a partition keeps going)",
+        (_, true) => "quorate",
+        (_, false) => "NOT QUORATE: this side stands down and owns nothing",
+    };
+    format!("quorum: {} {state}; base [{base}]\n", q.policy)
 }
 
 fn yes_no(flag: bool) -> String {
@@ -239,6 +259,11 @@ mod tests {
             ready: true,
             generation: 4,
             corosync_error: None,
+            quorum: Some(QuorumReport {
+                policy: "majority".into(),
+                quorate: true,
+                base: vec![1, 2, 3],
+            }),
             members: vec![member(1, true, false), member(2, false, true)],
             segment_owners: vec![],
             sas: vec![ClusterSaReport {
@@ -321,6 +346,10 @@ mod tests {
             "{out}"
         );
         assert!(has(&["takeovers", "1"]), "{out}");
+        assert!(
+            out.contains("quorum: majority quorate; base [1,2,3]\n"),
+            "{out}"
+        );
         assert!(!out.contains("segments:"));
     }
 
@@ -350,7 +379,16 @@ mod tests {
         r.sas.clear();
         r.failovers.clear();
         r.corosync_error = Some("cpg_dispatch failed: ErrLibrary".into());
+        r.quorum = Some(QuorumReport {
+            policy: "majority".into(),
+            quorate: false,
+            base: vec![],
+        });
         let out = render(&r);
+        assert!(
+            out.contains("NOT QUORATE: this side stands down and owns nothing; base [none yet]"),
+            "{out}"
+        );
         assert!(
             out.contains("corosync: LOST (cpg_dispatch failed: ErrLibrary)"),
             "{out}"

@@ -89,6 +89,7 @@ fn cluster() -> ClusterReport {
         ready: true,
         generation: 2,
         corosync_error: None,
+        quorum: None,
         members: vec![ClusterMember {
             node_id: 3,
             local: true,

@@ -4,7 +4,7 @@
 use core::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use super::ClusterNode;
+use super::{ClusterNode, QuorumStatus};
 use crate::datapath::DataPathStats;
 use crate::dispatch::{Direction, DispatchScheme};
 use crate::lease::{BlockKind, LeaseBlock, SaLeases};
@@ -213,6 +213,8 @@ pub struct ClusterStatus {
     pub datapath: DataPathStats,
     /// The last takeovers, oldest first.
     pub failovers: Vec<FailoverRecord>,
+    /// Where this node stands on quorum.
+    pub quorum: QuorumStatus,
 }
 
 impl ClusterNode {
@@ -238,6 +240,7 @@ impl ClusterNode {
             counters: self.counters,
             datapath: self.datapath,
             failovers: self.failovers.iter().copied().collect(),
+            quorum: self.quorum(),
         }
     }
 

@@ -30,6 +30,16 @@ pub(crate) fn render(out: &mut String, report: &ClusterReport) {
         "1 once this node has its state transfer and owns traffic.",
     );
     sample(out, "phalanx_cluster_ready", &[], u8::from(report.ready));
+    if let Some(quorum) = &report.quorum {
+        let name = "phalanx_cluster_quorate";
+        family(out, name, "gauge", "1 while this node's side of the cluster is quorate and may own traffic (policy as label).");
+        sample(
+            out,
+            name,
+            &[("policy", &quorum.policy)],
+            u8::from(quorum.quorate),
+        );
+    }
     let count = |name: &str| {
         report
             .counters

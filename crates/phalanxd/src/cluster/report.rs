@@ -10,7 +10,7 @@ use phalanx_cluster::{
 };
 use phalanx_control::{
     ClusterMember, ClusterReport, ClusterSaReport, Direction, FailoverReport, LeaseBlockReport,
-    NamedCounter, TakeoverBlockReport,
+    NamedCounter, QuorumReport, TakeoverBlockReport,
 };
 
 use super::corosync::CpgStats;
@@ -53,6 +53,11 @@ pub fn cluster_report(
         ready: status.ready,
         generation: status.generation,
         corosync_error: snapshot.corosync_error.clone(),
+        quorum: Some(QuorumReport {
+            policy: status.quorum.policy.name().to_owned(),
+            quorate: status.quorum.quorate,
+            base: status.quorum.base.iter().map(|n| n.0).collect(),
+        }),
         members: members(settings, status, at),
         segment_owners: status.segment_owners.iter().map(|n| n.0).collect(),
         sas: status.sas.iter().map(|sa| sa_report(sa, at)).collect(),
@@ -204,7 +209,10 @@ fn counters(snapshot: &ClusterSnapshot, reports_dropped: u64) -> Vec<NamedCounte
 mod tests {
     use core::net::{IpAddr, Ipv4Addr};
 
-    use phalanx_cluster::{ClusterCounters, DataPathStats, DispatchScheme, MemberStatus, View};
+    use phalanx_cluster::{
+        ClusterCounters, DataPathStats, DispatchScheme, MemberStatus, QuorumPolicy, QuorumStatus,
+        View,
+    };
 
     use super::*;
     use crate::config::ClusterSide;
@@ -230,6 +238,7 @@ mod tests {
             suspect_after: Duration::from_millis(30),
             lease_len: 4096,
             checkpoint_every: 64,
+            quorum: QuorumPolicy::Majority,
             outside: side(1),
             inside: side(2),
             // Node 3 is configured but not (yet) in Corosync's membership.
@@ -324,6 +333,11 @@ mod tests {
                 handover: Some(Duration::from_micros(31_500)),
                 outcome: FailoverOutcome::Pending,
             }],
+            quorum: QuorumStatus {
+                policy: QuorumPolicy::Majority,
+                quorate: false,
+                base: vec![NodeId(1), NodeId(2), NodeId(3)],
+            },
         };
         ClusterSnapshot {
             status,
@@ -362,6 +376,11 @@ mod tests {
         assert_eq!((report.node_id, report.generation), (1, 3));
         assert_eq!(report.scheme, "hash-src-spi");
         assert_eq!(report.segment_owners, vec![1; 256]);
+        let quorum = report.quorum.expect("the daemon always reports quorum");
+        assert_eq!(
+            (quorum.policy.as_str(), quorum.quorate, quorum.base),
+            ("majority", false, vec![1, 2, 3])
+        );
     }
 
     #[test]

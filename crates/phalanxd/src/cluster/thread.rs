@@ -153,6 +153,7 @@ pub fn spawn_with_ike(
     let heartbeats = HeartbeatSocket::bind(settings)?;
     let now = Instant::now();
     let mut node = ClusterNode::new(node_config(settings), now);
+    node.set_quorum_policy(settings.quorum);
     for sa in sas {
         node.register_sa(now, sa);
     }

@@ -10,6 +10,7 @@
 //! suspect_after_ms = 30
 //! lease_len = 65536
 //! checkpoint_every = 1024
+//! quorum = "majority"              # majority (default) or off
 //! [cluster.outside]                # the protected (WAN) side: virtual address shared by all nodes
 //! interface = "wan0"
 //! address = "192.0.2.1"
@@ -44,6 +45,7 @@ use std::ops::{Range, RangeInclusive};
 use phalanx_cluster::limits::MAX_NODE_ID;
 use phalanx_cluster::DispatchScheme;
 use phalanx_cluster::NodeId;
+use phalanx_cluster::QuorumPolicy;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -102,6 +104,9 @@ pub struct ClusterSettings {
     pub lease_len: u64,
     /// Packets of a stream between two counter checkpoints.
     pub checkpoint_every: u64,
+    /// Whether a side of a partition without a majority stands down
+    /// (every node of a cluster must use the same).
+    pub quorum: QuorumPolicy,
     /// The protected (WAN) side's virtual address.
     pub outside: ClusterSide,
     /// The clear (LAN) side's virtual address.
@@ -172,6 +177,7 @@ pub(crate) struct RawCluster {
     suspect_after_ms: Option<Spanned<i64>>,
     lease_len: Option<Spanned<i64>>,
     checkpoint_every: Option<Spanned<i64>>,
+    quorum: Option<Spanned<String>>,
     outside: Spanned<RawClusterSide>,
     inside: Spanned<RawClusterSide>,
     #[serde(default)]
@@ -227,6 +233,7 @@ pub(crate) fn settings(
             CHECKPOINT_EVERY,
         )?
         .unwrap_or(DEFAULT_CHECKPOINT_EVERY),
+        quorum: quorum(source, raw.quorum.as_ref())?,
         outside: outside.0,
         inside: inside.0,
         nodes,
@@ -285,6 +292,24 @@ fn scheme(
             value.get_ref()
         );
         source.error(value.span(), "cluster.scheme", msg)
+    })
+}
+
+/// `cluster.quorum`: `majority` (the default) or `off`.
+fn quorum(
+    source: &Source<'_>,
+    value: Option<&Spanned<String>>,
+) -> Result<QuorumPolicy, ConfigError> {
+    let Some(value) = value else {
+        return Ok(QuorumPolicy::default());
+    };
+    QuorumPolicy::from_name(value.get_ref()).ok_or_else(|| {
+        let msg = format!(
+            "unknown quorum policy {:?}; expected \"majority\" (a minority side stands down) \
+             or \"off\" (every side keeps going)",
+            value.get_ref()
+        );
+        source.error(value.span(), "cluster.quorum", msg)
     })
 }
 

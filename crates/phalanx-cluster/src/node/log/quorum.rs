@@ -53,6 +53,23 @@ pub enum QuorumPolicy {
     Off,
 }
 
+impl QuorumPolicy {
+    /// The configuration name (`majority`, `off`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QuorumPolicy::Majority => "majority",
+            QuorumPolicy::Off => "off",
+        }
+    }
+
+    /// The policy of a configuration name; `None` for any other.
+    pub fn from_name(name: &str) -> Option<QuorumPolicy> {
+        [QuorumPolicy::Majority, QuorumPolicy::Off]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
+}
+
 /// The quorum rule: `votes` hold a strict majority of `base`, or exactly
 /// half including `base`'s lowest node. An empty base is quorate.
 pub(crate) fn is_quorate(votes: &[NodeId], base: &[NodeId]) -> bool {
@@ -205,6 +222,15 @@ mod tests {
 
     fn n(ids: &[u32]) -> Vec<NodeId> {
         ids.iter().copied().map(NodeId).collect()
+    }
+
+    #[test]
+    fn policy_names_round_trip() {
+        for policy in [QuorumPolicy::Majority, QuorumPolicy::Off] {
+            assert_eq!(QuorumPolicy::from_name(policy.name()), Some(policy));
+        }
+        assert_eq!(QuorumPolicy::from_name("Majority"), None);
+        assert_eq!(QuorumPolicy::from_name(""), None);
     }
 
     #[test]

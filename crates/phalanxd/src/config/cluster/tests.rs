@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use phalanx_cluster::DispatchScheme;
 use phalanx_cluster::NodeId;
+use phalanx_cluster::QuorumPolicy;
 
 use super::super::{Config, ConfigError};
 use super::{check_cluster_reload, mac};
@@ -80,6 +81,7 @@ fn base_parses_with_defaults() {
     assert_eq!(c.heartbeat_interval, Duration::from_millis(10));
     assert_eq!(c.suspect_after, Duration::from_millis(45));
     assert_eq!((c.lease_len, c.checkpoint_every), (65_536, 1024));
+    assert_eq!(c.quorum, QuorumPolicy::Majority);
     assert_eq!(c.outside.interface, "wan0");
     assert_eq!(c.outside.address, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
     assert_eq!(c.outside.mac, [2, 0, 0x5e, 0x10, 0, 1]);
@@ -112,6 +114,18 @@ fn every_scheme_name_parses() {
     let text = edit("scheme = \"session-sqf\"\n", "");
     let c = Config::parse("node.toml", &text).unwrap().cluster.unwrap();
     assert_eq!(c.scheme, DispatchScheme::PacketRoundRobin, "the default");
+}
+
+#[test]
+fn quorum_policy_is_chosen_by_name() {
+    for (name, policy) in [
+        ("majority", QuorumPolicy::Majority),
+        ("off", QuorumPolicy::Off),
+    ] {
+        let text = edit("scheme =", &format!("quorum = {name:?}\nscheme ="));
+        let c = Config::parse("node.toml", &text).unwrap().cluster.unwrap();
+        assert_eq!(c.quorum, policy, "{name}");
+    }
 }
 
 #[test]
@@ -173,6 +187,13 @@ fn errors_name_line_and_field() {
             9,
             "cluster.lease_len",
             "out of range",
+        ),
+        (
+            "scheme =",
+            "quorum = \"none\"\nscheme =",
+            9,
+            "cluster.quorum",
+            "\"majority\"",
         ),
         (
             "scheme =",
