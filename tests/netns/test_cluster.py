@@ -288,6 +288,7 @@ def test_cluster_status_members_and_leases(steady):
         st = steady.cluster_status("n{}".format(i))
         assert st["node_id"] == i and st["ready"], st
         assert st["scheme"] == "packet-rr"
+        assert st["quorum"] == {"policy": "majority", "quorate": True, "base": [1, 2, 3]}, st["quorum"]
         assert cluster.status_view(st) == [1, 2, 3] and cluster.status_agreed(st) == [1, 2, 3], st["members"]
         sa = cluster.status_sa(st, out_spi)
         block = sa["block"]
