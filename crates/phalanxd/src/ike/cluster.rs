@@ -133,6 +133,9 @@ pub struct ClusterIkeCounters {
     /// views that differed for a moment). Logged; not resolved yet, see
     /// the module docs.
     pub owner_conflicts: u64,
+    /// IKE SAs this node ran, demoted while out of the view, and ran
+    /// again when it came back with the log still naming it the owner.
+    pub resumed: u64,
     /// Child SAs registered with the cluster / removed from it.
     pub sas_registered: u64,
     /// Child SAs removed from the cluster.
@@ -609,9 +612,30 @@ impl ClusterIke {
                 taken = true;
             }
         }
+        if !was {
+            taken |= self.resume(now, io);
+        }
         if taken {
             self.flush(now, io, false);
         }
+    }
+
+    /// Back in the dispatch view: the IKE SAs the log still names this
+    /// node as the runner of, and that it holds only as standby copies (it
+    /// demoted itself while out of the view — a false suspicion, a moment
+    /// without quorum — and nobody took them over since, because every
+    /// other node saw their owner stay or come back), run here again.
+    /// Without this nobody would run them. True if one was taken.
+    fn resume(&mut self, now: Instant, io: &mut Io<'_>) -> bool {
+        let mut taken = false;
+        for spis in self.owners.owned_by(self.local) {
+            if io.endpoint.export_ike_sa(now, spis.0, spis.1).is_none() {
+                self.counters.resumed += 1;
+                self.take_over(now, io, spis);
+                taken = true;
+            }
+        }
+        taken
     }
 
     fn take_over(&mut self, now: Instant, io: &mut Io<'_>, spis: Spis) {
@@ -747,6 +771,7 @@ impl ClusterIke {
             named("resyncs", c.resyncs),
             named("resync_states", c.resync_states),
             named("owner_conflicts", c.owner_conflicts),
+            named("resumed", c.resumed),
             named("sas_registered", c.sas_registered),
             named("sas_removed", c.sas_removed),
             named("decode_errors", c.decode_errors),

@@ -62,6 +62,15 @@ impl OwnerTable {
         self.entries.get(&spis).map(|e| e.owner)
     }
 
+    /// The IKE SAs the table names `node` as the runner of, in SPI order.
+    pub fn owned_by(&self, node: NodeId) -> Vec<Spis> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.owner == node)
+            .map(|(spis, _)| *spis)
+            .collect()
+    }
+
     /// IKE SAs known.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -151,6 +160,13 @@ mod tests {
                 assert_eq!(Some(now), new_sa_owner(&survivors, peer(n)));
             }
         }
+        let of_two = a.owned_by(NodeId(2));
+        assert!(of_two.windows(2).all(|w| w[0] < w[1]), "in SPI order");
+        assert_eq!(
+            of_two.len(),
+            (1..=30).filter(|&n| a.owner(spis(n)) == Some(NodeId(2))).count()
+        );
+        assert!(a.owned_by(NodeId(1)).is_empty(), "node 1 failed");
         assert!(a.rehome(&view(&[])).is_empty(), "nobody to take over");
         a.remove(spis(1));
         assert_eq!(a.owner(spis(1)), None);
