@@ -177,3 +177,7 @@ pub(super) fn transmit_spis(transmit: &Transmit) -> Option<Spis> {
         hdr.responder_spi.to_be_bytes(),
     ))
 }
+
+#[cfg(test)]
+#[path = "import_tests.rs"]
+mod tests;
