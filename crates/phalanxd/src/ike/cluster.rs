@@ -659,8 +659,9 @@ impl ClusterIke {
 
     /// This node is out of the dispatch view: it stops transmitting for
     /// every IKE SA it runs. The endpoint is rebuilt with all of them as
-    /// standby copies (phalanx-ike has no call that turns a running IKE SA
-    /// into a standby one); the data plane keeps its Child SAs.
+    /// standby copies (unlike `demote_ike_sa` of one IKE SA, a rebuild also
+    /// drops half-open IKE SAs and whatever the endpoint still queued); the
+    /// data plane keeps its Child SAs.
     fn demote(&mut self, now: Instant, io: &mut Io<'_>) {
         let held = self.hold.drain_all();
         for batch in held {
