@@ -65,6 +65,16 @@
 //! 4. A joining member gets [`Endpoint::export_ike_sas`] of every owner
 //!    (or each owner turns replication off and on, which emits every
 //!    established IKE SA again) before it owns anything.
+//! 5. If two members took one IKE SA over (their views of who failed
+//!    differed for a moment), the agreed order settles it: the owner is
+//!    the node whose state was delivered last. A member running the IKE
+//!    SA that is delivered another owner's state (and has none of its own
+//!    still on the way) calls [`Endpoint::demote_ike_sa`]: it stops
+//!    running it without a word to the peer and holds that state in
+//!    standby. A standby delivered the first state of a new owner imports
+//!    it with [`Endpoint::import_ike_sa_of_new_owner`]: generations count
+//!    one owner's snapshots, and a new owner numbers on from the copy it
+//!    took over, which may be below what the previous owner emitted since.
 //!
 //! # Takeover
 //!
@@ -92,6 +102,7 @@
 //! under the replicated keys, and every answer it accepts verified.
 
 mod codec;
+mod demote;
 mod export;
 mod import;
 mod install;
@@ -111,6 +122,8 @@ pub(crate) use tracker::HaTracker;
 
 use crate::counters::Counter;
 use crate::Endpoint;
+use import::Freshness;
+use tracker::Change;
 
 /// Why a snapshot was not imported or taken over.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,6 +149,8 @@ pub enum HaError {
     SpiInUse,
     /// No snapshot of that IKE SA was imported here.
     NotImported,
+    /// No established IKE SA with those SPIs runs here.
+    NotRunning,
 }
 
 impl fmt::Display for HaError {
@@ -150,6 +165,7 @@ impl fmt::Display for HaError {
             HaError::ActiveHere => f.write_str("the IKE SA runs on this node"),
             HaError::SpiInUse => f.write_str("an SPI of the IKE SA is in use here"),
             HaError::NotImported => f.write_str("no state of that IKE SA is held here"),
+            HaError::NotRunning => f.write_str("that IKE SA does not run on this node"),
         }
     }
 }
@@ -227,8 +243,56 @@ impl Endpoint {
         let result = if takeover {
             self.import_live(now, state)
         } else {
-            self.import_standby(now, state)
+            self.import_standby(now, state, Freshness::Newer)
         };
+        self.count_import(result)
+    }
+
+    /// Imports the snapshot of an IKE SA whose owner changed in standby
+    /// (step 5 of the module doc), as `import_ike_sa(now, state, false)`
+    /// does but whatever the generation of the copy held: the new owner's
+    /// snapshots are numbered on from the copy it took over.
+    pub fn import_ike_sa_of_new_owner(
+        &mut self,
+        now: Instant,
+        state: IkeSaState,
+    ) -> Result<(), HaError> {
+        let result = self.import_standby(now, state, Freshness::Any);
+        self.count_import(result)
+    }
+
+    /// Stops running the IKE SA with `state.spis()` here and holds `state`
+    /// as its standby copy, as `import_ike_sa(now, state, false)` would:
+    /// the cluster's agreed order says another node runs it (step 5 of the
+    /// module doc). Nothing is sent for it any more — no Delete (the IKE
+    /// SA lives on at the other node), no retransmission, no liveness
+    /// check; its queued work is dropped, and no
+    /// [`SaEvent::IkeStateRemoved`](crate::SaEvent::IkeStateRemoved) is emitted. The Child SAs that
+    /// `state` holds stay installed; those the running IKE SA had and
+    /// `state` lacks are removed, those only `state` has are installed.
+    /// Later snapshots of the new owner are taken (generations go on from
+    /// `state`'s), and [`Endpoint::take_over_ike_sa`] works on the copy.
+    ///
+    /// Datagrams of the IKE SA already queued and not yet polled are not
+    /// taken back: poll them before (the cluster holds each call's
+    /// datagrams until its state is delivered, and drops those of an IKE
+    /// SA it demotes).
+    ///
+    /// [`HaError::NotRunning`] when no established IKE SA of those SPIs
+    /// runs here; nothing changes on any error.
+    pub fn demote_ike_sa(&mut self, now: Instant, state: IkeSaState) -> Result<(), HaError> {
+        let result = self.demote_live(now, state);
+        self.count_import(result)
+    }
+
+    /// Whether an IKE SA with these SPIs runs here (established, or its
+    /// Delete in flight): a snapshot of it would be refused as
+    /// [`HaError::ActiveHere`].
+    pub fn runs_ike_sa(&self, spi_i: [u8; 8], spi_r: [u8; 8]) -> bool {
+        self.live_sa_of((spi_i, spi_r)).is_some()
+    }
+
+    fn count_import(&mut self, result: Result<(), HaError>) -> Result<(), HaError> {
         self.counters.bump(match result {
             Ok(()) => Counter::HaStatesImported,
             Err(_) => Counter::HaImportsRefused,
@@ -262,7 +326,7 @@ impl Endpoint {
         let Some(held) = self.ha.passive.remove(&(spi_i, spi_r)) else {
             return false;
         };
-        self.reconcile(Some(&held.state), None, false);
+        self.reconcile(Some(&held.state), None, Change::Standby);
         self.unreserve(&held.state);
         true
     }

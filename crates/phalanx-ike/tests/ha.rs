@@ -10,6 +10,8 @@
 #[path = "ha/codec.rs"]
 mod codec;
 mod common;
+#[path = "ha/demote.rs"]
+mod demote;
 #[path = "ha/support.rs"]
 mod support;
 

@@ -12,7 +12,7 @@ use phalanx_crypto::CryptoProvider;
 
 use super::install::child_install;
 use super::state::{ChildSaState, ChildSaStatus, IkeKeys, IkeSaState, RequestPurpose};
-use super::tracker::{spis_of, Owned, Passive};
+use super::tracker::{spis_of, Change, Owned, Passive};
 use super::HaError;
 use crate::config::Connection;
 use crate::counters::Counter;
@@ -31,14 +31,16 @@ impl Endpoint {
         &mut self,
         now: Instant,
         state: IkeSaState,
+        freshness: Freshness,
     ) -> Result<(), HaError> {
         let key = state.spis();
-        self.fresh(&state, false)?;
+        self.fresh(&state, freshness)?;
         self.usable(&state)?;
         let before = self.ha.passive.remove(&key);
         self.reserve(&state);
-        self.reconcile(before.as_ref().map(|p| &p.state), Some(&state), false);
-        self.follow_peer(before.as_ref().map(|p| &p.state), &state);
+        let held = before.as_ref().map(|p| &p.state);
+        self.reconcile(held, Some(&state), Change::Standby);
+        self.follow_peer(held, &state);
         self.ha.passive.insert(
             key,
             Passive {
@@ -56,15 +58,16 @@ impl Endpoint {
     /// it. Its unanswered requests are sent again at once.
     pub(crate) fn import_live(&mut self, now: Instant, state: IkeSaState) -> Result<(), HaError> {
         let key = state.spis();
-        self.fresh(&state, true)?;
+        self.fresh(&state, Freshness::NewerOrSame)?;
         let conn = self.usable(&state)?;
         let sa = build_sa(self.provider, now, conn, &state)?;
         self.claim_spis(&state)?;
         let spi = sa.our_spi();
         self.sas.insert(spi, sa);
         let before = self.ha.passive.remove(&key);
-        self.reconcile(before.as_ref().map(|p| &p.state), Some(&state), true);
-        self.follow_peer(before.as_ref().map(|p| &p.state), &state);
+        let held = before.as_ref().map(|p| &p.state);
+        self.reconcile(held, Some(&state), Change::TakeOver);
+        self.follow_peer(held, &state);
         if let Some(before) = before {
             self.unreserve(&before.state);
         }
@@ -77,10 +80,9 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Refuses a snapshot of an IKE SA running here, or one older than the
-    /// standby copy held (`same_ok`: or as old, for a takeover of that
-    /// very copy).
-    fn fresh(&self, state: &IkeSaState, same_ok: bool) -> Result<(), HaError> {
+    /// Refuses a snapshot of an IKE SA running here, or one that is not
+    /// fresh enough against the standby copy held.
+    fn fresh(&self, state: &IkeSaState, freshness: Freshness) -> Result<(), HaError> {
         let key = state.spis();
         if self.live_sa_of(key).is_some() {
             return Err(HaError::ActiveHere);
@@ -89,7 +91,12 @@ impl Endpoint {
             return Ok(());
         };
         let (held, offered) = (held.state.generation, state.generation);
-        if offered > held || (same_ok && offered == held) {
+        let fresh = match freshness {
+            Freshness::Newer => offered > held,
+            Freshness::NewerOrSame => offered >= held,
+            Freshness::Any => true,
+        };
+        if fresh {
             Ok(())
         } else {
             Err(HaError::Stale { held, offered })
@@ -109,7 +116,7 @@ impl Endpoint {
     /// The connection of `state`, if this node can run it: the connection
     /// and every child config exist, the suite runs here, and the keys have
     /// the suite's lengths.
-    fn usable(&self, state: &IkeSaState) -> Result<Arc<Connection>, HaError> {
+    pub(crate) fn usable(&self, state: &IkeSaState) -> Result<Arc<Connection>, HaError> {
         let conn = self
             .connections
             .iter()
@@ -155,14 +162,27 @@ impl Endpoint {
             .collect();
         for key in stale {
             if let Some(p) = self.ha.passive.remove(&key) {
-                self.reconcile(Some(&p.state), None, false);
+                self.reconcile(Some(&p.state), None, Change::Standby);
                 self.unreserve(&p.state);
             }
         }
     }
 }
 
-/// The lengths the suite's keys must have (RFC 7296 §2.14).
+/// How a snapshot's generation must compare with the standby copy held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Freshness {
+    /// Above it: a standby import (the same owner numbers its snapshots
+    /// one by one).
+    Newer,
+    /// Not below it: a takeover of that very copy.
+    NewerOrSame,
+    /// Whatever it is: the first snapshot of a new owner, which numbers
+    /// its snapshots on from the copy it took over, not from what the
+    /// previous owner emitted since.
+    Any,
+}
+
 /// The keys as the crypto layer holds them, checked against the suite's
 /// lengths.
 fn ike_sa_keys(suite: &NegotiatedIke, keys: &IkeKeys) -> Result<IkeSaKeys, HaError> {

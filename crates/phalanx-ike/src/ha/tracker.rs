@@ -50,6 +50,19 @@ impl Owned {
     }
 }
 
+/// What a [`reconcile`](Endpoint::reconcile) moves between: only standby
+/// copies count as holders of the Child SAs they list; an IKE SA running
+/// here holds its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// From one standby copy (or none) to another (or none).
+    Standby,
+    /// From a standby copy (or none) to the IKE SA now run here.
+    TakeOver,
+    /// From the IKE SA run here until now to a standby copy.
+    Demotion,
+}
+
 /// Another node's IKE SA, held in standby.
 pub(crate) struct Passive {
     /// Its latest snapshot.
@@ -101,13 +114,13 @@ impl Endpoint {
     /// `after` installs, counting every standby snapshot that holds a
     /// Child SA: installs (inbound first, make-before-break) for what no
     /// snapshot had, removals (outbound first) for what none has any more
-    /// and no IKE SA running here holds. `live`: `after` is now run here,
-    /// so it no longer counts as a standby holder.
+    /// and no IKE SA running here holds. `change` says which side is (or
+    /// was) run here rather than held in standby.
     pub(crate) fn reconcile(
         &mut self,
         before: Option<&IkeSaState>,
         after: Option<&IkeSaState>,
-        live: bool,
+        change: Change,
     ) {
         let old = holdings(before);
         let new = holdings(after);
@@ -117,13 +130,15 @@ impl Endpoint {
             .copied()
             .collect();
         installs.sort_by_key(|(d, _)| !d.inbound);
-        if !live {
+        if change != Change::TakeOver {
             for (d, _) in &new {
                 *self.ha.installed.entry(*d).or_default() += 1;
             }
         }
-        for (d, _) in &old {
-            self.release(*d);
+        if change != Change::Demotion {
+            for (d, _) in &old {
+                self.release(*d);
+            }
         }
         let mut removals: Vec<_> = old
             .iter()

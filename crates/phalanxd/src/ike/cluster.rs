@@ -28,14 +28,21 @@
 //!   (falsely suspected, lost Corosync) stops transmitting at once: its
 //!   endpoint is rebuilt holding every IKE SA it ran as a standby copy,
 //!   and what waited in the hold queue is never sent.
-//! - **Known defect**: takeovers are decided on each node's own dispatch
-//!   view, which can differ for a moment (false suspicions on a loaded
-//!   machine); two nodes can then both take an IKE SA over and both keep
-//!   running it. The log's order would settle it (the last state
-//!   delivered names the owner: an active node that receives another
-//!   owner's state demotes that SA; a standby that receives its own takes
-//!   it over again); not built yet. Detected and counted
-//!   (`owner_conflicts`).
+//! - **One owner, by the log's order** ([`order`]): takeovers are decided
+//!   on each node's own dispatch view, which can differ for a moment
+//!   (false suspicions on a loaded machine), so two nodes can both take an
+//!   IKE SA over. The owner is the node named by the last state the log
+//!   delivered for it. A node running the IKE SA that is delivered another
+//!   node's state keeps it while a state of its own for it is on the way
+//!   (`owner_conflicts`: that one comes later and wins), and otherwise
+//!   demotes that one IKE SA (`owner_demotions`): it stops running it
+//!   without a word to the peer, drops its held datagrams for it, and
+//!   holds the delivered state in standby; the Child SAs stay installed.
+//!   A state naming a node out of the dispatch view changes no owner
+//!   (`stale_owner_states`): a failed node's late message must not make
+//!   its successor stand down. Standbys import a new owner's first state
+//!   whatever its generation, and every owner table records the last
+//!   owner delivered, so a later takeover starts from the agreed one.
 //! - **Joiners**: on `StateTransferSent` the sender multicasts every IKE
 //!   SA state it holds, so the joiner learns them after its transfer.
 //! - **Configured connections** (`start_action = "start"`): initiated by
@@ -46,6 +53,8 @@
 
 pub mod bridge;
 pub mod hold;
+mod import;
+pub mod order;
 pub mod ownership;
 pub mod wire;
 
@@ -68,6 +77,7 @@ use super::sockets::IkeSockets;
 use crate::install::SaStore;
 use bridge::{FromCluster, IkeEnd, ToCluster};
 use hold::HoldQueue;
+use order::OwnInFlight;
 use ownership::{dispatch_view, new_sa_owner, OwnerTable, Spis};
 use wire::IkeAppMessage;
 
@@ -129,13 +139,19 @@ pub struct ClusterIkeCounters {
     /// States sent in those resends.
     pub resync_states: u64,
     /// States the log delivered naming another owner for an IKE SA this
-    /// node runs: two nodes ran it at once (after takeovers decided on
-    /// views that differed for a moment). Logged; not resolved yet, see
-    /// the module docs.
+    /// node runs while a state of its own for it was on the way: two
+    /// nodes ran it at once (takeovers decided on views that differed for
+    /// a moment); this node keeps it, its own state comes later and wins.
     pub owner_conflicts: u64,
     /// IKE SAs this node ran, demoted while out of the view, and ran
     /// again when it came back with the log still naming it the owner.
     pub resumed: u64,
+    /// IKE SAs this node stopped running because the log delivered another
+    /// owner's state for them last (module doc).
+    pub owner_demotions: u64,
+    /// States naming an owner out of this node's dispatch view, or this
+    /// node for an IKE SA it no longer runs: no owner changed.
+    pub stale_owner_states: u64,
     /// Child SAs registered with the cluster / removed from it.
     pub sas_registered: u64,
     /// Child SAs removed from the cluster.
@@ -163,9 +179,21 @@ pub struct ClusterIkeParts {
 struct Batch {
     events: Vec<SaEvent>,
     transmits: Vec<Transmit>,
-    /// Whether the owner registers the Child SAs it installs (not for a
-    /// takeover: the cluster knows them from their first owner).
-    register: bool,
+    /// What the cluster is told about the batch's Child SA events.
+    register: Registration,
+}
+
+/// Which Child SA events of a batch go to the cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Registration {
+    /// None: a takeover (the cluster knows them from their first owner).
+    #[default]
+    Nothing,
+    /// Installs and removals: the owner's own rounds.
+    All,
+    /// Removals only: a demotion (the new owner registered what it
+    /// negotiated; what only this node had goes).
+    Removals,
 }
 
 /// Everything of the IKE thread a cluster step touches.
@@ -200,6 +228,8 @@ pub struct ClusterIke {
     owners: OwnerTable,
     hold: HoldQueue<Batch>,
     next_hold: u64,
+    /// Own states on their way through the log, per IKE SA.
+    in_flight: OwnInFlight,
     counters: ClusterIkeCounters,
 }
 
@@ -258,6 +288,7 @@ impl ClusterIke {
             owners: OwnerTable::default(),
             hold: HoldQueue::new(HOLD_LIMIT),
             next_hold: 1,
+            in_flight: OwnInFlight::default(),
             counters: ClusterIkeCounters::default(),
         }
     }
@@ -315,7 +346,7 @@ impl ClusterIke {
                 FromCluster::Delivered { from, payload } => self.delivered(now, io, from, &payload),
                 FromCluster::Refused { hold } => {
                     self.counters.unreplicated += 1;
-                    self.hold.delivered(hold);
+                    self.own_refused(hold);
                 }
                 FromCluster::StateTransferSent => self.resync(now, io),
                 FromCluster::View(view) => self.adopt_view(now, io, view, true),
@@ -341,9 +372,10 @@ impl ClusterIke {
         if from == self.local && message.hold() != 0 {
             self.counters.own_delivered += 1;
             self.hold.delivered(message.hold());
+            self.in_flight.delivered(message.hold());
         }
         match message {
-            IkeAppMessage::State { owner, state, .. } => self.import(now, io, owner, &state),
+            IkeAppMessage::State { owner, state, .. } => self.import(now, io, from, owner, &state),
             IkeAppMessage::Removed { spis, .. } => {
                 if io.endpoint.forget_ike_sa(spis.0, spis.1) {
                     self.counters.forgotten += 1;
@@ -352,44 +384,6 @@ impl ClusterIke {
             }
         }
         self.apply_local(now, io);
-    }
-
-    /// A delivered state: imported in standby, or ignored (own, stale).
-    fn import(&mut self, now: Instant, io: &mut Io<'_>, owner: NodeId, octets: &[u8]) {
-        let state = match IkeSaState::decode(octets) {
-            Ok(state) => state,
-            Err(e) => {
-                self.counters.decode_errors += 1;
-                tracing::warn!(owner = owner.0, error = %e, "cluster IKE: undecodable IKE SA state");
-                return;
-            }
-        };
-        let (spis, peer) = (state.spis(), state.remote.ip());
-        match io.endpoint.import_ike_sa(now, state, false) {
-            Ok(()) => {
-                self.counters.imported += 1;
-                self.owners.record(spis, owner, peer);
-            }
-            // It runs here: this node's own state came back.
-            Err(HaError::ActiveHere) if owner == self.local => {
-                self.owners.record(spis, self.local, peer);
-            }
-            // It runs here, and the log says another node runs it too.
-            Err(HaError::ActiveHere) => {
-                self.counters.owner_conflicts += 1;
-                self.owners.record(spis, self.local, peer);
-                tracing::error!(
-                    other = owner.0,
-                    "cluster IKE: another node also runs an IKE SA this node runs (takeovers on \
-                     views that differed); both keep running it"
-                );
-            }
-            Err(HaError::Stale { .. }) => self.counters.stale += 1,
-            Err(e) => {
-                self.counters.import_refused += 1;
-                tracing::warn!(owner = owner.0, error = %e, "cluster IKE: IKE SA state not imported");
-            }
-        }
     }
 
     /// The events of a standby import or removal: the local data plane
@@ -411,7 +405,12 @@ impl ClusterIke {
         let own = io.endpoint.export_ike_sas(now);
         let mut sent = 0;
         for state in &own {
-            sent += u64::from(self.send_state(self.local, 0, state));
+            // A claim like any own state: tracked while on its way (module
+            // doc of `order`), though no batch waits for it.
+            let hold = self.next_hold();
+            let ok = self.send_state(self.local, hold, state);
+            self.track(state.spis(), hold, ok);
+            sent += u64::from(ok);
         }
         for state in io.endpoint.imported_ike_sas() {
             if let Some(owner) = self.owners.owner(state.spis()) {
@@ -453,26 +452,46 @@ impl ClusterIke {
         hold
     }
 
+    /// This node's message with hold number `hold` never comes back from
+    /// the log (refused, or not handed over): what waits for it goes.
+    fn own_refused(&mut self, hold: u64) {
+        self.hold.delivered(hold);
+        self.in_flight.refused(hold);
+    }
+
+    /// An own message for `spis` with hold number `hold` is on its way
+    /// (`sent`), or will never come back.
+    fn track(&mut self, spis: Spis, hold: u64, sent: bool) {
+        self.in_flight.sent(spis, hold);
+        if !sent {
+            self.own_refused(hold);
+        }
+    }
+
     /// Replicates one state event; the hold number to wait for.
     fn replicate(&mut self, event: SaEvent) -> Option<u64> {
         let hold = self.next_hold();
-        let sent = match event {
-            SaEvent::IkeStateChanged { state } => self.send_state(self.local, hold, &state),
+        let (spis, sent) = match event {
+            SaEvent::IkeStateChanged { state } => {
+                (state.spis(), self.send_state(self.local, hold, &state))
+            }
             SaEvent::IkeStateRemoved {
                 connection,
                 ike_spi_i,
                 ike_spi_r,
             } => {
+                let spis = (ike_spi_i, ike_spi_r);
                 let message = IkeAppMessage::Removed {
                     owner: self.local,
                     hold,
-                    spis: (ike_spi_i, ike_spi_r),
+                    spis,
                     connection,
                 };
-                self.bridge.send(ToCluster::Replicate {
+                let sent = self.bridge.send(ToCluster::Replicate {
                     hold,
                     payload: message.encode(),
-                })
+                });
+                (spis, sent)
             }
             _ => return None,
         };
@@ -480,8 +499,8 @@ impl ClusterIke {
         if !sent {
             // Nothing will come back for it: the round goes unheld.
             self.counters.unreplicated += 1;
-            self.hold.delivered(hold);
         }
+        self.track(spis, hold, sent);
         Some(hold)
     }
 
@@ -489,7 +508,11 @@ impl ClusterIke {
     /// everything else waits in the hold queue for them (module doc).
     pub fn flush(&mut self, now: Instant, io: &mut Io<'_>, register: bool) {
         let mut batch = Batch {
-            register,
+            register: if register {
+                Registration::All
+            } else {
+                Registration::Nothing
+            },
             ..Batch::default()
         };
         let mut waits = None;
@@ -537,10 +560,12 @@ impl ClusterIke {
     /// owner registers its Child SAs with the cluster.
     fn carry_out(&mut self, now: Instant, io: &mut Io<'_>, batch: Batch) {
         for event in batch.events {
-            let change = if batch.register {
-                registration(&event)
-            } else {
-                None
+            let change = match batch.register {
+                Registration::All => registration(&event),
+                Registration::Removals => {
+                    registration(&event).filter(|c| matches!(c, ToCluster::Remove { .. }))
+                }
+                Registration::Nothing => None,
             };
             let errors = io.notes.install_errors;
             apply(io.store, event, now, io.notes, io.peer);
@@ -629,7 +654,7 @@ impl ClusterIke {
     fn resume(&mut self, now: Instant, io: &mut Io<'_>) -> bool {
         let mut taken = false;
         for spis in self.owners.owned_by(self.local) {
-            if io.endpoint.export_ike_sa(now, spis.0, spis.1).is_none() {
+            if !io.endpoint.runs_ike_sa(spis.0, spis.1) {
                 self.counters.resumed += 1;
                 self.take_over(now, io, spis);
                 taken = true;
@@ -644,6 +669,11 @@ impl ClusterIke {
                 self.counters.takeovers += 1;
                 tracing::warn!(spi_i = %hex::encode(spis.0), spi_r = %hex::encode(spis.1), "cluster IKE: took over the IKE SA of a node that left the view");
             }
+            // It runs here already: this node kept it after another
+            // node's state (its own came later), and that node left.
+            Err(HaError::ActiveHere) => {
+                tracing::info!(spi_i = %hex::encode(spis.0), "cluster IKE: the IKE SA of a node that left the view runs here already");
+            }
             Err(e) => {
                 self.counters.takeover_failures += 1;
                 tracing::error!(spi_i = %hex::encode(spis.0), spi_r = %hex::encode(spis.1), error = %e, "cluster IKE: takeover refused");
@@ -653,8 +683,9 @@ impl ClusterIke {
 
     /// This node is out of the dispatch view: it stops transmitting for
     /// every IKE SA it runs. The endpoint is rebuilt with all of them as
-    /// standby copies (phalanx-ike has no call that turns a running IKE SA
-    /// into a standby one); the data plane keeps its Child SAs.
+    /// standby copies (unlike `demote_ike_sa` of one IKE SA, a rebuild also
+    /// drops half-open IKE SAs and whatever the endpoint still queued); the
+    /// data plane keeps its Child SAs.
     fn demote(&mut self, now: Instant, io: &mut Io<'_>) {
         let held = self.hold.drain_all();
         for batch in held {
@@ -772,6 +803,8 @@ impl ClusterIke {
             named("resync_states", c.resync_states),
             named("owner_conflicts", c.owner_conflicts),
             named("resumed", c.resumed),
+            named("owner_demotions", c.owner_demotions),
+            named("stale_owner_states", c.stale_owner_states),
             named("sas_registered", c.sas_registered),
             named("sas_removed", c.sas_removed),
             named("decode_errors", c.decode_errors),

@@ -72,6 +72,12 @@ impl<T> HoldQueue<T> {
         self.queue.is_empty()
     }
 
+    /// Every batch waiting, in order, to change (a demoted IKE SA's
+    /// datagrams are taken out).
+    pub fn batches_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.queue.iter_mut().map(|(_, batch)| batch)
+    }
+
     /// Takes every batch out, released or not (demotion: their datagrams
     /// must not be sent any more).
     pub fn drain_all(&mut self) -> Vec<T> {
@@ -126,7 +132,10 @@ mod tests {
         q.push(Some(1), "a").unwrap();
         q.push(Some(2), "b").unwrap();
         assert_eq!(q.push(None, "c"), Err("c"));
-        assert_eq!(q.drain_all(), ["a", "b"]);
+        for batch in q.batches_mut() {
+            *batch = if *batch == "a" { "a'" } else { batch };
+        }
+        assert_eq!(q.drain_all(), ["a'", "b"]);
         assert!(q.is_empty());
         q.delivered(2);
         assert_eq!(ready(&mut q), Vec::<&str>::new());

@@ -164,7 +164,9 @@ mod tests {
         assert!(of_two.windows(2).all(|w| w[0] < w[1]), "in SPI order");
         assert_eq!(
             of_two.len(),
-            (1..=30).filter(|&n| a.owner(spis(n)) == Some(NodeId(2))).count()
+            (1..=30)
+                .filter(|&n| a.owner(spis(n)) == Some(NodeId(2)))
+                .count()
         );
         assert!(a.owned_by(NodeId(1)).is_empty(), "node 1 failed");
         assert!(a.rehome(&view(&[])).is_empty(), "nobody to take over");
