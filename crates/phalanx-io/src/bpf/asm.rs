@@ -60,6 +60,10 @@ impl Reg {
     pub const R2: Reg = Reg(2);
     /// Third argument.
     pub const R3: Reg = Reg(3);
+    /// Fourth argument.
+    pub const R4: Reg = Reg(4);
+    /// Fifth argument.
+    pub const R5: Reg = Reg(5);
     /// Callee-saved.
     pub const R6: Reg = Reg(6);
     /// Callee-saved.
@@ -159,6 +163,7 @@ mod class {
     pub(super) const STX: u8 = 0x03;
     pub(super) const ALU: u8 = 0x04;
     pub(super) const JMP: u8 = 0x05;
+    pub(super) const JMP32: u8 = 0x06;
     pub(super) const ALU64: u8 = 0x07;
 }
 
@@ -341,6 +346,19 @@ impl Assembler {
         self.emit(class::JMP | op.0 | SRC_K, dst, Reg(0), 0, imm)
     }
 
+    /// `if (u32)dst op (u32)imm goto target` (`BPF_JMP32`: the immediate
+    /// is not sign-extended, so any 32-bit value compares as written).
+    pub fn jump32_imm(&mut self, op: JmpOp, dst: Reg, imm: u32, target: Label) -> &mut Self {
+        self.fixups.push((self.insns.len(), target));
+        self.emit(
+            class::JMP32 | op.0 | SRC_K,
+            dst,
+            Reg(0),
+            0,
+            i32::from_ne_bytes(imm.to_ne_bytes()),
+        )
+    }
+
     /// `if dst op src goto target` (64-bit compare).
     pub fn jump_reg(&mut self, op: JmpOp, dst: Reg, src: Reg, target: Label) -> &mut Self {
         self.fixups.push((self.insns.len(), target));
@@ -378,18 +396,20 @@ mod tests {
             .ld_abs(Size::H, 12)
             .jump_imm(JmpOp::JNE, Reg::R0, 0x0800, done)
             .ld_ind(Size::W, Reg::R7, 4)
+            .jump32_imm(JmpOp::JNE, Reg::R0, 0xc0a8_0001, done)
             .atomic_add64(Reg::R0, 16, Reg::R1)
             .bind(done)
             .mov_imm(Reg::R0, -1)
             .exit();
         let insns = asm.finish().unwrap();
         let codes: Vec<u8> = insns.iter().map(Insn::code).collect();
-        // mov64 x, ldabs h, jne k, ldind w, atomic dw, mov64 k, exit.
-        assert_eq!(codes, [0xbf, 0x28, 0x55, 0x40, 0xdb, 0xb7, 0x95]);
+        // mov64 x, ldabs h, jne k, ldind w, jne32 k, atomic dw, mov64 k, exit.
+        assert_eq!(codes, [0xbf, 0x28, 0x55, 0x40, 0x56, 0xdb, 0xb7, 0x95]);
         assert_eq!(insns[0].0.regs, 0x16, "dst r6 low nibble, src r1 high");
-        assert_eq!(insns[2].off(), 2, "skips the two instructions after it");
+        assert_eq!(insns[2].off(), 3, "skips the three instructions after it");
         assert_eq!(insns[3].0.regs, 0x70);
-        assert_eq!(insns[5].imm(), -1);
+        assert_eq!(insns[4].imm() as u32, 0xc0a8_0001);
+        assert_eq!(insns[6].imm(), -1);
     }
 
     #[test]

@@ -45,6 +45,7 @@
 
 pub mod arp;
 pub mod frames;
+pub mod kernel_filter;
 pub mod worker;
 
 #[cfg(test)]
