@@ -263,6 +263,7 @@ fn settings() -> ClusterSettings {
         suspect_after: Duration::from_millis(30),
         lease_len: 4096,
         checkpoint_every: 64,
+        kernel_filter: false,
         outside: side(1),
         inside: side(2),
         nodes: vec![(NodeId(NODE_ID), ADDRESS.parse().unwrap())],

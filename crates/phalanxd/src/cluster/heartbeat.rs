@@ -184,6 +184,7 @@ mod tests {
             suspect_after: Duration::from_millis(30),
             lease_len: 4096,
             checkpoint_every: 64,
+            kernel_filter: true,
             outside: side(1),
             inside: side(2),
             nodes: (1..=n)

@@ -230,6 +230,7 @@ mod tests {
             suspect_after: Duration::from_millis(30),
             lease_len: 4096,
             checkpoint_every: 64,
+            kernel_filter: true,
             outside: side(1),
             inside: side(2),
             // Node 3 is configured but not (yet) in Corosync's membership.

@@ -10,6 +10,7 @@
 //! suspect_after_ms = 30
 //! lease_len = 65536
 //! checkpoint_every = 1024
+//! kernel_filter = true             # drop ESP other nodes own in the kernel (eBPF), default true
 //! [cluster.outside]                # the protected (WAN) side: virtual address shared by all nodes
 //! interface = "wan0"
 //! address = "192.0.2.1"
@@ -102,6 +103,11 @@ pub struct ClusterSettings {
     pub lease_len: u64,
     /// Packets of a stream between two counter checkpoints.
     pub checkpoint_every: u64,
+    /// Drop inbound ESP that other nodes own in the kernel, before it is
+    /// copied to this node's ring (an eBPF socket filter on the outside
+    /// ring, `dataplane::cluster::kernel_filter`); if it cannot be loaded
+    /// the node warns and runs without it.
+    pub kernel_filter: bool,
     /// The protected (WAN) side's virtual address.
     pub outside: ClusterSide,
     /// The clear (LAN) side's virtual address.
@@ -172,6 +178,7 @@ pub(crate) struct RawCluster {
     suspect_after_ms: Option<Spanned<i64>>,
     lease_len: Option<Spanned<i64>>,
     checkpoint_every: Option<Spanned<i64>>,
+    kernel_filter: Option<Spanned<bool>>,
     outside: Spanned<RawClusterSide>,
     inside: Spanned<RawClusterSide>,
     #[serde(default)]
@@ -227,6 +234,7 @@ pub(crate) fn settings(
             CHECKPOINT_EVERY,
         )?
         .unwrap_or(DEFAULT_CHECKPOINT_EVERY),
+        kernel_filter: raw.kernel_filter.is_none_or(|k| *k.get_ref()),
         outside: outside.0,
         inside: inside.0,
         nodes,

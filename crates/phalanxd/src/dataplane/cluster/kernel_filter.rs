@@ -46,7 +46,7 @@ pub mod program;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
@@ -190,9 +190,9 @@ impl KernelFilter {
             self.write_view(view);
             self.view = Some(view.clone());
         }
-        let mut seen = Vec::new();
+        let mut seen = HashSet::new();
         for sa in sas.filter(|sa| sa.direction == Direction::Inbound) {
-            seen.push(sa.spi);
+            seen.insert(sa.spi);
             if !self.registered.contains_key(&sa.spi) {
                 self.register(sa, view);
             }
