@@ -1,7 +1,8 @@
 //! The kernel's time for the cluster's ESP pre-filter on one 1400-byte
 //! frame (`BPF_PROG_TEST_RUN`, the kernel's own clock over many runs):
 //! an owned frame (passed), a not-owned one (recorded, counted, dropped),
-//! one of an unregistered SA and a non-ESP frame (both passed early).
+//! one of an unregistered SA and a non-ESP frame (both passed early),
+//! and, for the harness's own cost, a program that only returns.
 //! Node 2 of a 3-node packet-rr view. Needs root (`bpf(2)`).
 //!
 //! `cargo run --release -p phalanxd --example kernel_filter_cost [repeat]`
@@ -11,6 +12,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use phalanx_cluster::dispatch::{Direction, DispatchScheme};
 use phalanx_cluster::{NodeId, SaDescriptor, View};
+use phalanx_io::bpf::asm::{Assembler, Reg};
+use phalanx_io::bpf::{Program, ProgramType};
 use phalanx_wire::ethernet::MacAddress;
 use phalanxd::dataplane::cluster::kernel_filter::KernelFilter;
 
@@ -67,6 +70,21 @@ fn main() {
         ("not ESP: UDP to port 0 (passed)", frame(17, 0, 0)),
     ];
     println!("kernel filter, {LEN}-byte IP packets, {repeat} runs each (BPF_PROG_TEST_RUN):");
+    // The harness's own time per run: a program that only returns.
+    let mut asm = Assembler::new();
+    asm.mov_imm(Reg::R0, -1).exit();
+    let empty = Program::load(
+        ProgramType::SOCKET_FILTER,
+        &asm.finish().unwrap(),
+        "GPL",
+        "phx_empty",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let run = empty.test_run(&cases[0].1, repeat).unwrap();
+    println!(
+        "  {:38} {:>4} ns/run",
+        "baseline: a program that only returns", run.ns_per_run
+    );
     for (what, data) in cases {
         let run = filter.program().test_run(&data, repeat).unwrap();
         let verdict = if run.retval == 0 { "drop" } else { "pass" };
