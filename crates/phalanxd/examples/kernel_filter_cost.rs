@@ -15,7 +15,7 @@ use phalanx_cluster::{NodeId, SaDescriptor, View};
 use phalanx_io::bpf::asm::{Assembler, Reg};
 use phalanx_io::bpf::{Program, ProgramType};
 use phalanx_wire::ethernet::MacAddress;
-use phalanxd::dataplane::cluster::kernel_filter::KernelFilter;
+use phalanxd::dataplane::cluster::kernel_filter::{FilterAddresses, KernelFilter};
 
 const MAC: MacAddress = MacAddress([0x02, 0, 0x5e, 0x10, 0, 1]);
 const VIP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
@@ -51,7 +51,11 @@ fn main() {
     let mut filter = KernelFilter::load(
         NodeId(2),
         DispatchScheme::PacketRoundRobin,
-        (MAC, VIP),
+        FilterAddresses {
+            outside_mac: MAC,
+            outside: VIP,
+            inside_mac: MacAddress([0x02, 0, 0x5e, 0x10, 0, 2]),
+        },
         4500,
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -68,6 +72,11 @@ fn main() {
         ("not-owned ESP (recorded, dropped)", frame(50, SPI, 2)),
         ("ESP of an unregistered SA (passed)", frame(50, SPI + 1, 2)),
         ("not ESP: UDP to port 0 (passed)", frame(17, 0, 0)),
+        ("to another unicast MAC (dropped)", {
+            let mut f = frame(50, SPI, 2);
+            f[14 + 5] ^= 0x10;
+            f
+        }),
     ];
     println!("kernel filter, {LEN}-byte IP packets, {repeat} runs each (BPF_PROG_TEST_RUN):");
     // The harness's own time per run: a program that only returns.

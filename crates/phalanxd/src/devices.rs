@@ -23,7 +23,7 @@ use phalanx_io::udp::{UdpConfig, UdpSocket};
 use phalanx_wire::ethernet::MacAddress;
 
 use crate::config::{ClusterSettings, Config};
-use crate::dataplane::cluster::kernel_filter::KernelFilter;
+use crate::dataplane::cluster::kernel_filter::{FilterAddresses, KernelFilter};
 use crate::dataplane::cluster::worker::{ClusterDevices, KernelFilterState};
 use crate::dataplane::worker::WorkerDevices;
 
@@ -148,13 +148,14 @@ pub fn open_cluster(
     (udp.nonblocking, udp.freebind, udp.gro) = (true, true, false);
     let udp = UdpSocket::bind(&udp).map_err(named(format!("UDP socket {bind} (freebind)")))?;
     let outside = open_ring(&cluster.outside.interface)?;
+    let inside = open_ring(&cluster.inside.interface)?;
     let kernel_filter = if cluster.kernel_filter {
-        open_kernel_filter(cluster, config.protected.udp_port, &outside)
+        open_kernel_filter(cluster, config.protected.udp_port, (&inside, &outside))
     } else {
         KernelFilterState::Off
     };
     Ok(ClusterDevices {
-        inside: open_ring(&cluster.inside.interface)?,
+        inside,
         outside,
         tun,
         udp,
@@ -169,15 +170,20 @@ pub fn open_cluster(
 fn open_kernel_filter(
     cluster: &ClusterSettings,
     udp_port: u16,
-    outside: &PacketSocket,
+    (inside, outside): (&PacketSocket, &PacketSocket),
 ) -> KernelFilterState {
     // Cluster sides are IPv4 (checked with the configuration).
     let Some(address) = side_ipv4(cluster.outside.address) else {
         return KernelFilterState::Failed;
     };
-    let mac = MacAddress(cluster.outside.mac);
-    let loaded = KernelFilter::load(cluster.node_id, cluster.scheme, (mac, address), udp_port)
-        .and_then(|filter| filter.attach(outside).map(|()| filter));
+    let addresses = FilterAddresses {
+        outside_mac: MacAddress(cluster.outside.mac),
+        outside: address,
+        inside_mac: MacAddress(cluster.inside.mac),
+    };
+    let loaded = KernelFilter::load(cluster.node_id, cluster.scheme, addresses, udp_port)
+        .and_then(|filter| filter.attach(outside).map(|()| filter))
+        .and_then(|filter| filter.attach_inside(inside).map(|()| filter));
     match loaded {
         Ok(filter) => {
             tracing::info!(

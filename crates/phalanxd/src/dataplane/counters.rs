@@ -168,6 +168,10 @@ pub enum DaemonCounter {
     /// (their numbers recorded for the observer; see
     /// `dataplane::cluster::kernel_filter`).
     ClusterInboundNotOwnedKernel,
+    /// Cluster mode: frames to another unicast MAC than a side's virtual
+    /// MAC, dropped by the rings' kernel filters (user space would ignore
+    /// them as `cluster_ignored_other_mac`).
+    ClusterIgnoredOtherMacKernel,
     /// Cluster mode: 1 when the kernel filter was asked for but could not
     /// be loaded or attached (the node runs without it; see the log).
     ClusterKernelFilterUnavailable,
@@ -175,7 +179,7 @@ pub enum DaemonCounter {
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 59] = [
+    pub const ALL: [DaemonCounter; 60] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -234,6 +238,7 @@ impl DaemonCounter {
         DaemonCounter::ClusterGsoFrames,
         DaemonCounter::ClusterRingDrops,
         DaemonCounter::ClusterInboundNotOwnedKernel,
+        DaemonCounter::ClusterIgnoredOtherMacKernel,
         DaemonCounter::ClusterKernelFilterUnavailable,
     ];
 
@@ -301,6 +306,7 @@ impl DaemonCounter {
             DaemonCounter::ClusterGsoFrames => "cluster_gso_frames",
             DaemonCounter::ClusterRingDrops => "cluster_ring_drops",
             DaemonCounter::ClusterInboundNotOwnedKernel => "cluster_inbound_not_owned_kernel",
+            DaemonCounter::ClusterIgnoredOtherMacKernel => "cluster_ignored_other_mac_kernel",
             DaemonCounter::ClusterKernelFilterUnavailable => "cluster_kernel_filter_unavailable",
         }
     }

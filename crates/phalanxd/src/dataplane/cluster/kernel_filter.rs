@@ -1,7 +1,9 @@
 //! The inbound pre-filter (issue 5, "Scaling"): an eBPF socket filter on
 //! the outside ring that drops, in the kernel, the ESP frames another node
 //! owns, before they are copied to this node's ring, woken for, parsed
-//! and observed. Without it every node pays that per-packet cost for
+//! and observed. Both rings' filters also drop frames to other unicast
+//! MACs (the other nodes' and hosts' traffic a flooding segment delivers),
+//! which the classifier ignores anyway. Without it every node pays that per-packet cost for
 //! every inbound packet of the cluster (`bench/RESULTS.md`, "Cluster:
 //! per-packet cost of a node").
 //!
@@ -64,6 +66,18 @@ use phalanx_wire::ethernet::MacAddress;
 
 use program::{global, slot, FilterTarget, SlotMode, CELLS, MAX_SLOTS, NOT_ACTIVE, SLOT_BYTES};
 
+/// The virtual MACs and the outside virtual address the programs are
+/// built for.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterAddresses {
+    /// The outside virtual MAC.
+    pub outside_mac: MacAddress,
+    /// The outside virtual address.
+    pub outside: Ipv4Addr,
+    /// The inside virtual MAC.
+    pub inside_mac: MacAddress,
+}
+
 /// Why the filter could not be set up.
 #[derive(Debug)]
 pub enum FilterError {
@@ -104,6 +118,8 @@ struct Registered {
 #[derive(Debug)]
 pub struct KernelFilter {
     program: Program,
+    /// The inside ring's: other unicast MACs only.
+    inside_program: Program,
     spis: Map,
     slots: MappedArray,
     scheme: DispatchScheme,
@@ -117,21 +133,21 @@ pub struct KernelFilter {
 }
 
 impl KernelFilter {
-    /// Creates the maps and loads the program for node `local` with
-    /// `scheme`, ESP to `address` (behind `mac`) and ESP in UDP on
-    /// `udp_port`. Needs `CAP_BPF` (or root); nothing after does.
+    /// Creates the maps and loads the programs for node `local` with
+    /// `scheme`, ESP to `addresses` and ESP in UDP on `udp_port`. Needs
+    /// `CAP_BPF` (or root); nothing after does.
     pub fn load(
         local: NodeId,
         scheme: DispatchScheme,
-        (mac, address): (MacAddress, Ipv4Addr),
+        addresses: FilterAddresses,
         udp_port: u16,
     ) -> Result<KernelFilter, FilterError> {
         let spis = Map::hash(4, 4, MAX_SLOTS, "phx_spis").map_err(FilterError::Map)?;
         let slots = MappedArray::create(SLOT_BYTES, MAX_SLOTS + 1, "phx_slots")
             .map_err(FilterError::Map)?;
         let target = FilterTarget {
-            mac,
-            address,
+            mac: addresses.outside_mac,
+            address: addresses.outside,
             udp_port,
             spis_fd: map_fd(&spis),
             slots_fd: map_fd(slots.map()),
@@ -139,8 +155,14 @@ impl KernelFilter {
         let insns = program::esp_filter(&target).map_err(FilterError::Assemble)?;
         let program = Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_esp_filter")
             .map_err(FilterError::Load)?;
+        let insns = program::other_mac_filter(addresses.inside_mac, map_fd(slots.map()))
+            .map_err(FilterError::Assemble)?;
+        let inside_program =
+            Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_mac_filter")
+                .map_err(FilterError::Load)?;
         let filter = KernelFilter {
             program,
+            inside_program,
             spis,
             slots,
             scheme,
@@ -154,19 +176,37 @@ impl KernelFilter {
         Ok(filter)
     }
 
-    /// Filters what `ring` receives from now on.
+    /// Filters what the outside ring receives from now on.
     pub fn attach(&self, ring: &PacketSocket) -> Result<(), FilterError> {
         self.program.attach_to(ring).map_err(FilterError::Attach)
     }
 
-    /// The program (test runs).
+    /// Filters what the inside ring receives from now on (frames to other
+    /// unicast MACs only).
+    pub fn attach_inside(&self, ring: &PacketSocket) -> Result<(), FilterError> {
+        self.inside_program
+            .attach_to(ring)
+            .map_err(FilterError::Attach)
+    }
+
+    /// The outside ring's program (test runs).
     pub fn program(&self) -> &Program {
         &self.program
     }
 
-    /// Frames the program dropped since it was loaded.
+    /// The inside ring's program (test runs).
+    pub fn inside_program(&self) -> &Program {
+        &self.inside_program
+    }
+
+    /// Not-owned ESP frames the outside program dropped since loading.
     pub fn drops(&self) -> u64 {
         self.slots.load_u64(0, global::DROPS).unwrap_or(0)
+    }
+
+    /// Frames to other unicast MACs both programs dropped since loading.
+    pub fn other_mac_drops(&self) -> u64 {
+        self.slots.load_u64(0, global::OTHER_MAC_DROPS).unwrap_or(0)
     }
 
     /// Inbound SAs with a slot.

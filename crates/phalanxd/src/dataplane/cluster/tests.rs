@@ -766,20 +766,21 @@ fn a_takeover_marks_what_the_survivor_observed_in_the_replay_window() {
 /// marks were drained. Needs `bpf(2)` (root); skips only on `EPERM`.
 #[test]
 fn a_takeover_marks_what_the_kernel_filter_dropped() {
-    use super::kernel_filter::{FilterError, KernelFilter};
-    let filter = match KernelFilter::load(
-        NodeId(2),
-        DispatchScheme::PacketRoundRobin,
-        (OUTSIDE_VMAC, OUTSIDE_VIP),
-        4500,
-    ) {
-        Ok(filter) => filter,
-        Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
-            eprintln!("skipped: bpf() not permitted here ({e})");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    use super::kernel_filter::{FilterAddresses, FilterError, KernelFilter};
+    let addresses = FilterAddresses {
+        outside_mac: OUTSIDE_VMAC,
+        outside: OUTSIDE_VIP,
+        inside_mac: INSIDE_VMAC,
     };
+    let filter =
+        match KernelFilter::load(NodeId(2), DispatchScheme::PacketRoundRobin, addresses, 4500) {
+            Ok(filter) => filter,
+            Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
+                eprintln!("skipped: bpf() not permitted here ({e})");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
     let (store, (mut h, states)) = (store(), founded(2));
     let rt = store.load();
     let mut c = classifier(2).with_kernel_filter(Box::new(filter));

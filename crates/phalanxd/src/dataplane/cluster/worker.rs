@@ -566,10 +566,13 @@ impl Plane {
         // the observers (the replay checkpoints carry it).
         self.classifier.absorb_kernel_cells();
         let mut published = self.stats.clone();
-        if let Some(drops) = self.classifier.kernel_drops() {
-            published
-                .daemon
-                .add(DaemonCounter::ClusterInboundNotOwnedKernel, drops);
+        if let Some(filter) = self.classifier.kernel_filter() {
+            let daemon = &mut published.daemon;
+            daemon.add(DaemonCounter::ClusterInboundNotOwnedKernel, filter.drops());
+            daemon.add(
+                DaemonCounter::ClusterIgnoredOtherMacKernel,
+                filter.other_mac_drops(),
+            );
         }
         if self.kernel_filter_failed {
             published

@@ -9,10 +9,16 @@
 //!   its peer, and [`CELLS`] cells of observed sequence numbers.
 //!
 //! Per frame (from the Ethernet header, as a `SOCK_RAW` packet socket's
-//! filter sees it), the program **passes** (returns `0xffffffff`: the
-//! frame reaches the ring and user space decides, as without the filter)
-//! anything it does not positively recognise as a not-owned ESP packet of
-//! a registered SA: VLAN-tagged, not to the outside virtual MAC, not
+//! filter sees it), the program first **drops** a frame to another
+//! unicast MAC address than the outside virtual MAC (counted in
+//! [`global::OTHER_MAC_DROPS`]): the classifier ignores those anyway
+//! (`cluster_ignored_other_mac`), and a segment that floods frames for
+//! the virtual MAC floods the other nodes' and hosts' unicast too. The
+//! inside ring gets only that part ([`other_mac_filter`]). Then it
+//! **passes** (returns `0xffffffff`: the frame reaches the ring and user
+//! space decides, as without the filter) anything it does not positively
+//! recognise as a not-owned ESP packet of a registered SA: VLAN-tagged,
+//! to a group (broadcast, multicast) address, not
 //! IPv4, IPv4 options or total length inconsistent with the frame, not to
 //! the outside virtual address, a fragment, neither ESP (protocol 50) nor
 //! UDP to the ESP-in-UDP port with a non-zero first word (RFC 3948 §2.2:
@@ -57,8 +63,10 @@ pub mod global {
     pub const VIEW: usize = 0;
     /// u32: bumped by user space at every header change (for debugging).
     pub const GENERATION: usize = 8;
-    /// u64: frames dropped by the program (atomic adds).
+    /// u64: not-owned ESP frames dropped by the program (atomic adds).
     pub const DROPS: usize = 16;
+    /// u64: frames to another unicast MAC dropped (both rings).
+    pub const OTHER_MAC_DROPS: usize = 24;
 }
 
 /// Octet offsets in a slot element.
@@ -138,13 +146,14 @@ pub struct FilterTarget {
     pub slots_fd: i32,
 }
 
-/// The program. See the module docs.
+/// The outside ring's program. See the module docs.
 pub fn esp_filter(target: &FilterTarget) -> Result<Vec<Insn>, AsmError> {
     let mut asm = Assembler::new();
     let pass = asm.label();
     let esp = asm.label();
     let have_esp = asm.label();
-    ip_checks(&mut asm, target, pass);
+    let other_mac = asm.label();
+    ip_checks(&mut asm, target, pass, other_mac);
     // r7: the transport header's offset in the frame; r8: where the IP
     // packet ends in the frame.
     asm.alu64_imm(AluOp::ADD, Reg::R7, ETH_HLEN)
@@ -167,31 +176,68 @@ pub fn esp_filter(target: &FilterTarget) -> Result<Vec<Insn>, AsmError> {
         .jump_reg(JmpOp::JGT, Reg::R1, Reg::R8, pass);
     asm.bind(have_esp);
     decide(&mut asm, target, pass);
+    asm.bind(other_mac);
+    drop_other_mac(&mut asm, target.slots_fd, pass);
     asm.bind(pass).mov_imm(Reg::R0, PASS).exit();
     asm.finish()
 }
 
-/// Ethernet and IPv4 checks; leaves r7 = the IPv4 header length and r8 =
-/// the end of the IPv4 packet in the frame. Jumps to `pass` on anything
-/// else.
-fn ip_checks(asm: &mut Assembler, target: &FilterTarget, pass: Label) {
-    let mac = target.mac.octets();
-    let mac_high = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);
-    let mac_low = u32::from(u16::from_be_bytes([mac[4], mac[5]]));
+/// The inside ring's program: drops (and counts) frames to another
+/// unicast MAC than `mac`, passes everything else.
+pub fn other_mac_filter(mac: MacAddress, slots_fd: i32) -> Result<Vec<Insn>, AsmError> {
+    let mut asm = Assembler::new();
+    let pass = asm.label();
+    let other_mac = asm.label();
     asm.mov(Reg::R6, Reg::R1)
         .load(Size::W, Reg::R9, Reg::R6, SKB_LEN)
         .load(Size::W, Reg::R0, Reg::R6, SKB_VLAN_PRESENT)
         .jump_imm(JmpOp::JNE, Reg::R0, 0, pass)
-        .jump_imm(
-            JmpOp::JLT,
-            Reg::R9,
-            ETH_HLEN + IP_MIN_HEADER + ESP_HEADER,
-            pass,
-        )
-        .ld_abs(Size::W, 0)
-        .jump32_imm(JmpOp::JNE, Reg::R0, mac_high, pass)
+        .jump_imm(JmpOp::JLT, Reg::R9, ETH_HLEN, pass);
+    mac_check(&mut asm, mac, other_mac);
+    asm.jump(pass);
+    asm.bind(other_mac);
+    drop_other_mac(&mut asm, slots_fd, pass);
+    asm.bind(pass).mov_imm(Reg::R0, PASS).exit();
+    asm.finish()
+}
+
+/// Jumps to `other` unless the destination MAC is `mac`.
+fn mac_check(asm: &mut Assembler, mac: MacAddress, other: Label) {
+    let mac = mac.octets();
+    let mac_high = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);
+    let mac_low = u32::from(u16::from_be_bytes([mac[4], mac[5]]));
+    asm.ld_abs(Size::W, 0)
+        .jump32_imm(JmpOp::JNE, Reg::R0, mac_high, other)
         .ld_abs(Size::H, 4)
-        .jump32_imm(JmpOp::JNE, Reg::R0, mac_low, pass)
+        .jump32_imm(JmpOp::JNE, Reg::R0, mac_low, other);
+}
+
+/// A frame not to our MAC: a group address (IEEE 802: the I/G bit, bit 0
+/// of the first octet) passes; another unicast address is counted and
+/// dropped.
+fn drop_other_mac(asm: &mut Assembler, slots_fd: i32, pass: Label) {
+    asm.ld_abs(Size::B, 0)
+        .jump_imm(JmpOp::JSET, Reg::R0, 1, pass)
+        .store_imm(Size::W, Reg::FP, KEY_GLOBAL, 0);
+    lookup(asm, slots_fd, KEY_GLOBAL, pass);
+    asm.mov_imm(Reg::R1, 1)
+        .atomic_add64(Reg::R0, global::OTHER_MAC_DROPS as i16, Reg::R1)
+        .mov_imm(Reg::R0, DROP)
+        .exit();
+}
+
+/// Ethernet and IPv4 checks; leaves r7 = the IPv4 header length and r8 =
+/// the end of the IPv4 packet in the frame. Jumps to `other_mac` for a
+/// frame to another MAC, to `pass` on anything else.
+fn ip_checks(asm: &mut Assembler, target: &FilterTarget, pass: Label, other_mac: Label) {
+    asm.mov(Reg::R6, Reg::R1)
+        .load(Size::W, Reg::R9, Reg::R6, SKB_LEN)
+        .load(Size::W, Reg::R0, Reg::R6, SKB_VLAN_PRESENT)
+        .jump_imm(JmpOp::JNE, Reg::R0, 0, pass)
+        .jump_imm(JmpOp::JLT, Reg::R9, ETH_HLEN, pass);
+    mac_check(asm, target.mac, other_mac);
+    let min_len = ETH_HLEN + IP_MIN_HEADER + ESP_HEADER;
+    asm.jump_imm(JmpOp::JLT, Reg::R9, min_len, pass)
         .ld_abs(Size::H, ETH_TYPE)
         .jump32_imm(JmpOp::JNE, Reg::R0, ETHERTYPE_IPV4, pass)
         .ld_abs(Size::B, IP_VERSION_IHL)

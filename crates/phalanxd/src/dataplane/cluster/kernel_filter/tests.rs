@@ -13,6 +13,7 @@ use phalanx_io::packet::PacketSocketConfig;
 use super::*;
 
 const MAC: MacAddress = MacAddress([0x02, 0x50, 0x48, 0x58, 0x00, 0x01]);
+const INSIDE_MAC: MacAddress = MacAddress([0x02, 0x50, 0x48, 0x58, 0x00, 0x02]);
 const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 10);
 const PEER: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 7);
 const NATT: u16 = 4500;
@@ -76,7 +77,12 @@ fn passes(filter: &KernelFilter, frame: &[u8]) -> bool {
 }
 
 fn load(local: u32, scheme: DispatchScheme) -> Option<KernelFilter> {
-    match KernelFilter::load(NodeId(local), scheme, (MAC, VIP), NATT) {
+    let addresses = FilterAddresses {
+        outside_mac: MAC,
+        outside: VIP,
+        inside_mac: INSIDE_MAC,
+    };
+    match KernelFilter::load(NodeId(local), scheme, addresses, NATT) {
         Ok(filter) => Some(filter),
         Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
             eprintln!("skipped: bpf() not permitted here ({e}); CI runs this as root");
@@ -237,9 +243,12 @@ fn everything_else_passes() {
     let mut fragment = dropped.clone();
     fragment[14 + 6] = 0x20; // MF
     cases.push(("fragment", fragment));
-    let mut mac = dropped.clone();
-    mac[5] ^= 1;
-    cases.push(("other MAC", mac));
+    let mut broadcast = dropped.clone();
+    broadcast[..6].fill(0xff);
+    cases.push(("broadcast", broadcast));
+    let mut multicast = dropped.clone();
+    multicast[..6].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 1]);
+    cases.push(("multicast", multicast));
     let mut arp = dropped.clone();
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     cases.push(("not IPv4", arp));
@@ -256,9 +265,47 @@ fn everything_else_passes() {
         assert!(passes(&filter, &f), "{what}");
     }
     assert_eq!(filter.drops(), drops, "none of them counted");
+    assert_eq!(filter.other_mac_drops(), 0);
+    let mut other = dropped.clone();
+    other[5] ^= 1;
+    assert!(!passes(&filter, &other), "another unicast MAC is dropped");
+    assert_eq!((filter.drops(), filter.other_mac_drops()), (drops, 1));
     assert_eq!(filter.cells(SPI).unwrap()[7], 7);
     filter.sync(&view_of([2]), std::iter::empty());
     assert!(passes(&filter, &dropped), "unregistered");
+}
+
+/// The inside ring's program: frames to another unicast MAC are dropped
+/// and counted; to the inside virtual MAC, broadcast, multicast, VLAN or
+/// runts pass.
+#[test]
+fn inside_ring_drops_only_other_unicast_macs() {
+    let Some(filter) = load(1, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    let verdict = |frame: &[u8]| {
+        let mut data = vec![0u8; 14];
+        data.extend_from_slice(frame);
+        filter.inside_program().test_run(&data, 1).unwrap().retval != 0
+    };
+    let mut to_vmac = frame(Carrier::Esp, PEER, VIP, SPI, 1, 100);
+    to_vmac[..6].copy_from_slice(&INSIDE_MAC.octets());
+    assert!(verdict(&to_vmac));
+    let mut broadcast = to_vmac.clone();
+    broadcast[..6].fill(0xff);
+    assert!(verdict(&broadcast));
+    assert!(
+        verdict(&to_vmac[..13]),
+        "a runt passes (user space counts it)"
+    );
+    let mut other = to_vmac.clone();
+    other[..6].copy_from_slice(&[0x02, 0xaa, 0, 0, 0, 9]);
+    assert!(!verdict(&other));
+    assert!(
+        !verdict(&frame(Carrier::Esp, PEER, VIP, SPI, 1, 100)),
+        "the outside VMAC"
+    );
+    assert_eq!((filter.drops(), filter.other_mac_drops()), (0, 2));
 }
 
 /// `ip` with `args`; panics with its stderr on failure.
