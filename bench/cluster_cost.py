@@ -28,8 +28,17 @@ bridge flooding, the ring copy) runs in softirq context and is charged to
 whatever process the CPU was running, not to phalanxd. Q here is the
 userspace share of a not-owned packet.
 
+--kernel-filter on|off|both: the nodes' `[cluster] kernel_filter` (an
+eBPF socket filter that drops inbound ESP another node owns before the
+ring; `both` measures off and on in the same run, one cluster each).
+Inbound not-owned packets are then the user-space counter plus
+`cluster_inbound_not_owned_kernel`, so Q with the filter on is phalanxd's
+CPU per packet the kernel refused (expected ~0: the filter runs in
+softirq, charged to no process here, and the ring never sees the frame).
+
     bench/cluster_cost.py [--nodes 1 2 3 4] [--fit-nodes 1 2] [--sizes 64 512 1400]
-                          [--rate 8000] [--seconds 4] [--json out.json]
+                          [--rate 8000] [--seconds 4] [--directions outbound inbound]
+                          [--kernel-filter off|on|both] [--json out.json]
 """
 
 import argparse
@@ -70,8 +79,11 @@ def node_counts(cl, direction):
     out = {}
     for i in range(1, cl.nodes + 1):
         c = cl.gateways["n{}".format(i)].counters()
-        out[i] = (c.get("daemon.cluster_{}_owned".format(direction), 0),
-                  c.get("daemon.cluster_{}_not_owned".format(direction), 0))
+        not_owned = c.get("daemon.cluster_{}_not_owned".format(direction), 0)
+        if direction == "inbound":
+            # Dropped by the kernel filter before the ring (0 without it).
+            not_owned += c.get("daemon.cluster_inbound_not_owned_kernel", 0)
+        out[i] = (c.get("daemon.cluster_{}_owned".format(direction), 0), not_owned)
     return out
 
 
@@ -135,31 +147,44 @@ def fit(rows):
     return r, q
 
 
+def filter_modes(choice):
+    return {"off": [False], "on": [True], "both": [False, True]}[choice]
+
+
 def run(args):
-    results = {}   # (size, direction) -> {n: {node: (cpu, owned, not_owned)}}
-    for n in args.nodes:
-        cl = C.Cluster(prefix="pxq{}n{}".format(os.getpid(), n), nodes=n)
-        try:
-            cl.up()
-            cl.start_all(scheme="packet-rr")
-            for direction in ("outbound", "inbound"):
-                for size in args.sizes:
-                    rows = measure(cl, size, args.rate, args.seconds, direction)
-                    results.setdefault((size, direction), {})[n] = rows
-                    phxnet.log("n={} {} {} B: {}".format(n, direction, size, rows))
-        except Exception:
-            cl.dump_logs()
-            raise
-        finally:
-            cl.down()
+    # (size, direction, filter) -> {n: {node: (cpu, owned, not_owned)}}
+    results = {}
+    for kernel_filter in filter_modes(args.kernel_filter):
+        for n in args.nodes:
+            run_cluster(args, n, kernel_filter, results)
     return results
 
 
+def run_cluster(args, n, kernel_filter, results):
+    """One cluster of `n` nodes, every direction and size."""
+    tag = "f" if kernel_filter else "u"
+    cl = C.Cluster(prefix="pxq{}{}{}".format(os.getpid() % 10000, tag, n), nodes=n)
+    try:
+        cl.up()
+        cl.start_all(scheme="packet-rr", kernel_filter=kernel_filter)
+        for direction in args.directions:
+            for size in args.sizes:
+                rows = measure(cl, size, args.rate, args.seconds, direction)
+                results.setdefault((size, direction, kernel_filter), {})[n] = rows
+                phxnet.log("n={} {} {} B filter={}: {}".format(n, direction, size, kernel_filter, rows))
+    except Exception:
+        cl.dump_logs()
+        raise
+    finally:
+        cl.down()
+
+
 def report(args, results):
-    lines = ["| direction | IP bytes | R(s) ns | Q(s) ns | Q/R | nodes checked | node CPU predicted vs measured "
-             "(mean abs error) |", "|---|---|---|---|---|---|---|"]
+    lines = ["| direction | kernel filter | IP bytes | R(s) ns | Q(s) ns | Q/R | nodes checked | node CPU predicted "
+             "vs measured (mean abs error) |", "|---|---|---|---|---|---|---|---|"]
     table = []
-    for (size, direction), by_n in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (size, direction, kernel_filter), by_n in sorted(results.items(),
+                                                         key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         fit_rows = [row for n in args.fit_nodes for row in by_n.get(n, {}).values()]
         r, q = fit(fit_rows)
         errors, checked = [], []
@@ -172,10 +197,10 @@ def report(args, results):
                 if cpu > 0:
                     errors.append(abs(predicted - cpu) / cpu)
         mae = "{:.1f} %".format(100 * sum(errors) / len(errors)) if errors else "-"
-        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
-            direction, size, "{:.0f}".format(r) if r else "-", "{:.0f}".format(q) if q else "-",
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            direction, "on" if kernel_filter else "off", size, "{:.0f}".format(r) if r else "-", "{:.0f}".format(q) if q else "-",
             "{:.3f}".format(q / r) if r and q else "-", ",".join(map(str, checked)) or "-", mae))
-        table.append({"size": size, "direction": direction, "r_ns": r, "q_ns": q, "checked_nodes": checked,
+        table.append({"size": size, "direction": direction, "kernel_filter": kernel_filter, "r_ns": r, "q_ns": q, "checked_nodes": checked,
                       "mean_abs_error": (sum(errors) / len(errors)) if errors else None,
                       "runs": {str(n): {str(k): v for k, v in rows.items()} for n, rows in by_n.items()}})
     text = "\n".join(lines)
@@ -193,6 +218,9 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 1400])
     ap.add_argument("--rate", type=int, default=8000, help="packets per second (bounded load)")
     ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--directions", nargs="+", choices=["outbound", "inbound"], default=["outbound", "inbound"])
+    ap.add_argument("--kernel-filter", choices=["off", "on", "both"], default="both",
+                    help="[cluster] kernel_filter of the nodes; both: off then on, same run")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if os.geteuid() != 0:

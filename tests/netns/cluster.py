@@ -117,7 +117,7 @@ def corosync_conf(node_dir, nodes, totem=None):
 
 
 def cluster_table(i, nodes, scheme, lease_len=4096, checkpoint_every=1024,
-                  heartbeat_interval_ms=5, suspect_after_ms=30):
+                  heartbeat_interval_ms=5, suspect_after_ms=30, kernel_filter=True):
     """The `[cluster]` part of node i's phalanxd config (config contract
     in crates/phalanxd/src/config/cluster.rs)."""
     text = """
@@ -130,6 +130,7 @@ heartbeat_interval_ms = {hb}
 suspect_after_ms = {suspect}
 lease_len = {lease}
 checkpoint_every = {cp}
+kernel_filter = {kf}
 
 [cluster.outside]
 interface = "wan0"
@@ -141,7 +142,7 @@ interface = "lan0"
 address = "{vip_in}"
 mac = "{vmac_in}"
 """.format(i=i, scheme=scheme, port=HEARTBEAT_PORT, hb=heartbeat_interval_ms, suspect=suspect_after_ms,
-           lease=lease_len, cp=checkpoint_every, vip_out=VIP_OUT, vmac_out=VMAC_OUT, vip_in=VIP_IN,
+           lease=lease_len, cp=checkpoint_every, kf="true" if kernel_filter else "false", vip_out=VIP_OUT, vmac_out=VMAC_OUT, vip_in=VIP_IN,
            vmac_in=VMAC_IN)
     for j in range(1, nodes + 1):
         text += '\n[[cluster.node]]\nid = {}\naddress = "{}"\n'.format(j, node_addr(j, "cl"))

@@ -266,15 +266,21 @@ def test_every_node_processes_packets(steady):
     assert r["lost"] == 0, r
     assert steady.ping("hostB", cluster.HOSTA, count=30, interval=0.02)
     time.sleep(0.3)  # counters are published every 100 ms
-    shares = {}
+    shares, kernel = {}, {}
     for n in ("n1", "n2", "n3"):
         after = steady.gateways[n].counters()
-        shares[n] = {d: after.get("daemon.cluster_{}_owned".format(d), 0) - before[n].get(
-            "daemon.cluster_{}_owned".format(d), 0) for d in ("outbound", "inbound")}
-        not_owned = after.get("daemon.cluster_outbound_not_owned", 0) - before[n].get(
-            "daemon.cluster_outbound_not_owned", 0)
+        delta = lambda name: after.get("daemon." + name, 0) - before[n].get("daemon." + name, 0)
+        shares[n] = {d: delta("cluster_{}_owned".format(d)) for d in ("outbound", "inbound")}
+        not_owned = delta("cluster_outbound_not_owned")
         assert not_owned > 0, "{} saw no packet of the other nodes: every node must see every frame".format(n)
+        # The kernel filter (on by default) drops the inbound ESP the other
+        # nodes own before this node's ring: user space sees none of it.
+        assert after.get("daemon.cluster_kernel_filter_unavailable", 0) == 0, "{}: no kernel filter".format(n)
+        kernel[n] = (delta("cluster_inbound_not_owned_kernel"), delta("cluster_inbound_not_owned"))
+        assert kernel[n][0] > 0, "{}: the kernel filter dropped nothing: {}".format(n, kernel)
+        assert kernel[n][1] <= 2, "{}: user space still decided not-owned ESP: {}".format(n, kernel)
     print("\nowned packets per node (outbound, inbound): {}".format(shares))
+    print("inbound not owned per node (kernel filter, user space): {}".format(kernel))
     for n, s in shares.items():
         assert s["outbound"] > 50 and s["inbound"] > 5, "{} owned too little: {}".format(n, shares)
     total = sum(s["outbound"] for s in shares.values())
@@ -318,6 +324,15 @@ def test_scheme_carries_traffic(binaries, topology, scheme):
         assert r["lost"] == 0 and r["duplicates"] == 0, "{} {}: {}".format(scheme, name, r)
     st = topology.cluster_status("n1")
     assert st["scheme"] == scheme
+    time.sleep(0.3)  # counters are published every 100 ms
+    counters = [topology.gateways["n{}".format(i)].counters() for i in (1, 2, 3)]
+    dropped = [c.get("daemon.cluster_inbound_not_owned_kernel", 0) for c in counters]
+    if scheme.startswith("hash"):
+        # One node owns the inbound SA; the kernel filter of the others
+        # drops its packets (every packet of the SA: its peer is gwB).
+        assert sum(1 for d in dropped if d > 0) >= 1, "kernel filter drops per node: {}".format(dropped)
+    else:
+        assert dropped == [0, 0, 0], "{}: the filter passes everything: {}".format(scheme, dropped)
     if scheme.startswith("hash"):
         assert len(st["segment_owners"]) == 256 and set(st["segment_owners"]) <= {1, 2, 3}, st["segment_owners"]
 

@@ -311,6 +311,32 @@ impl NodeDataPath {
         }
     }
 
+    /// Whether `spi`'s takeover marks are due at its next owned packet
+    /// (after a view change; always with the shortest-queue schemes): the
+    /// moment to [`absorb_observed`](Self::absorb_observed) what a kernel
+    /// filter recorded, before [`drain_takeover_marks`](Self::drain_takeover_marks).
+    pub fn marks_due(&self, spi: u32) -> bool {
+        self.inbound
+            .get(&spi)
+            .is_some_and(|s| s.armed || self.continuous_marks)
+    }
+
+    /// Numbers of inbound SA `spi` a kernel filter saw and dropped (other
+    /// nodes own them) join its observer as observed, not owned (see
+    /// `InboundObserver::absorb`), so the replay window continues from
+    /// them at the next drain and the replay checkpoints carry them.
+    /// Returns how many were new.
+    pub fn absorb_observed(&mut self, spi: u32, cells: &[u32]) -> usize {
+        let Some(stream) = self.inbound.get_mut(&spi) else {
+            return 0;
+        };
+        let fresh = stream.observer.absorb(cells);
+        if fresh > 0 {
+            stream.traffic = true;
+        }
+        fresh
+    }
+
     /// The next report for the cluster thread.
     pub fn poll_report(&mut self) -> Option<DataPathReport> {
         self.reports.pop_front()

@@ -183,6 +183,55 @@ impl InboundObserver {
         }
     }
 
+    /// Numbers observed elsewhere on this node: by a kernel filter that
+    /// dropped, before user space saw them, the packets other nodes own,
+    /// and kept the latest number that fell on each of its cells. Each
+    /// non-zero cell within [`OBSERVER_WINDOW`] below the highest number
+    /// known (this observer's or the cells') is recorded as observed, not
+    /// owned, so the next drain marks it. Cells hold 32-bit numbers, so an
+    /// ESN observer takes none (the filter passes ESN SAs to user space).
+    /// Absorbing the same cells again changes nothing. Returns how many
+    /// numbers were new.
+    pub fn absorb(&mut self, cells: &[u32]) -> usize {
+        if self.esn {
+            return 0;
+        }
+        let high = cells.iter().copied().max().map_or(0, u64::from);
+        if high == 0 {
+            return 0;
+        }
+        let top = high.max(self.top);
+        let plausible = |seq: u64| seq != 0 && top - seq < OBSERVER_WINDOW;
+        let Some(low) = cells
+            .iter()
+            .map(|&c| u64::from(c))
+            .filter(|&s| plausible(s))
+            .min()
+        else {
+            return 0;
+        };
+        if top > self.top {
+            self.slide_to(top);
+        }
+        // As for a first observed packet: history below it is unknown.
+        self.known_from.get_or_insert(low);
+        let mut fresh = 0;
+        for seq in cells
+            .iter()
+            .map(|&c| u64::from(c))
+            .filter(|&s| plausible(s))
+        {
+            if !self.seen(seq) {
+                fresh += 1;
+                self.mark(seq);
+            }
+        }
+        if fresh > 0 {
+            self.pending(low);
+        }
+        fresh
+    }
+
     /// The state to multicast (`ReplayCheckpoint`): the highest number and
     /// the received bits, newest first (bit `i` of word `i / 64` is number
     /// `top - i`).
@@ -385,6 +434,45 @@ mod tests {
             marks.len(),
             2,
             "the reused words' owned bits are cleared too"
+        );
+    }
+
+    /// Kernel cells: plausible numbers become markable, each once; zeros,
+    /// numbers out of the window and ESN observers take nothing.
+    #[test]
+    fn absorbed_cells_are_marked_not_owned() {
+        let mut obs = InboundObserver::new(false);
+        obs.observe(10);
+        obs.own(10);
+        let mut cells = vec![0u32; 16];
+        cells[1] = 11;
+        cells[2] = 12;
+        cells[3] = 9;
+        cells[4] = 20;
+        assert_eq!(obs.absorb(&cells), 4);
+        assert_eq!(obs.absorb(&cells), 0, "absorbing again adds nothing");
+        assert_eq!(obs.top(), 20);
+        let mut marks = Vec::new();
+        obs.drain_marks(&mut marks);
+        let want: Vec<u64> = (1..=9).chain([11, 12, 20]).collect();
+        assert_eq!(marks, want, "below 10 unknown; owned 10 is never marked");
+        let far = [20 + OBSERVER_WINDOW as u32 + 5, 20];
+        assert_eq!(
+            obs.absorb(&far),
+            1,
+            "20 fell out of the window below the new top"
+        );
+        let mut esn = InboundObserver::new(true);
+        assert_eq!(esn.absorb(&cells), 0);
+        let mut empty = InboundObserver::new(false);
+        assert_eq!(empty.absorb(&[0; 4]), 0);
+        assert_eq!(empty.absorb(&[7, 5]), 2);
+        marks.clear();
+        empty.drain_marks(&mut marks);
+        assert_eq!(
+            marks,
+            (1..=7).filter(|&s| s != 6).collect::<Vec<u64>>(),
+            "below 5 unknown"
         );
     }
 

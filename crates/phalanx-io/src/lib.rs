@@ -27,12 +27,16 @@
 //!   input is dropped and counted in the device's stats ([`TunStats`],
 //!   [`SocketStats`]); only errors of the descriptor itself are returned.
 //! - **`unsafe` lives in one module** (`sys`: `recvmmsg`/`sendmmsg`, control
-//!   messages, socket addresses, and `sys::packet`: the `AF_PACKET` ring's
-//!   mapping), each block with a `SAFETY:` comment.
+//!   messages, socket addresses, `sys::packet`: the `AF_PACKET` ring's
+//!   mapping, and `sys::bpf`: the `bpf(2)` system call and mmapable maps),
+//!   each block with a `SAFETY:` comment.
 //!
 //! Cluster nodes also read whole Ethernet frames ([`packet`]: an
 //! `AF_PACKET` socket with a mapped `TPACKET_V3` ring, handing out frames
-//! in place through a callback rather than in a [`PacketBatch`]).
+//! in place through a callback rather than in a [`PacketBatch`]), and can
+//! filter them in the kernel with an eBPF socket filter ([`bpf`]: maps,
+//! program loading and a small assembler; the program itself is the
+//! caller's).
 //!
 //! Linux only. The TUN device is driven through `tun-rs`, which owns the
 //! virtio-net header handling (GSO split on read, GRO coalescing on write).
@@ -41,6 +45,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod batch;
+pub mod bpf;
 mod datagram;
 pub mod ethtool;
 pub mod limits;

@@ -16,6 +16,9 @@ use std::ptr;
 /// `AF_PACKET`: socket options, the `TPACKET_V3` ring, frame sends.
 pub(crate) mod packet;
 
+/// `bpf(2)`: maps, programs, test runs; mmapable maps; `SO_ATTACH_BPF`.
+pub(crate) mod bpf;
+
 /// Control-message space per message. The most a message carries is one
 /// `UDP_GRO`/`UDP_SEGMENT` (`CMSG_SPACE(4)` = 24 on LP64), one
 /// `IPV6_PKTINFO` (`CMSG_SPACE(20)` = 40) or `IP_PKTINFO` (32), and one

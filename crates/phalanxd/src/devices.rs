@@ -7,7 +7,9 @@
 //! sockets bound to the outside virtual address (which no interface
 //! holds: `IP_FREEBIND` / `IP_TRANSPARENT`, set while `CAP_NET_ADMIN` is
 //! still held), and an AF_PACKET ring in promiscuous mode on each side's
-//! interface.
+//! interface; with `[cluster] kernel_filter` the ESP pre-filter's maps and
+//! program are created and attached to the outside ring here too (they
+//! need `CAP_BPF`; the mapped maps need nothing after the drop).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -21,7 +23,8 @@ use phalanx_io::udp::{UdpConfig, UdpSocket};
 use phalanx_wire::ethernet::MacAddress;
 
 use crate::config::{ClusterSettings, Config};
-use crate::dataplane::cluster::worker::ClusterDevices;
+use crate::dataplane::cluster::kernel_filter::{FilterAddresses, KernelFilter};
+use crate::dataplane::cluster::worker::{ClusterDevices, KernelFilterState};
 use crate::dataplane::worker::WorkerDevices;
 
 /// Opening a device failed; the message names the device.
@@ -144,13 +147,60 @@ pub fn open_cluster(
     // kernel, the rings read the traffic.
     (udp.nonblocking, udp.freebind, udp.gro) = (true, true, false);
     let udp = UdpSocket::bind(&udp).map_err(named(format!("UDP socket {bind} (freebind)")))?;
+    let outside = open_ring(&cluster.outside.interface)?;
+    let inside = open_ring(&cluster.inside.interface)?;
+    let kernel_filter = if cluster.kernel_filter {
+        open_kernel_filter(cluster, config.protected.udp_port, (&inside, &outside))
+    } else {
+        KernelFilterState::Off
+    };
     Ok(ClusterDevices {
-        inside: open_ring(&cluster.inside.interface)?,
-        outside: open_ring(&cluster.outside.interface)?,
+        inside,
+        outside,
         tun,
         udp,
         raw: open_raw(config, true)?,
+        kernel_filter,
     })
+}
+
+/// The ESP pre-filter on the outside ring; a failure (no `CAP_BPF`, an
+/// old kernel, the verifier's refusal) is logged with its reason and the
+/// node runs without it.
+fn open_kernel_filter(
+    cluster: &ClusterSettings,
+    udp_port: u16,
+    (inside, outside): (&PacketSocket, &PacketSocket),
+) -> KernelFilterState {
+    // Cluster sides are IPv4 (checked with the configuration).
+    let Some(address) = side_ipv4(cluster.outside.address) else {
+        return KernelFilterState::Failed;
+    };
+    let addresses = FilterAddresses {
+        outside_mac: MacAddress(cluster.outside.mac),
+        outside: address,
+        inside_mac: MacAddress(cluster.inside.mac),
+    };
+    let loaded = KernelFilter::load(cluster.node_id, cluster.scheme, addresses, udp_port)
+        .and_then(|filter| filter.attach(outside).map(|()| filter))
+        .and_then(|filter| filter.attach_inside(inside).map(|()| filter));
+    match loaded {
+        Ok(filter) => {
+            tracing::info!(
+                interface = %cluster.outside.interface,
+                "kernel filter attached: inbound ESP other nodes own is dropped before the ring"
+            );
+            KernelFilterState::On(Box::new(filter))
+        }
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "kernel filter unavailable; every inbound frame reaches user space (slower, \
+                 correct)"
+            );
+            KernelFilterState::Failed
+        }
+    }
 }
 
 /// A promiscuous AF_PACKET ring on `interface`, with GRO and LRO turned

@@ -264,6 +264,7 @@ fn settings() -> ClusterSettings {
         lease_len: 4096,
         checkpoint_every: 64,
         quorum: phalanx_cluster::QuorumPolicy::default(),
+        kernel_filter: false,
         outside: side(1),
         inside: side(2),
         nodes: vec![(NodeId(NODE_ID), ADDRESS.parse().unwrap())],

@@ -170,6 +170,31 @@ fn takeover_marks() {
     assert_eq!(path.inbound(IN, PEER, 7, 100), InboundDecision::Process);
 }
 
+/// A kernel filter dropped n1's packets on n2 (2, 4, 6): after the view
+/// change their numbers are marked, as if n2 had observed them itself.
+#[test]
+fn absorbed_kernel_cells_become_takeover_marks() {
+    let mut path = NodeDataPath::new(NodeId(2), DispatchScheme::PacketRoundRobin);
+    let mut s = state(2, &[1, 2], 1);
+    path.update(&s);
+    let mut marks = Vec::new();
+    assert!(path.marks_due(IN), "the first view is a change");
+    path.drain_takeover_marks(IN, &mut marks);
+    for seq in [1u32, 3, 5] {
+        assert_eq!(path.inbound(IN, PEER, seq, 100), InboundDecision::Process);
+    }
+    assert!(!path.marks_due(IN), "no view change since");
+    s.version = 2;
+    s.view = view(&[2]);
+    path.update(&s);
+    assert!(path.marks_due(IN));
+    assert_eq!(path.absorb_observed(IN, &[0, 0, 2, 0, 4, 0, 6, 0]), 3);
+    assert_eq!(path.absorb_observed(0x999, &[2]), 0, "unknown SA");
+    path.drain_takeover_marks(IN, &mut marks);
+    assert_eq!(marks, vec![2, 4, 6]);
+    assert!(!path.marks_due(IN));
+}
+
 /// Shortest queue: marks are due after every packet another node owned.
 #[test]
 fn continuous_marks_with_sqf() {

@@ -185,6 +185,7 @@ mod tests {
             lease_len: 4096,
             checkpoint_every: 64,
             quorum: phalanx_cluster::QuorumPolicy::default(),
+            kernel_filter: true,
             outside: side(1),
             inside: side(2),
             nodes: (1..=n)

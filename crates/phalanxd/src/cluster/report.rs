@@ -239,6 +239,7 @@ mod tests {
             lease_len: 4096,
             checkpoint_every: 64,
             quorum: QuorumPolicy::Majority,
+            kernel_filter: true,
             outside: side(1),
             inside: side(2),
             // Node 3 is configured but not (yet) in Corosync's membership.

@@ -11,6 +11,7 @@
 //! lease_len = 65536
 //! checkpoint_every = 1024
 //! quorum = "majority"              # majority (default) or off
+//! kernel_filter = true             # drop ESP other nodes own in the kernel (eBPF), default true
 //! [cluster.outside]                # the protected (WAN) side: virtual address shared by all nodes
 //! interface = "wan0"
 //! address = "192.0.2.1"
@@ -107,6 +108,11 @@ pub struct ClusterSettings {
     /// Whether a side of a partition without a majority stands down
     /// (every node of a cluster must use the same).
     pub quorum: QuorumPolicy,
+    /// Drop inbound ESP that other nodes own in the kernel, before it is
+    /// copied to this node's ring (an eBPF socket filter on the outside
+    /// ring, `dataplane::cluster::kernel_filter`); if it cannot be loaded
+    /// the node warns and runs without it.
+    pub kernel_filter: bool,
     /// The protected (WAN) side's virtual address.
     pub outside: ClusterSide,
     /// The clear (LAN) side's virtual address.
@@ -178,6 +184,7 @@ pub(crate) struct RawCluster {
     lease_len: Option<Spanned<i64>>,
     checkpoint_every: Option<Spanned<i64>>,
     quorum: Option<Spanned<String>>,
+    kernel_filter: Option<Spanned<bool>>,
     outside: Spanned<RawClusterSide>,
     inside: Spanned<RawClusterSide>,
     #[serde(default)]
@@ -234,6 +241,7 @@ pub(crate) fn settings(
         )?
         .unwrap_or(DEFAULT_CHECKPOINT_EVERY),
         quorum: quorum(source, raw.quorum.as_ref())?,
+        kernel_filter: raw.kernel_filter.is_none_or(|k| *k.get_ref()),
         outside: outside.0,
         inside: inside.0,
         nodes,

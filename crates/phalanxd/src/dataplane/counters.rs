@@ -163,11 +163,23 @@ pub enum DaemonCounter {
     /// Cluster mode: frames the kernel dropped because a ring was full
     /// (this node missed them; the checkpoints heal its counters).
     ClusterRingDrops,
+    /// Cluster mode: inbound ESP frames another node owns, dropped by the
+    /// outside ring's kernel filter before they were copied to the ring
+    /// (their numbers recorded for the observer; see
+    /// `dataplane::cluster::kernel_filter`).
+    ClusterInboundNotOwnedKernel,
+    /// Cluster mode: frames to another unicast MAC than a side's virtual
+    /// MAC, dropped by the rings' kernel filters (user space would ignore
+    /// them as `cluster_ignored_other_mac`).
+    ClusterIgnoredOtherMacKernel,
+    /// Cluster mode: 1 when the kernel filter was asked for but could not
+    /// be loaded or attached (the node runs without it; see the log).
+    ClusterKernelFilterUnavailable,
 }
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 57] = [
+    pub const ALL: [DaemonCounter; 60] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -225,6 +237,9 @@ impl DaemonCounter {
         DaemonCounter::ClusterIgnoredVlan,
         DaemonCounter::ClusterGsoFrames,
         DaemonCounter::ClusterRingDrops,
+        DaemonCounter::ClusterInboundNotOwnedKernel,
+        DaemonCounter::ClusterIgnoredOtherMacKernel,
+        DaemonCounter::ClusterKernelFilterUnavailable,
     ];
 
     /// Number of counters.
@@ -290,6 +305,9 @@ impl DaemonCounter {
             DaemonCounter::ClusterIgnoredVlan => "cluster_ignored_vlan",
             DaemonCounter::ClusterGsoFrames => "cluster_gso_frames",
             DaemonCounter::ClusterRingDrops => "cluster_ring_drops",
+            DaemonCounter::ClusterInboundNotOwnedKernel => "cluster_inbound_not_owned_kernel",
+            DaemonCounter::ClusterIgnoredOtherMacKernel => "cluster_ignored_other_mac_kernel",
+            DaemonCounter::ClusterKernelFilterUnavailable => "cluster_kernel_filter_unavailable",
         }
     }
 }

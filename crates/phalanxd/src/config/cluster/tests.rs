@@ -71,6 +71,13 @@ fn assert_error(text: &str, line: usize, field: &str, fragment: &str) {
 }
 
 #[test]
+fn kernel_filter_can_be_turned_off() {
+    let text = BASE.replacen("scheme =", "kernel_filter = false\nscheme =", 1);
+    let config = Config::parse("node.toml", &text).unwrap();
+    assert!(!config.cluster.unwrap().kernel_filter);
+}
+
+#[test]
 fn base_parses_with_defaults() {
     let config = Config::parse("node.toml", BASE).unwrap();
     let c = config.cluster.unwrap();
@@ -82,6 +89,7 @@ fn base_parses_with_defaults() {
     assert_eq!(c.suspect_after, Duration::from_millis(45));
     assert_eq!((c.lease_len, c.checkpoint_every), (65_536, 1024));
     assert_eq!(c.quorum, QuorumPolicy::Majority);
+    assert!(c.kernel_filter, "on by default");
     assert_eq!(c.outside.interface, "wan0");
     assert_eq!(c.outside.address, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
     assert_eq!(c.outside.mac, [2, 0, 0x5e, 0x10, 0, 1]);
@@ -201,6 +209,13 @@ fn errors_name_line_and_field() {
             9,
             "cluster.checkpoint_every",
             "range",
+        ),
+        (
+            "scheme =",
+            "kernel_filter = \"yes\"\nscheme =",
+            9,
+            "cluster.kernel_filter",
+            "bool",
         ),
         (
             "= 45",

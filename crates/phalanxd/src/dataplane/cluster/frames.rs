@@ -25,6 +25,7 @@ use phalanx_wire::natt::{classify, UdpEncapPayload};
 use phalanx_wire::{checksum, EspPacket, IpProtocol, Ipv4Packet, UdpPacket};
 
 use super::arp::{reply_frame, ArpFrame};
+use super::kernel_filter::KernelFilter;
 use super::Side;
 use crate::dataplane::{DaemonCounter, Ingress, WorkerStats};
 use crate::install::Runtime;
@@ -110,6 +111,10 @@ pub struct FrameClassifier {
     marks: Vec<u64>,
     /// The IKE port, when this node runs IKE.
     ike_port: Option<u16>,
+    /// The outside ring's ESP pre-filter, kept in step with `datapath`.
+    kernel_filter: Option<Box<KernelFilter>>,
+    /// The state version the filter was last synced with.
+    filter_synced: Option<u64>,
 }
 
 impl FrameClassifier {
@@ -131,6 +136,36 @@ impl FrameClassifier {
             arp_owner: false,
             marks: Vec::new(),
             ike_port: None,
+            kernel_filter: None,
+            filter_synced: None,
+        }
+    }
+
+    /// The outside ring has `filter` attached: it is kept in line with
+    /// the data path's view and inbound SAs, and its recorded numbers are
+    /// absorbed before takeover marks are drained.
+    pub fn with_kernel_filter(mut self, filter: Box<KernelFilter>) -> FrameClassifier {
+        self.kernel_filter = Some(filter);
+        self
+    }
+
+    /// The kernel filter, if the outside ring has one.
+    pub fn kernel_filter(&self) -> Option<&KernelFilter> {
+        self.kernel_filter.as_deref()
+    }
+
+    /// Frames the kernel filter dropped (`None`: no filter).
+    pub fn kernel_drops(&self) -> Option<u64> {
+        self.kernel_filter.as_ref().map(|f| f.drops())
+    }
+
+    /// Every registered SA's kernel cells join its observer (periodically,
+    /// so the replay checkpoints this node sends carry what the kernel
+    /// dropped). Returns how many numbers were new.
+    pub fn absorb_kernel_cells(&mut self) -> usize {
+        match &mut self.kernel_filter {
+            Some(filter) => filter.absorb_all(&mut self.datapath),
+            None => 0,
         }
     }
 
@@ -152,6 +187,12 @@ impl FrameClassifier {
         stats: &mut WorkerStats,
     ) -> bool {
         self.datapath.update(state);
+        if let Some(filter) = &mut self.kernel_filter {
+            if self.filter_synced != Some(state.version()) {
+                self.filter_synced = Some(state.version());
+                filter.sync(self.datapath.view(), state.inbound_sas());
+            }
+        }
         stats.policy_hits.sync(rt);
         let first = state.view().first() == Some(self.local);
         let became = first && !self.arp_owner;
@@ -406,6 +447,13 @@ impl FrameClassifier {
     /// flight at the takeover.
     fn take_over_marks(&mut self, spi: u32, rt: &Runtime, stats: &mut WorkerStats) {
         self.marks.clear();
+        // What the kernel filter dropped for this SA joins the observer
+        // first, so the marks include it.
+        if let Some(filter) = &mut self.kernel_filter {
+            if self.datapath.marks_due(spi) {
+                filter.absorb(&mut self.datapath, spi);
+            }
+        }
         self.datapath.drain_takeover_marks(spi, &mut self.marks);
         if self.marks.is_empty() {
             return;

@@ -36,6 +36,13 @@
 //!   and the owner protects them through the host-mode [`OutboundPath`]
 //!   with node-partitioned IVs.
 //!
+//! With `[cluster] kernel_filter` (default on) an eBPF socket filter on
+//! the outside ring ([`kernel_filter`]) drops the inbound ESP another node
+//! owns before it is copied to the ring (packet round robin on non-ESN
+//! SAs, the hash schemes), records its numbers for the observer, and
+//! counts it (`cluster_inbound_not_owned_kernel`); such frames never reach
+//! the classifier.
+//!
 //! Every frame that is not processed is counted with its reason
 //! ([`DaemonCounter`](super::DaemonCounter)`::Cluster*`), so `phalanxctl
 //! counters` and the metrics show them.
@@ -45,6 +52,7 @@
 
 pub mod arp;
 pub mod frames;
+pub mod kernel_filter;
 pub mod worker;
 
 #[cfg(test)]

@@ -759,6 +759,75 @@ fn a_takeover_marks_what_the_survivor_observed_in_the_replay_window() {
     assert!(sa.replay_check(7).is_ok(), "the packet itself is still new");
 }
 
+/// The same takeover with the kernel filter on node 2: node 1's packets
+/// never reach node 2's classifier (the program drops them, as the kernel
+/// would before the ring), yet after the takeover their numbers are in
+/// node 2's replay window: the filter's cells were absorbed before the
+/// marks were drained. Needs `bpf(2)` (root); skips only on `EPERM`.
+#[test]
+fn a_takeover_marks_what_the_kernel_filter_dropped() {
+    use super::kernel_filter::{FilterAddresses, FilterError, KernelFilter};
+    let addresses = FilterAddresses {
+        outside_mac: OUTSIDE_VMAC,
+        outside: OUTSIDE_VIP,
+        inside_mac: INSIDE_VMAC,
+    };
+    let filter =
+        match KernelFilter::load(NodeId(2), DispatchScheme::PacketRoundRobin, addresses, 4500) {
+            Ok(filter) => filter,
+            Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
+                eprintln!("skipped: bpf() not permitted here ({e})");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+    let (store, (mut h, states)) = (store(), founded(2));
+    let rt = store.load();
+    let mut c = classifier(2).with_kernel_filter(Box::new(filter));
+    c.begin_batch(&states[1], &rt, &mut WorkerStats::default());
+    // The program's verdict on a frame, behind the 14 octets a test run
+    // strips (phalanx_io::bpf::Program::test_run).
+    let passes = |c: &FrameClassifier, frame: &[u8]| {
+        let mut data = vec![0u8; 14];
+        data.extend_from_slice(frame);
+        let filter = c.kernel_filter().unwrap();
+        filter.program().test_run(&data, 1).unwrap().retval != 0
+    };
+    let (mut owned, mut dropped) = (Vec::new(), Vec::new());
+    for seq in 1..=6 {
+        let frame = esp_frame(IN_SPI, seq);
+        if !passes(&c, &frame) {
+            dropped.push(seq);
+            continue;
+        }
+        let (shape, moved) = run(&mut c, Side::Outside, &frame, &rt);
+        assert!(matches!(shape, Shape::Open { .. }), "{seq}: {moved:?}");
+        owned.push(seq);
+    }
+    assert_eq!((owned.len(), dropped.len()), (3, 3));
+    assert_eq!(c.kernel_drops(), Some(3));
+    h.kill(NodeId(1));
+    h.run_for(Duration::from_millis(60));
+    let after = h.node(NodeId(2)).unwrap().shared();
+    assert_eq!(after.view().members(), &[NodeId(2)], "n2 took over");
+    c.begin_batch(&after, &rt, &mut WorkerStats::default());
+    let sa = rt
+        .inbound
+        .get(IN_SPI, phalanx_sa::IpsecProtocol::Esp)
+        .unwrap();
+    let frame = esp_frame(IN_SPI, 7);
+    assert!(passes(&c, &frame), "the filter follows the view: n2 owns 7");
+    let (shape, moved) = run(&mut c, Side::Outside, &frame, &rt);
+    assert!(matches!(shape, Shape::Open { .. }), "{moved:?}");
+    for &theirs in &dropped {
+        assert!(
+            sa.replay_check(theirs).is_err(),
+            "n1's number {theirs}, dropped in the kernel, counts as seen"
+        );
+    }
+    assert!(sa.replay_check(7).is_ok(), "the packet itself is still new");
+}
+
 /// With IKE on, IKE to the virtual address (port 500, or 4500 behind the
 /// non-ESP marker) goes to the IKE thread on every node, with the
 /// addresses it arrived at and came from; ESP is unaffected.

@@ -39,6 +39,7 @@ use super::arp::{announcement_frame, ArpFrame};
 use super::frames::{
     decrement_ttl, fill_transport_checksum, Decision, FrameClassifier, VirtualSide,
 };
+use super::kernel_filter::KernelFilter;
 use super::Side;
 use crate::cluster::ReportSender;
 use crate::dataplane::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
@@ -97,6 +98,20 @@ pub struct ClusterDevices {
     pub udp: UdpSocket,
     /// The raw ESP socket bound to it, when plain ESP is on (sends only).
     pub raw: Option<SharedRaw>,
+    /// The ESP pre-filter on the outside ring.
+    pub kernel_filter: KernelFilterState,
+}
+
+/// Whether the outside ring has the ESP pre-filter.
+#[derive(Debug)]
+pub enum KernelFilterState {
+    /// Not asked for (`[cluster] kernel_filter = false`).
+    Off,
+    /// Loaded and attached.
+    On(Box<KernelFilter>),
+    /// Asked for, but it could not be loaded or attached (logged;
+    /// counted as `cluster_kernel_filter_unavailable`).
+    Failed,
 }
 
 /// What the worker shares with the cluster thread.
@@ -190,6 +205,8 @@ struct Plane {
     esp_raw: PacketBatch,
     replies: Vec<ArpFrame>,
     stats: WorkerStats,
+    /// The kernel filter was asked for and is not there.
+    kernel_filter_failed: bool,
 }
 
 impl ClusterWorker {
@@ -213,6 +230,10 @@ impl ClusterWorker {
         if let Some((_, port)) = &link.ike {
             classifier = classifier.with_ike(*port);
         }
+        let kernel_filter_failed = matches!(devices.kernel_filter, KernelFilterState::Failed);
+        if let KernelFilterState::On(filter) = devices.kernel_filter {
+            classifier = classifier.with_kernel_filter(filter);
+        }
         let plane = Plane {
             classifier,
             store,
@@ -233,6 +254,7 @@ impl ClusterWorker {
             assigned: Vec::with_capacity(TUN_BATCH),
             replies: Vec::with_capacity(MAX_REPLIES),
             stats: WorkerStats::default(),
+            kernel_filter_failed,
         };
         ClusterWorker {
             inside: devices.inside,
@@ -540,7 +562,23 @@ impl Plane {
         self.stats.busy_ns = nanos(busy);
         self.stats.wall_ns = nanos(wall);
         self.stats.busy_1s_ppm = window.record(self.stats.wall_ns, self.stats.busy_ns);
+        // Every STATS_INTERVAL_MS: what the kernel filter dropped joins
+        // the observers (the replay checkpoints carry it).
+        self.classifier.absorb_kernel_cells();
         let mut published = self.stats.clone();
+        if let Some(filter) = self.classifier.kernel_filter() {
+            let daemon = &mut published.daemon;
+            daemon.add(DaemonCounter::ClusterInboundNotOwnedKernel, filter.drops());
+            daemon.add(
+                DaemonCounter::ClusterIgnoredOtherMacKernel,
+                filter.other_mac_drops(),
+            );
+        }
+        if self.kernel_filter_failed {
+            published
+                .daemon
+                .add(DaemonCounter::ClusterKernelFilterUnavailable, 1);
+        }
         let (tun, udp) = (self.tun.stats(), self.udp.stats());
         let dropped = tun.send_dropped + udp.send_dropped;
         published.daemon.add(DaemonCounter::IoDropped, dropped);

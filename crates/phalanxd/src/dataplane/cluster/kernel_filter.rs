@@ -1,0 +1,376 @@
+//! The inbound pre-filter (issue 5, "Scaling"): an eBPF socket filter on
+//! the outside ring that drops, in the kernel, the ESP frames another node
+//! owns, before they are copied to this node's ring, woken for, parsed
+//! and observed. Both rings' filters also drop frames to other unicast
+//! MACs (the other nodes' and hosts' traffic a flooding segment delivers),
+//! which the classifier ignores anyway. Without it every node pays that per-packet cost for
+//! every inbound packet of the cluster (`bench/RESULTS.md`, "Cluster:
+//! per-packet cost of a node").
+//!
+//! What it decides is what the [`NodeDataPath`] would decide, for the
+//! packets whose owner is a function of the packet ([`program`]): packet
+//! round robin over non-ESN SAs (`seq % n`), and the hash schemes (the
+//! whole SA, precomputed here for the SA's peer). SQF and session schemes
+//! and ESN SAs are not registered: their packets all reach user space.
+//!
+//! Every node must still *observe* every inbound number (the replay
+//! windows continue from what every node observed, see
+//! `phalanx_cluster::observer`): the program records each number it
+//! drops in its SA's cells, and user space [`absorb`](KernelFilter::absorb)s
+//! them into the observer before the takeover marks are drained, and
+//! periodically ([`KernelFilter::absorb_all`]) so the replay checkpoints
+//! this node sends carry them.
+//!
+//! The periodic absorb reads every registered SA's 4096 cells (16 KiB)
+//! each stats interval (100 ms): about 2 µs per SA, 2 % of a core at
+//! 1,024 SAs ([`program::MAX_SLOTS`]; SAs beyond it are not registered
+//! and reach user space).
+//!
+//! Kept in step with the data path by [`KernelFilter::sync`] after every
+//! adopted state: the view (`n` and this node's position, one 64-bit
+//! store), the registered SAs and, for whole-SA modes, their ownership.
+//!
+//! Races, honestly:
+//! - The kernel decides when a frame arrives, user space when it reads
+//!   it: frames already in the ring at a view change were passed under
+//!   the old view and are decided by user space under the new one (as
+//!   without the filter). A frame the kernel dropped under the old view
+//!   that the new view gives this node is **lost** (the peer's transport
+//!   retransmits); it is never accepted twice: its number is in the cells
+//!   and is marked in the replay window at the next drain.
+//! - A cell keeps only the latest number that fell on it; an older one
+//!   was then at least 4096 below, outside the observer's window.
+//! - The numbers are unauthenticated, as the observer's are; a forged
+//!   number far ahead moves the window as an observed one does.
+//! - An SA deleted and added again with the same SPI between two syncs
+//!   keeps its cells: their numbers are marked in the new SA's window,
+//!   which refuses, never accepts, the packets that carry them.
+//! - The IPv4 header checksum is not verified in the kernel: a corrupted
+//!   header the user-space classifier would ignore is dropped and its
+//!   number recorded.
+
+pub mod program;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+
+use phalanx_cluster::dispatch::{Direction, DispatchScheme, Dispatcher, PacketKey};
+use phalanx_cluster::{NodeDataPath, NodeId, SaDescriptor, View};
+use phalanx_io::bpf::{map_fd, LoadError, Map, MappedArray, Program, ProgramType};
+use phalanx_io::packet::PacketSocket;
+use phalanx_wire::ethernet::MacAddress;
+
+use program::{global, slot, FilterTarget, SlotMode, CELLS, MAX_SLOTS, NOT_ACTIVE, SLOT_BYTES};
+
+/// The virtual MACs and the outside virtual address the programs are
+/// built for.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterAddresses {
+    /// The outside virtual MAC.
+    pub outside_mac: MacAddress,
+    /// The outside virtual address.
+    pub outside: Ipv4Addr,
+    /// The inside virtual MAC.
+    pub inside_mac: MacAddress,
+}
+
+/// Why the filter could not be set up.
+#[derive(Debug)]
+pub enum FilterError {
+    /// A map could not be created (`EPERM`: no `CAP_BPF`).
+    Map(io::Error),
+    /// The program did not assemble (a defect here).
+    Assemble(phalanx_io::bpf::asm::AsmError),
+    /// The kernel refused the program, with the verifier's log.
+    Load(LoadError),
+    /// `SO_ATTACH_BPF` failed.
+    Attach(io::Error),
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterError::Map(e) => write!(f, "creating the BPF maps: {e}"),
+            FilterError::Assemble(e) => write!(f, "assembling the filter: {e}"),
+            FilterError::Load(e) => e.fmt(f),
+            FilterError::Attach(e) => write!(f, "attaching the filter: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+/// One registered inbound SA.
+#[derive(Clone, Copy, Debug)]
+struct Registered {
+    /// Its element in `slots` (1..=MAX_SLOTS).
+    element: u32,
+    mode: SlotMode,
+    peer: Ipv4Addr,
+}
+
+/// The loaded filter, its maps and what is registered. See the module
+/// docs.
+#[derive(Debug)]
+pub struct KernelFilter {
+    program: Program,
+    /// The inside ring's: other unicast MACs only.
+    inside_program: Program,
+    spis: Map,
+    slots: MappedArray,
+    scheme: DispatchScheme,
+    local: NodeId,
+    registered: HashMap<u32, Registered>,
+    free: Vec<u32>,
+    /// The view last written to the header (`None`: none yet).
+    view: Option<View>,
+    /// Scratch for one SA's cells.
+    cells: Vec<u32>,
+}
+
+impl KernelFilter {
+    /// Creates the maps and loads the programs for node `local` with
+    /// `scheme`, ESP to `addresses` and ESP in UDP on `udp_port`. Needs
+    /// `CAP_BPF` (or root); nothing after does.
+    pub fn load(
+        local: NodeId,
+        scheme: DispatchScheme,
+        addresses: FilterAddresses,
+        udp_port: u16,
+    ) -> Result<KernelFilter, FilterError> {
+        let spis = Map::hash(4, 4, MAX_SLOTS, "phx_spis").map_err(FilterError::Map)?;
+        let slots = MappedArray::create(SLOT_BYTES, MAX_SLOTS + 1, "phx_slots")
+            .map_err(FilterError::Map)?;
+        let target = FilterTarget {
+            mac: addresses.outside_mac,
+            address: addresses.outside,
+            udp_port,
+            spis_fd: map_fd(&spis),
+            slots_fd: map_fd(slots.map()),
+        };
+        let insns = program::esp_filter(&target).map_err(FilterError::Assemble)?;
+        let program = Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_esp_filter")
+            .map_err(FilterError::Load)?;
+        let insns = program::other_mac_filter(addresses.inside_mac, map_fd(slots.map()))
+            .map_err(FilterError::Assemble)?;
+        let inside_program =
+            Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_mac_filter")
+                .map_err(FilterError::Load)?;
+        let filter = KernelFilter {
+            program,
+            inside_program,
+            spis,
+            slots,
+            scheme,
+            local,
+            registered: HashMap::new(),
+            free: (1..=MAX_SLOTS).rev().collect(),
+            view: None,
+            cells: vec![0; CELLS],
+        };
+        filter.write_view(&View::default());
+        Ok(filter)
+    }
+
+    /// Filters what the outside ring receives from now on.
+    pub fn attach(&self, ring: &PacketSocket) -> Result<(), FilterError> {
+        self.program.attach_to(ring).map_err(FilterError::Attach)
+    }
+
+    /// Filters what the inside ring receives from now on (frames to other
+    /// unicast MACs only).
+    pub fn attach_inside(&self, ring: &PacketSocket) -> Result<(), FilterError> {
+        self.inside_program
+            .attach_to(ring)
+            .map_err(FilterError::Attach)
+    }
+
+    /// The outside ring's program (test runs).
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The inside ring's program (test runs).
+    pub fn inside_program(&self) -> &Program {
+        &self.inside_program
+    }
+
+    /// Not-owned ESP frames the outside program dropped since loading.
+    pub fn drops(&self) -> u64 {
+        self.slots.load_u64(0, global::DROPS).unwrap_or(0)
+    }
+
+    /// Frames to other unicast MACs both programs dropped since loading.
+    pub fn other_mac_drops(&self) -> u64 {
+        self.slots.load_u64(0, global::OTHER_MAC_DROPS).unwrap_or(0)
+    }
+
+    /// Inbound SAs with a slot.
+    pub fn registered(&self) -> usize {
+        self.registered.len()
+    }
+
+    /// The mode the program applies to an SA, under this filter's scheme.
+    pub fn mode_of(&self, sa: &SaDescriptor) -> SlotMode {
+        match (self.scheme, sa.peer) {
+            (DispatchScheme::PacketRoundRobin, _) if !sa.esn => SlotMode::ROUND_ROBIN,
+            (DispatchScheme::HashSegments { .. }, IpAddr::V4(peer)) if !peer.is_unspecified() => {
+                SlotMode::WHOLE_SA
+            }
+            _ => SlotMode::PASS,
+        }
+    }
+
+    /// Brings the maps in line with the data path after it adopted a
+    /// state: the view (`NodeDataPath::view`), the inbound SAs `sas`
+    /// (others ignored), the
+    /// ownership of whole-SA slots. Cheap when nothing changed.
+    pub fn sync<'a>(&mut self, view: &View, sas: impl Iterator<Item = &'a SaDescriptor>) {
+        let view_changed = self.view.as_ref() != Some(view);
+        if view_changed {
+            self.write_view(view);
+            self.view = Some(view.clone());
+        }
+        let mut seen = HashSet::new();
+        for sa in sas.filter(|sa| sa.direction == Direction::Inbound) {
+            seen.insert(sa.spi);
+            if !self.registered.contains_key(&sa.spi) {
+                self.register(sa, view);
+            }
+        }
+        let gone: Vec<u32> = (self.registered.keys())
+            .filter(|spi| !seen.contains(spi))
+            .copied()
+            .collect();
+        for spi in gone {
+            self.unregister(spi);
+        }
+        if view_changed {
+            self.update_ownership(view);
+        }
+    }
+
+    /// Writes `view` as `n` and this node's position in one store.
+    fn write_view(&self, view: &View) {
+        let n = u32::try_from(view.len()).unwrap_or(u32::MAX);
+        let position = view
+            .index_of(self.local)
+            .and_then(|i| u32::try_from(i).ok())
+            .unwrap_or(NOT_ACTIVE);
+        let word = u64::from(n) | (u64::from(position) << 32);
+        self.slots.store_u64(0, global::VIEW, word);
+        let generation = self.slots.load_u32(0, global::GENERATION).unwrap_or(0);
+        self.slots
+            .store_u32(0, global::GENERATION, generation.wrapping_add(1));
+    }
+
+    /// Whether this node owns every packet of SA `spi` from `peer` under
+    /// `view` (hash schemes: the Dispatcher's decision, which then
+    /// depends only on the peer and the SPI).
+    fn owns_whole_sa(&self, view: &View, spi: u32, peer: Ipv4Addr) -> bool {
+        let key = PacketKey {
+            direction: Direction::Inbound,
+            spi,
+            index: 0,
+            len: 0,
+            flow: 0,
+            peer: IpAddr::V4(peer),
+        };
+        Dispatcher::new(self.scheme, view.clone()).owner(&key) == Some(self.local)
+    }
+
+    /// Gives `sa` a slot (cleared) unless its mode is PASS or no slot is
+    /// free; the SPI is published last, so the program never sees a half
+    /// written slot.
+    fn register(&mut self, sa: &SaDescriptor, view: &View) {
+        let mode = self.mode_of(sa);
+        if mode == SlotMode::PASS {
+            return;
+        }
+        let Some(element) = self.free.pop() else {
+            return;
+        };
+        let peer = match sa.peer {
+            IpAddr::V4(v4) => v4,
+            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        };
+        let owned = mode == SlotMode::WHOLE_SA && self.owns_whole_sa(view, sa.spi, peer);
+        self.slots.zero_u32s(element, slot::CELLS, CELLS);
+        self.slots.store_u32(element, slot::MODE, mode.0);
+        self.slots.store_u32(element, slot::OWNED, u32::from(owned));
+        self.slots.store_u32(element, slot::PEER, u32::from(peer));
+        if let Err(e) = self
+            .spis
+            .update(&sa.spi.to_ne_bytes(), &element.to_ne_bytes())
+        {
+            tracing::warn!(spi = sa.spi, error = %e, "kernel filter: SA not registered");
+            self.free.push(element);
+            return;
+        }
+        let registered = Registered {
+            element,
+            mode,
+            peer,
+        };
+        self.registered.insert(sa.spi, registered);
+    }
+
+    /// Frees `spi`'s slot: the SPI goes first, so the program stops using
+    /// the slot before it can be reused.
+    fn unregister(&mut self, spi: u32) {
+        let Some(registered) = self.registered.remove(&spi) else {
+            return;
+        };
+        if let Err(e) = self.spis.delete(&spi.to_ne_bytes()) {
+            tracing::warn!(spi, error = %e, "kernel filter: SA not unregistered; slot kept");
+            return;
+        }
+        self.free.push(registered.element);
+    }
+
+    /// Whole-SA slots: ownership under the new view.
+    fn update_ownership(&self, view: &View) {
+        for (&spi, r) in &self.registered {
+            if r.mode == SlotMode::WHOLE_SA {
+                let owned = self.owns_whole_sa(view, spi, r.peer);
+                self.slots
+                    .store_u32(r.element, slot::OWNED, u32::from(owned));
+            }
+        }
+    }
+
+    /// The numbers the program dropped for `spi` join its observer (see
+    /// the module docs); call it before draining its takeover marks.
+    /// Returns how many were new.
+    pub fn absorb(&mut self, datapath: &mut NodeDataPath, spi: u32) -> usize {
+        let Some(r) = self.registered.get(&spi) else {
+            return 0;
+        };
+        if !self
+            .slots
+            .read_u32s(r.element, slot::CELLS, &mut self.cells)
+        {
+            return 0;
+        }
+        datapath.absorb_observed(spi, &self.cells)
+    }
+
+    /// [`absorb`](Self::absorb) for every registered SA.
+    pub fn absorb_all(&mut self, datapath: &mut NodeDataPath) -> usize {
+        let spis: Vec<u32> = self.registered.keys().copied().collect();
+        spis.into_iter().map(|spi| self.absorb(datapath, spi)).sum()
+    }
+
+    /// SA `spi`'s cells (tests and diagnostics); `None` if not registered.
+    pub fn cells(&self, spi: u32) -> Option<Vec<u32>> {
+        let r = self.registered.get(&spi)?;
+        let mut cells = vec![0; CELLS];
+        self.slots
+            .read_u32s(r.element, slot::CELLS, &mut cells)
+            .then_some(cells)
+    }
+}

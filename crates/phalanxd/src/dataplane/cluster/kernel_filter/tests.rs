@@ -1,0 +1,412 @@
+//! The filter's decisions against the `Dispatcher`'s (through
+//! `BPF_PROG_TEST_RUN`), and a veth pair in a namespace of its own with
+//! the filter on the receiving ring. They need `bpf(2)` (root): each
+//! skips, saying why, only when the kernel answers `EPERM`.
+
+use std::fs::File;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sched::{setns, CloneFlags};
+use phalanx_io::packet::PacketSocketConfig;
+
+use super::*;
+
+const MAC: MacAddress = MacAddress([0x02, 0x50, 0x48, 0x58, 0x00, 0x01]);
+const INSIDE_MAC: MacAddress = MacAddress([0x02, 0x50, 0x48, 0x58, 0x00, 0x02]);
+const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 10);
+const PEER: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 7);
+const NATT: u16 = 4500;
+const SPI: u32 = 0x0102_0304;
+
+/// How the ESP packet travels.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Carrier {
+    Esp,
+    Udp,
+}
+
+/// An Ethernet frame to the virtual MAC of `total` octets carrying IPv4
+/// from `src` to `dst` with ESP (SPI, `seq`) directly or in UDP.
+fn frame(
+    carrier: Carrier,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    spi: u32,
+    seq: u32,
+    total: usize,
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(total);
+    f.extend_from_slice(&MAC.octets());
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let ip_len = u16::try_from(total - 14).unwrap();
+    let proto = if carrier == Carrier::Esp { 50 } else { 17 };
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = proto;
+    ip[12..16].copy_from_slice(&src.octets());
+    ip[16..20].copy_from_slice(&dst.octets());
+    let sum = phalanx_wire::checksum::data(&ip);
+    ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
+    f.extend_from_slice(&ip);
+    if carrier == Carrier::Udp {
+        f.extend_from_slice(&40000u16.to_be_bytes());
+        f.extend_from_slice(&NATT.to_be_bytes());
+        f.extend_from_slice(&(ip_len - 20).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+    }
+    f.extend_from_slice(&spi.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.resize(total, 0xa5);
+    f
+}
+
+/// The program's verdict on `frame` (true: passed to the ring), run as
+/// the socket would: behind 14 octets the test run strips.
+fn passes(filter: &KernelFilter, frame: &[u8]) -> bool {
+    let mut data = vec![0u8; 14];
+    data[12..14].copy_from_slice(&[0x08, 0x00]);
+    data.extend_from_slice(frame);
+    let run = filter.program().test_run(&data, 1).unwrap();
+    assert!(run.retval == 0 || run.retval == u32::MAX, "{run:?}");
+    run.retval != 0
+}
+
+fn load(local: u32, scheme: DispatchScheme) -> Option<KernelFilter> {
+    let addresses = FilterAddresses {
+        outside_mac: MAC,
+        outside: VIP,
+        inside_mac: INSIDE_MAC,
+    };
+    match KernelFilter::load(NodeId(local), scheme, addresses, NATT) {
+        Ok(filter) => Some(filter),
+        Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
+            eprintln!("skipped: bpf() not permitted here ({e}); CI runs this as root");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn inbound(spi: u32, esn: bool, peer: Ipv4Addr) -> SaDescriptor {
+    SaDescriptor {
+        direction: Direction::Inbound,
+        spi,
+        esn,
+        peer: IpAddr::V4(peer),
+    }
+}
+
+fn view_of(ids: impl IntoIterator<Item = u32>) -> View {
+    View::new(1, ids.into_iter().map(NodeId))
+}
+
+/// Packet round robin: for n = 1..=8 and every position of this node,
+/// the program passes exactly the numbers the Dispatcher gives it, and
+/// its cells hold the others.
+#[test]
+fn round_robin_matches_the_dispatcher() {
+    let Some(mut filter) = load(100, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    let sa = inbound(SPI, false, PEER);
+    for n in 1..=8u32 {
+        for position in 0..n {
+            // Node 100 at `position`: lower ids before it, higher after.
+            let ids = (0..n).map(|i| match i.cmp(&position) {
+                std::cmp::Ordering::Less => 10 + i,
+                std::cmp::Ordering::Equal => 100,
+                std::cmp::Ordering::Greater => 200 + i,
+            });
+            let view = view_of(ids);
+            assert_eq!(view.index_of(NodeId(100)), Some(position as usize));
+            filter.sync(&view, std::iter::empty());
+            filter.sync(&view, [sa].iter());
+            let mut dispatcher = Dispatcher::new(DispatchScheme::PacketRoundRobin, view);
+            for seq in (0..200u32).chain([u32::MAX - 3, u32::MAX, 1 << 31]) {
+                let key = PacketKey {
+                    direction: Direction::Inbound,
+                    spi: SPI,
+                    index: u64::from(seq),
+                    len: 1400,
+                    flow: 0,
+                    peer: IpAddr::V4(PEER),
+                };
+                let owned = dispatcher.owner(&key) == Some(NodeId(100));
+                let carrier = if seq % 2 == 0 {
+                    Carrier::Esp
+                } else {
+                    Carrier::Udp
+                };
+                let f = frame(carrier, PEER, VIP, SPI, seq, 200);
+                assert_eq!(
+                    passes(&filter, &f),
+                    owned,
+                    "n {n} position {position} seq {seq}"
+                );
+            }
+            let cells = filter.cells(SPI).unwrap();
+            let expect = |seq: u32| if seq % n != position { seq } else { 0 };
+            assert_eq!(cells[5], expect(5), "n {n} position {position}");
+            assert_eq!(cells[199], expect(199));
+        }
+    }
+}
+
+/// Hash schemes: the whole SA is owned as the Dispatcher says for its
+/// peer; packets from another source and ESN round robin SAs pass.
+#[test]
+fn hash_schemes_match_the_dispatcher() {
+    for with_spi in [false, true] {
+        let scheme = DispatchScheme::HashSegments { with_spi };
+        let Some(mut filter) = load(2, scheme) else {
+            return;
+        };
+        let sas: Vec<SaDescriptor> = (0..64u32)
+            .map(|i| inbound(0x100 + i, i % 5 == 0, Ipv4Addr::new(203, 0, 113, i as u8)))
+            .collect();
+        for ids in [vec![1, 2], vec![1, 2, 3], vec![2, 4, 5, 6, 7], vec![2]] {
+            let view = view_of(ids);
+            filter.sync(&view, sas.iter());
+            let mut dispatcher = Dispatcher::new(scheme, view);
+            for sa in &sas {
+                let IpAddr::V4(peer) = sa.peer else {
+                    unreachable!()
+                };
+                let key = PacketKey {
+                    direction: Direction::Inbound,
+                    spi: sa.spi,
+                    index: 9,
+                    len: 1400,
+                    flow: 0,
+                    peer: sa.peer,
+                };
+                let owned = dispatcher.owner(&key) == Some(NodeId(2));
+                let f = frame(Carrier::Esp, peer, VIP, sa.spi, 9, 120);
+                assert_eq!(passes(&filter, &f), owned, "{scheme} spi {:#x}", sa.spi);
+                let other = frame(
+                    Carrier::Esp,
+                    Ipv4Addr::new(192, 0, 2, 1),
+                    VIP,
+                    sa.spi,
+                    9,
+                    120,
+                );
+                assert!(passes(&filter, &other), "another source is user space's");
+            }
+        }
+        assert_eq!(filter.registered(), 64);
+    }
+    let Some(mut filter) = load(2, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    filter.sync(&view_of([1, 2]), [inbound(SPI, true, PEER)].iter());
+    assert_eq!(filter.registered(), 0, "ESN SAs are not registered");
+    let Some(mut filter) = load(2, DispatchScheme::SessionRoundRobin) else {
+        return;
+    };
+    filter.sync(&view_of([1, 2]), [inbound(SPI, false, PEER)].iter());
+    assert_eq!(filter.registered(), 0, "session schemes pass everything");
+}
+
+/// Everything not positively a not-owned ESP packet of a registered SA
+/// reaches user space; nothing read past the frame drops it.
+#[test]
+fn everything_else_passes() {
+    let Some(mut filter) = load(1, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    // A view without this node: every registered packet is not owned.
+    filter.sync(&view_of([2]), [inbound(SPI, false, PEER)].iter());
+    let dropped = frame(Carrier::Esp, PEER, VIP, SPI, 7, 100);
+    assert!(!passes(&filter, &dropped));
+    let drops = filter.drops();
+    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    cases.push((
+        "unknown SPI",
+        frame(Carrier::Esp, PEER, VIP, SPI + 1, 7, 100),
+    ));
+    cases.push((
+        "other destination",
+        frame(Carrier::Esp, PEER, PEER, SPI, 7, 100),
+    ));
+    let mut ike = frame(Carrier::Udp, PEER, VIP, 0, 0, 100);
+    ike[14 + 20 + 8..14 + 20 + 12].fill(0);
+    cases.push(("non-ESP marker (IKE)", ike));
+    let mut port = frame(Carrier::Udp, PEER, VIP, SPI, 7, 100);
+    port[14 + 22..14 + 24].copy_from_slice(&500u16.to_be_bytes());
+    cases.push(("UDP to another port", port));
+    let mut fragment = dropped.clone();
+    fragment[14 + 6] = 0x20; // MF
+    cases.push(("fragment", fragment));
+    let mut broadcast = dropped.clone();
+    broadcast[..6].fill(0xff);
+    cases.push(("broadcast", broadcast));
+    let mut multicast = dropped.clone();
+    multicast[..6].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 1]);
+    cases.push(("multicast", multicast));
+    let mut arp = dropped.clone();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    cases.push(("not IPv4", arp));
+    let mut long = dropped.clone();
+    long[14 + 2..14 + 4].copy_from_slice(&200u16.to_be_bytes());
+    cases.push(("IP length past the frame", long));
+    let short_udp = frame(Carrier::Udp, PEER, VIP, SPI, 7, 14 + 20 + 8 + 6);
+    cases.push(("ESP in UDP cut short", short_udp));
+    cases.push(("runt", dropped[..30].to_vec()));
+    let mut tcp = dropped.clone();
+    tcp[14 + 9] = 6;
+    cases.push(("TCP", tcp));
+    for (what, f) in cases {
+        assert!(passes(&filter, &f), "{what}");
+    }
+    assert_eq!(filter.drops(), drops, "none of them counted");
+    assert_eq!(filter.other_mac_drops(), 0);
+    let mut other = dropped.clone();
+    other[5] ^= 1;
+    assert!(!passes(&filter, &other), "another unicast MAC is dropped");
+    assert_eq!((filter.drops(), filter.other_mac_drops()), (drops, 1));
+    assert_eq!(filter.cells(SPI).unwrap()[7], 7);
+    filter.sync(&view_of([2]), std::iter::empty());
+    assert!(passes(&filter, &dropped), "unregistered");
+}
+
+/// The inside ring's program: frames to another unicast MAC are dropped
+/// and counted; to the inside virtual MAC, broadcast, multicast, VLAN or
+/// runts pass.
+#[test]
+fn inside_ring_drops_only_other_unicast_macs() {
+    let Some(filter) = load(1, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    let verdict = |frame: &[u8]| {
+        let mut data = vec![0u8; 14];
+        data.extend_from_slice(frame);
+        filter.inside_program().test_run(&data, 1).unwrap().retval != 0
+    };
+    let mut to_vmac = frame(Carrier::Esp, PEER, VIP, SPI, 1, 100);
+    to_vmac[..6].copy_from_slice(&INSIDE_MAC.octets());
+    assert!(verdict(&to_vmac));
+    let mut broadcast = to_vmac.clone();
+    broadcast[..6].fill(0xff);
+    assert!(verdict(&broadcast));
+    assert!(
+        verdict(&to_vmac[..13]),
+        "a runt passes (user space counts it)"
+    );
+    let mut other = to_vmac.clone();
+    other[..6].copy_from_slice(&[0x02, 0xaa, 0, 0, 0, 9]);
+    assert!(!verdict(&other));
+    assert!(
+        !verdict(&frame(Carrier::Esp, PEER, VIP, SPI, 1, 100)),
+        "the outside VMAC"
+    );
+    assert_eq!((filter.drops(), filter.other_mac_drops()), (0, 2));
+}
+
+/// `ip` with `args`; panics with its stderr on failure.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A namespace `phxbpf-<pid>` deleted on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A veth pair in a namespace of its own: ESP frames with numbers 1..=N
+/// sent on one end; the ring on the other end, filtered for node 2 of 3
+/// (packet round robin), receives exactly the numbers it owns, and the
+/// cells hold the others.
+#[test]
+fn veth_ring_receives_only_owned_frames() {
+    let Some(mut filter) = load(2, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    let ns = Netns(format!("phxbpf-{}", std::process::id()));
+    ip(&["netns", "add", &ns.0]);
+    ip(&[
+        "-n", &ns.0, "link", "add", "pxa", "type", "veth", "peer", "name", "pxb",
+    ]);
+    ip(&["-n", &ns.0, "link", "set", "pxa", "up"]);
+    ip(&["-n", &ns.0, "link", "set", "pxb", "up"]);
+    let path = format!("/run/netns/{}", ns.0);
+    let (tx, mut rx) = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                setns(File::open(&path).unwrap(), CloneFlags::CLONE_NEWNET).unwrap();
+                let tx = PacketSocket::open(&PacketSocketConfig::new("pxa")).unwrap();
+                let mut config = PacketSocketConfig::new("pxb");
+                config.promiscuous = true;
+                let rx = PacketSocket::open(&config).unwrap();
+                (tx, rx)
+            })
+            .join()
+            .unwrap()
+    });
+    filter.sync(&view_of([1, 2, 3]), [inbound(SPI, false, PEER)].iter());
+    filter.attach(&rx).unwrap();
+    // Frames that reached the ring before the attach (IPv6 neighbour
+    // discovery of the new links): let their block retire, give it back.
+    std::thread::sleep(Duration::from_millis(20));
+    rx.recv_batch(|_, _| {});
+    const N: u32 = 300;
+    for seq in 1..=N {
+        let carrier = if seq % 3 == 0 {
+            Carrier::Udp
+        } else {
+            Carrier::Esp
+        };
+        tx.send(&frame(carrier, PEER, VIP, SPI, seq, 1400)).unwrap();
+    }
+    let mut got = Vec::new();
+    // The ESP sequence numbers of the IPv4 frames (IPv6 neighbour
+    // discovery of the new links passes the filter too).
+    let mut collect = |f: &[u8], _| {
+        let esp = if f.get(23) == Some(&17) {
+            14 + 20 + 8
+        } else {
+            14 + 20
+        };
+        if f.len() >= esp + 8 && f[12..14] == [0x08, 0x00] {
+            got.push(u32::from_be_bytes([
+                f[esp + 4],
+                f[esp + 5],
+                f[esp + 6],
+                f[esp + 7],
+            ]));
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let owned: Vec<u32> = (1..=N).filter(|s| s % 3 == 1).collect();
+    let mut count = 0;
+    while count < owned.len() && Instant::now() < deadline {
+        count += rx.recv_batch(&mut collect);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    rx.recv_batch(&mut collect);
+    assert_eq!(
+        got, owned,
+        "only the owned numbers reach the ring, in order"
+    );
+    assert_eq!(filter.drops(), u64::from(N) - owned.len() as u64);
+    let cells = filter.cells(SPI).unwrap();
+    for seq in 1..=N {
+        let want = if seq % 3 == 1 { 0 } else { seq };
+        assert_eq!(cells[seq as usize], want, "cell {seq}");
+    }
+}
