@@ -35,6 +35,11 @@ use asm::Insn;
 const MAP_TYPE_HASH: u32 = 1;
 /// `BPF_MAP_TYPE_ARRAY`.
 const MAP_TYPE_ARRAY: u32 = 2;
+/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
+const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+/// The kernel's list of the CPUs that can ever be online: per-CPU map
+/// values come as one value per possible CPU.
+const POSSIBLE_CPUS: &str = "/sys/devices/system/cpu/possible";
 /// `BPF_F_MMAPABLE` (linux/bpf.h, Linux 5.5): the array can be mmap()ed.
 const F_MMAPABLE: u32 = 1 << 10;
 /// `BPF_ANY`: create or replace.
@@ -118,6 +123,44 @@ impl Map {
         Map::create(MAP_TYPE_ARRAY, 4, value_size, max_entries, 0, name)
     }
 
+    /// A per-CPU array map (`BPF_MAP_TYPE_PERCPU_ARRAY`): each CPU has
+    /// its own copy of every element, so a program updates it without
+    /// atomics or shared cache lines. Read with
+    /// [`sum_per_cpu_u64s`](Self::sum_per_cpu_u64s).
+    pub fn per_cpu_array(value_size: u32, max_entries: u32, name: &str) -> io::Result<Map> {
+        Map::create(MAP_TYPE_PERCPU_ARRAY, 4, value_size, max_entries, 0, name)
+    }
+
+    /// Element `index` of a per-CPU array whose value is u64 words: each
+    /// word summed over the CPUs (`out` holds `value_size / 8` words).
+    pub fn sum_per_cpu_u64s(&self, index: u32, out: &mut [u64]) -> io::Result<()> {
+        if out.len() * 8 != self.value_size {
+            return Err(invalid("bpf map: wrong value size"));
+        }
+        static CPUS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+        let cpus = CPUS
+            .get_or_init(|| {
+                let list = std::fs::read_to_string(POSSIBLE_CPUS).ok()?;
+                possible_cpus(&list)
+            })
+            .ok_or_else(|| invalid("bpf map: unreadable list of possible CPUs"))?;
+        // The kernel copies each CPU's value rounded up to 8 octets.
+        let stride = self.value_size.div_ceil(8) * 8;
+        let mut all = vec![0u8; stride * cpus];
+        if !sys::map_lookup(self.fd.as_fd(), &index.to_ne_bytes(), &mut all)? {
+            return Err(invalid("bpf map: no such element"));
+        }
+        out.fill(0);
+        for cpu in all.chunks_exact(stride) {
+            for (sum, word) in out.iter_mut().zip(cpu.chunks_exact(8)) {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(word);
+                *sum = sum.wrapping_add(u64::from_ne_bytes(bytes));
+            }
+        }
+        Ok(())
+    }
+
     /// Key size in octets.
     pub fn key_size(&self) -> usize {
         self.key_size
@@ -161,6 +204,18 @@ impl Map {
         self.check(key, None)?;
         sys::map_delete(self.fd.as_fd(), key)
     }
+}
+
+/// How many CPUs a list like `0-3,8-11` or `0` names: the kernel's
+/// `num_possible_cpus()` as per-CPU maps use it (highest + 1).
+fn possible_cpus(list: &str) -> Option<usize> {
+    let mut highest = None;
+    for range in list.trim().split(',') {
+        let last = range.rsplit('-').next()?;
+        let last: usize = last.parse().ok()?;
+        highest = highest.max(Some(last));
+    }
+    highest.map(|h| h + 1)
 }
 
 impl AsFd for Map {

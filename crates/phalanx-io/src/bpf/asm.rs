@@ -109,6 +109,8 @@ impl AluOp {
     pub const ADD: AluOp = AluOp(0x00);
     /// `dst -= src`.
     pub const SUB: AluOp = AluOp(0x10);
+    /// `*`.
+    pub const MUL: AluOp = AluOp(0x20);
     /// `dst |= src`.
     pub const OR: AluOp = AluOp(0x40);
     /// `dst &= src`.
@@ -153,6 +155,10 @@ pub struct Helper(pub i32);
 impl Helper {
     /// `void *bpf_map_lookup_elem(map, key)`: the value, or NULL.
     pub const MAP_LOOKUP_ELEM: Helper = Helper(1);
+    /// `long bpf_skb_load_bytes(skb, offset, to, len)`: copies `len`
+    /// packet octets from `offset` to `to` (the stack); 0, or negative
+    /// when the packet is shorter.
+    pub const SKB_LOAD_BYTES: Helper = Helper(26);
 }
 
 /// Instruction classes.
@@ -179,6 +185,9 @@ mod mode {
 /// Source operand: the immediate (`BPF_K`) or the source register (`BPF_X`).
 const SRC_K: u8 = 0x00;
 const SRC_X: u8 = 0x08;
+/// `BPF_END | BPF_TO_BE` of the ALU class: byte swap on little-endian
+/// hosts.
+const END_TO_BE: u8 = 0xd0 | 0x08;
 /// `BPF_JA`, `BPF_CALL`, `BPF_EXIT` of the jump class.
 const JA: u8 = 0x00;
 const CALL: u8 = 0x80;
@@ -276,6 +285,12 @@ impl Assembler {
     /// `dst = imm` (64-bit, sign-extended).
     pub fn mov_imm(&mut self, dst: Reg, imm: i32) -> &mut Self {
         self.alu64_imm(AluOp::MOV, dst, imm)
+    }
+
+    /// `dst = hton(dst)` of its low `bits` (16, 32 or 64), upper bits
+    /// cleared: network order read from memory becomes the number.
+    pub fn to_be(&mut self, dst: Reg, bits: i32) -> &mut Self {
+        self.emit(class::ALU | END_TO_BE, dst, Reg(0), 0, bits)
     }
 
     /// Legacy packet load `r0 = ntoh(*(size *)(skb->data + off))`; needs
@@ -410,6 +425,17 @@ mod tests {
         assert_eq!(insns[3].0.regs, 0x70);
         assert_eq!(insns[4].imm() as u32, 0xc0a8_0001);
         assert_eq!(insns[6].imm(), -1);
+    }
+
+    #[test]
+    fn byte_swap_is_end_to_be_of_the_alu_class() {
+        let mut asm = Assembler::new();
+        asm.to_be(Reg::R9, 32).to_be(Reg::R8, 16);
+        let insns = asm.finish().unwrap();
+        // BPF_ALU | BPF_END | BPF_TO_BE, the width in imm.
+        assert_eq!(insns[0].code(), 0xdc);
+        assert_eq!((insns[0].0.regs, insns[0].imm()), (0x09, 32));
+        assert_eq!((insns[1].0.regs, insns[1].imm()), (0x08, 16));
     }
 
     #[test]

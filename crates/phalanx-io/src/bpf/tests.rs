@@ -150,6 +150,73 @@ fn maps_are_reachable_from_a_program() {
     assert_eq!(counts.load_u64(0, 8), Some(15), "not in the hash map");
 }
 
+/// One `bpf_skb_load_bytes` into the stack, a byte swap of what it
+/// copied, and a per-CPU counter the program adds to without atomics;
+/// user space sums the CPUs' copies.
+#[test]
+fn copied_headers_and_per_cpu_counters() {
+    let Some(counts) = permitted(Map::per_cpu_array(16, 1, "phx_test_pcpu")) else {
+        return;
+    };
+    let mut asm = Assembler::new();
+    let out = asm.label();
+    // Copy octets 12..16 of the frame (EtherType and 2 more) to fp-8.
+    asm.mov(Reg::R6, Reg::R1)
+        .mov(Reg::R1, Reg::R6)
+        .mov_imm(Reg::R2, 12)
+        .mov(Reg::R3, Reg::FP)
+        .alu64_imm(AluOp::ADD, Reg::R3, -8)
+        .mov_imm(Reg::R4, 4)
+        .call(Helper::SKB_LOAD_BYTES)
+        .jump_imm(JmpOp::JNE, Reg::R0, 0, out)
+        .load(Size::H, Reg::R7, Reg::FP, -8)
+        .to_be(Reg::R7, 16)
+        .store_imm(Size::W, Reg::FP, -12, 0)
+        .ld_map_fd(Reg::R1, map_fd(&counts))
+        .mov(Reg::R2, Reg::FP)
+        .alu64_imm(AluOp::ADD, Reg::R2, -12)
+        .call(Helper::MAP_LOOKUP_ELEM)
+        .jump_imm(JmpOp::JEQ, Reg::R0, 0, out)
+        // word 0 += 1, word 1 += the EtherType.
+        .load(Size::DW, Reg::R1, Reg::R0, 0)
+        .alu64_imm(AluOp::ADD, Reg::R1, 1)
+        .store(Size::DW, Reg::R0, 0, Reg::R1)
+        .load(Size::DW, Reg::R1, Reg::R0, 8)
+        .alu64_reg(AluOp::ADD, Reg::R1, Reg::R7)
+        .store(Size::DW, Reg::R0, 8, Reg::R1)
+        .bind(out)
+        .mov_imm(Reg::R0, 0)
+        .exit();
+    let prog = Program::load(
+        ProgramType::SOCKET_FILTER,
+        &asm.finish().unwrap(),
+        "GPL",
+        "phx_pcpu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut frame = [0u8; 14 + 60];
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    frame[14 + 12..14 + 14].copy_from_slice(&[0x86, 0xdd]);
+    prog.test_run(&frame, 3).unwrap();
+    let mut sums = [0u64; 2];
+    counts.sum_per_cpu_u64s(0, &mut sums).unwrap();
+    assert_eq!(sums, [3, 3 * 0x86dd]);
+    assert!(
+        counts.sum_per_cpu_u64s(1, &mut sums).is_err(),
+        "no element 1"
+    );
+    assert!(counts.sum_per_cpu_u64s(0, &mut [0u64; 1]).is_err());
+}
+
+#[test]
+fn possible_cpu_lists() {
+    assert_eq!(possible_cpus("0\n"), Some(1));
+    assert_eq!(possible_cpus("0-1\n"), Some(2));
+    assert_eq!(possible_cpus("0-3,8-11"), Some(12));
+    assert_eq!(possible_cpus(""), None);
+    assert_eq!(possible_cpus("x"), None);
+}
+
 /// A drop-all filter attached to a packet socket on `lo`: the ring stays
 /// empty while a pass-all socket beside it sees the traffic.
 #[test]

@@ -64,7 +64,10 @@ use phalanx_io::bpf::{map_fd, LoadError, Map, MappedArray, Program, ProgramType}
 use phalanx_io::packet::PacketSocket;
 use phalanx_wire::ethernet::MacAddress;
 
-use program::{global, slot, FilterTarget, SlotMode, CELLS, MAX_SLOTS, NOT_ACTIVE, SLOT_BYTES};
+use program::{
+    bucket, global, slot, FilterTarget, SlotMode, CELLS, INDEX_BUCKETS, MAX_SLOTS, NOT_ACTIVE,
+    SLOT_BYTES,
+};
 
 /// The virtual MACs and the outside virtual address the programs are
 /// built for.
@@ -109,6 +112,8 @@ impl std::error::Error for FilterError {}
 struct Registered {
     /// Its element in `slots` (1..=MAX_SLOTS).
     element: u32,
+    /// Its `index` bucket.
+    bucket: u32,
     mode: SlotMode,
     peer: Ipv4Addr,
 }
@@ -120,11 +125,17 @@ pub struct KernelFilter {
     program: Program,
     /// The inside ring's: other unicast MACs only.
     inside_program: Program,
-    spis: Map,
+    index: Map,
     slots: MappedArray,
+    /// Per-CPU u64 counters ([`program::counter`]).
+    counters: Map,
     scheme: DispatchScheme,
     local: NodeId,
     registered: HashMap<u32, Registered>,
+    /// Bucket -> the SPI registered in it.
+    buckets: HashMap<u32, u32>,
+    /// SPIs not registered because their bucket is taken (logged once).
+    shared_bucket: HashSet<u32>,
     free: Vec<u32>,
     /// The view last written to the header (`None`: none yet).
     view: Option<View>,
@@ -142,20 +153,23 @@ impl KernelFilter {
         addresses: FilterAddresses,
         udp_port: u16,
     ) -> Result<KernelFilter, FilterError> {
-        let spis = Map::hash(4, 4, MAX_SLOTS, "phx_spis").map_err(FilterError::Map)?;
+        let index = Map::array(4, INDEX_BUCKETS, "phx_index").map_err(FilterError::Map)?;
         let slots = MappedArray::create(SLOT_BYTES, MAX_SLOTS + 1, "phx_slots")
+            .map_err(FilterError::Map)?;
+        let counters = Map::per_cpu_array(program::counter::BYTES, 1, "phx_counters")
             .map_err(FilterError::Map)?;
         let target = FilterTarget {
             mac: addresses.outside_mac,
             address: addresses.outside,
             udp_port,
-            spis_fd: map_fd(&spis),
+            index_fd: map_fd(&index),
             slots_fd: map_fd(slots.map()),
+            counters_fd: map_fd(&counters),
         };
         let insns = program::esp_filter(&target).map_err(FilterError::Assemble)?;
         let program = Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_esp_filter")
             .map_err(FilterError::Load)?;
-        let insns = program::other_mac_filter(addresses.inside_mac, map_fd(slots.map()))
+        let insns = program::other_mac_filter(addresses.inside_mac, map_fd(&counters))
             .map_err(FilterError::Assemble)?;
         let inside_program =
             Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_mac_filter")
@@ -163,11 +177,14 @@ impl KernelFilter {
         let filter = KernelFilter {
             program,
             inside_program,
-            spis,
+            index,
             slots,
+            counters,
             scheme,
             local,
             registered: HashMap::new(),
+            buckets: HashMap::new(),
+            shared_bucket: HashSet::new(),
             free: (1..=MAX_SLOTS).rev().collect(),
             view: None,
             cells: vec![0; CELLS],
@@ -201,12 +218,22 @@ impl KernelFilter {
 
     /// Not-owned ESP frames the outside program dropped since loading.
     pub fn drops(&self) -> u64 {
-        self.slots.load_u64(0, global::DROPS).unwrap_or(0)
+        self.counters()[0]
     }
 
     /// Frames to other unicast MACs both programs dropped since loading.
     pub fn other_mac_drops(&self) -> u64 {
-        self.slots.load_u64(0, global::OTHER_MAC_DROPS).unwrap_or(0)
+        self.counters()[1]
+    }
+
+    /// The per-CPU counters summed ([`program::counter`] order); zeros
+    /// if the kernel refuses the read (logged).
+    fn counters(&self) -> [u64; 2] {
+        let mut sums = [0u64; 2];
+        if let Err(e) = self.counters.sum_per_cpu_u64s(0, &mut sums) {
+            tracing::warn!(error = %e, "kernel filter: counters unreadable");
+        }
+        sums
     }
 
     /// Inbound SAs with a slot.
@@ -235,19 +262,23 @@ impl KernelFilter {
             self.write_view(view);
             self.view = Some(view.clone());
         }
-        let mut seen = HashSet::new();
-        for sa in sas.filter(|sa| sa.direction == Direction::Inbound) {
-            seen.insert(sa.spi);
-            if !self.registered.contains_key(&sa.spi) {
-                self.register(sa, view);
-            }
-        }
+        let inbound: Vec<&SaDescriptor> = sas
+            .filter(|sa| sa.direction == Direction::Inbound)
+            .collect();
+        let seen: HashSet<u32> = inbound.iter().map(|sa| sa.spi).collect();
+        // Gone first: their slots and buckets are free for the new ones.
         let gone: Vec<u32> = (self.registered.keys())
             .filter(|spi| !seen.contains(spi))
             .copied()
             .collect();
         for spi in gone {
             self.unregister(spi);
+        }
+        self.shared_bucket.retain(|spi| seen.contains(spi));
+        for sa in inbound {
+            if !self.registered.contains_key(&sa.spi) {
+                self.register(sa, view);
+            }
         }
         if view_changed {
             self.update_ownership(view);
@@ -283,12 +314,23 @@ impl KernelFilter {
         Dispatcher::new(self.scheme, view.clone()).owner(&key) == Some(self.local)
     }
 
-    /// Gives `sa` a slot (cleared) unless its mode is PASS or no slot is
-    /// free; the SPI is published last, so the program never sees a half
-    /// written slot.
+    /// Gives `sa` a slot (cleared) unless its mode is PASS, no slot is
+    /// free or another SA has its bucket; the bucket is published last,
+    /// so the program never sees a half written slot.
     fn register(&mut self, sa: &SaDescriptor, view: &View) {
         let mode = self.mode_of(sa);
         if mode == SlotMode::PASS {
+            return;
+        }
+        let bucket = bucket(sa.spi);
+        if let Some(&other) = self.buckets.get(&bucket) {
+            if self.shared_bucket.insert(sa.spi) {
+                tracing::info!(
+                    spi = sa.spi,
+                    other,
+                    "kernel filter: SA shares its bucket; its packets all reach user space"
+                );
+            }
             return;
         }
         let Some(element) = self.free.pop() else {
@@ -302,10 +344,12 @@ impl KernelFilter {
         self.slots.zero_u32s(element, slot::CELLS, CELLS);
         self.slots.store_u32(element, slot::MODE, mode.0);
         self.slots.store_u32(element, slot::OWNED, u32::from(owned));
-        self.slots.store_u32(element, slot::PEER, u32::from(peer));
+        self.slots
+            .store_u32(element, slot::PEER, u32::from_ne_bytes(peer.octets()));
+        self.slots.store_u32(element, slot::SPI, sa.spi);
         if let Err(e) = self
-            .spis
-            .update(&sa.spi.to_ne_bytes(), &element.to_ne_bytes())
+            .index
+            .update(&bucket.to_ne_bytes(), &element.to_ne_bytes())
         {
             tracing::warn!(spi = sa.spi, error = %e, "kernel filter: SA not registered");
             self.free.push(element);
@@ -313,19 +357,27 @@ impl KernelFilter {
         }
         let registered = Registered {
             element,
+            bucket,
             mode,
             peer,
         };
+        self.buckets.insert(bucket, sa.spi);
+        self.shared_bucket.remove(&sa.spi);
         self.registered.insert(sa.spi, registered);
     }
 
-    /// Frees `spi`'s slot: the SPI goes first, so the program stops using
-    /// the slot before it can be reused.
+    /// Frees `spi`'s slot: the bucket is emptied first, so the program
+    /// stops finding the slot before it can be reused.
     fn unregister(&mut self, spi: u32) {
+        self.shared_bucket.remove(&spi);
         let Some(registered) = self.registered.remove(&spi) else {
             return;
         };
-        if let Err(e) = self.spis.delete(&spi.to_ne_bytes()) {
+        self.buckets.remove(&registered.bucket);
+        if let Err(e) = self
+            .index
+            .update(&registered.bucket.to_ne_bytes(), &0u32.to_ne_bytes())
+        {
             tracing::warn!(spi, error = %e, "kernel filter: SA not unregistered; slot kept");
             return;
         }

@@ -213,6 +213,43 @@ fn hash_schemes_match_the_dispatcher() {
     assert_eq!(filter.registered(), 0, "session schemes pass everything");
 }
 
+/// Two SAs whose SPIs share an `index` bucket: the first is filtered,
+/// the second's packets all reach user space; when the first goes, the
+/// second gets the bucket in the same sync.
+#[test]
+fn a_shared_bucket_leaves_the_second_sa_to_user_space() {
+    let Some(mut filter) = load(1, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    let first = SPI;
+    let second = (first + 1..)
+        .find(|&spi| program::bucket(spi) == program::bucket(first))
+        .unwrap();
+    let view = view_of([2]);
+    let both = [inbound(first, false, PEER), inbound(second, false, PEER)];
+    filter.sync(&view, both.iter());
+    assert_eq!(filter.registered(), 1);
+    assert!(!passes(
+        &filter,
+        &frame(Carrier::Esp, PEER, VIP, first, 7, 100)
+    ));
+    assert!(passes(
+        &filter,
+        &frame(Carrier::Esp, PEER, VIP, second, 7, 100)
+    ));
+    filter.sync(&view, both[1..].iter());
+    assert_eq!(filter.registered(), 1);
+    assert!(passes(
+        &filter,
+        &frame(Carrier::Esp, PEER, VIP, first, 8, 100)
+    ));
+    assert!(!passes(
+        &filter,
+        &frame(Carrier::Esp, PEER, VIP, second, 8, 100)
+    ));
+    assert_eq!(filter.cells(second).unwrap()[8], 8);
+}
+
 /// Everything not positively a not-owned ESP packet of a registered SA
 /// reaches user space; nothing read past the frame drops it.
 #[test]
@@ -258,6 +295,9 @@ fn everything_else_passes() {
     let short_udp = frame(Carrier::Udp, PEER, VIP, SPI, 7, 14 + 20 + 8 + 6);
     cases.push(("ESP in UDP cut short", short_udp));
     cases.push(("runt", dropped[..30].to_vec()));
+    let mut options = dropped.clone();
+    options[14] = 0x46;
+    cases.push(("IPv4 options", options));
     let mut tcp = dropped.clone();
     tcp[14 + 9] = 6;
     cases.push(("TCP", tcp));
