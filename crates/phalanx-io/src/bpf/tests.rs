@@ -208,6 +208,30 @@ fn copied_headers_and_per_cpu_counters() {
     assert!(counts.sum_per_cpu_u64s(0, &mut [0u64; 1]).is_err());
 }
 
+/// With run-time stats held, the kernel counts every run (test runs
+/// too) and its time; without, nothing.
+#[test]
+fn run_stats_count_runs_while_enabled() {
+    let Some(prog) = permitted(
+        Program::load(ProgramType::SOCKET_FILTER, &constant(0), "GPL", "phx_stats")
+            .map_err(|e| e.error),
+    ) else {
+        return;
+    };
+    let frame = [0u8; 14 + 60];
+    let before = prog.run_stats().unwrap();
+    {
+        let _stats = RunTimeStats::enable().unwrap();
+        prog.test_run(&frame, 1000).unwrap();
+    }
+    let during = prog.run_stats().unwrap();
+    assert_eq!(during.runs - before.runs, 1000);
+    assert!(during.nanos > before.nanos);
+    prog.test_run(&frame, 1000).unwrap();
+    let after = prog.run_stats().unwrap();
+    assert_eq!(after.runs, during.runs, "not counted once dropped");
+}
+
 #[test]
 fn possible_cpu_lists() {
     assert_eq!(possible_cpus("0\n"), Some(1));

@@ -22,6 +22,8 @@ mod cmd {
     pub(super) const MAP_DELETE_ELEM: libc::c_int = 3;
     pub(super) const PROG_LOAD: libc::c_int = 5;
     pub(super) const PROG_TEST_RUN: libc::c_int = 10;
+    pub(super) const OBJ_GET_INFO_BY_FD: libc::c_int = 15;
+    pub(super) const ENABLE_STATS: libc::c_int = 32;
 }
 
 /// `BPF_MAP_CREATE`'s attributes (the first anonymous struct of the union).
@@ -83,6 +85,29 @@ struct TestRunAttr {
     ctx_in: u64,
     ctx_out: u64,
 }
+
+/// `BPF_OBJ_GET_INFO_BY_FD`'s attributes (`attr.info`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// `BPF_ENABLE_STATS`'s attributes (`attr.enable_stats`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct EnableStatsAttr {
+    stats_type: u32,
+}
+
+/// `BPF_STATS_RUN_TIME`.
+const STATS_RUN_TIME: u32 = 0;
+/// `struct bpf_prog_info` up to `run_cnt`, and the two fields' offsets.
+const PROG_INFO_LEN: usize = 208;
+const PROG_INFO_RUN_TIME_NS: usize = 192;
+const PROG_INFO_RUN_CNT: usize = 200;
 
 /// `bpf(cmd, attr, sizeof *attr)`; the result (an fd or 0) or `errno`.
 fn bpf<T: Copy>(command: libc::c_int, attr: &mut T) -> io::Result<libc::c_long> {
@@ -218,6 +243,33 @@ pub(crate) fn prog_test_run(
     Ok((attr.retval, attr.duration))
 }
 
+/// `BPF_ENABLE_STATS(BPF_STATS_RUN_TIME)`: the kernel times every run
+/// of every program while the returned descriptor is open.
+pub(crate) fn enable_run_time_stats() -> io::Result<OwnedFd> {
+    let mut attr = EnableStatsAttr {
+        stats_type: STATS_RUN_TIME,
+    };
+    owned_fd(bpf(cmd::ENABLE_STATS, &mut attr)?)
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` of a program: its `run_time_ns` and
+/// `run_cnt` (counted only while run-time stats are enabled).
+pub(crate) fn prog_run_stats(prog: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    let mut info = [0u8; PROG_INFO_LEN];
+    let mut attr = InfoAttr {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: PROG_INFO_LEN as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    bpf(cmd::OBJ_GET_INFO_BY_FD, &mut attr)?;
+    let word = |at: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&info[at..at + 8]);
+        u64::from_ne_bytes(bytes)
+    };
+    Ok((word(PROG_INFO_RUN_TIME_NS), word(PROG_INFO_RUN_CNT)))
+}
+
 /// `SO_ATTACH_BPF`: `prog` filters what `socket` receives.
 pub(crate) fn attach_socket_filter(socket: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
     let fd: libc::c_int = prog.as_raw_fd();
@@ -336,5 +388,6 @@ mod tests {
         assert_eq!(offset_of!(TestRunAttr, duration), 36);
         assert_eq!(offset_of!(TestRunAttr, ctx_out), 56);
         assert_eq!(size_of::<RawInsn>(), 8);
+        assert_eq!(offset_of!(InfoAttr, info), 8);
     }
 }
