@@ -129,6 +129,8 @@ pub struct KernelFilter {
     slots: MappedArray,
     /// Per-CPU u64 counters ([`program::counter`]).
     counters: Map,
+    /// Whether reading them failed (logged once).
+    counters_unreadable: std::cell::Cell<bool>,
     scheme: DispatchScheme,
     local: NodeId,
     registered: HashMap<u32, Registered>,
@@ -180,6 +182,7 @@ impl KernelFilter {
             index,
             slots,
             counters,
+            counters_unreadable: std::cell::Cell::new(false),
             scheme,
             local,
             registered: HashMap::new(),
@@ -227,11 +230,15 @@ impl KernelFilter {
     }
 
     /// The per-CPU counters summed ([`program::counter`] order); zeros
-    /// if the kernel refuses the read (logged).
+    /// if the kernel refuses the read (logged once: before Linux 6.5,
+    /// with `kernel.unprivileged_bpf_disabled`, every `bpf(2)` command
+    /// needs `CAP_BPF`, which the daemon has dropped).
     fn counters(&self) -> [u64; 2] {
         let mut sums = [0u64; 2];
         if let Err(e) = self.counters.sum_per_cpu_u64s(0, &mut sums) {
-            tracing::warn!(error = %e, "kernel filter: counters unreadable");
+            if !self.counters_unreadable.replace(true) {
+                tracing::warn!(error = %e, "kernel filter: drop counters unreadable; they read 0");
+            }
         }
         sums
     }
