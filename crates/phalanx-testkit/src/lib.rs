@@ -11,9 +11,11 @@
 //! - [`cluster_group`]: an in-memory Corosync-like group (one agreed
 //!   order) and N cluster nodes with their data paths on a virtual clock.
 //! - [`fuzzing`]: the SA databases of the inbound fuzz targets.
+//! - [`netns`]: a network namespace with a veth pair (needs root).
 //!
 //! Contract: like the cores it tests, nothing here reads the clock or draws
-//! OS randomness; time and seeds are parameters.
+//! OS randomness; time and seeds are parameters. Only [`netns`] touches
+//! the system (it runs `ip`).
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -22,6 +24,7 @@ pub mod counters;
 pub mod fuzzing;
 pub mod ike_pair;
 pub mod models;
+pub mod netns;
 pub mod null;
 pub mod pcap;
 pub mod vectors;

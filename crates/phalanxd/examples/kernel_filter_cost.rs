@@ -17,7 +17,6 @@
 
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::Command;
 use std::time::Duration;
 
 use nix::sched::{setns, CloneFlags};
@@ -27,6 +26,7 @@ use phalanx_cluster::{NodeId, SaDescriptor, View};
 use phalanx_io::bpf::asm::{Assembler, Reg};
 use phalanx_io::bpf::{Program, ProgramType, RunTimeStats};
 use phalanx_io::packet::{PacketSocket, PacketSocketConfig};
+use phalanx_testkit::netns::VethNamespace;
 use phalanx_wire::ethernet::MacAddress;
 use phalanxd::dataplane::cluster::kernel_filter::{FilterAddresses, KernelFilter};
 
@@ -135,25 +135,6 @@ fn constant_program(verdict: i32) -> Program {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `ip` with `args`; panics with its stderr on failure.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The namespace `phxrp-<pid>`, deleted on drop.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 /// The softnet backlog drops so far (`/proc/net/softnet_stat`, second
 /// column): frames the kernel dropped before any tap saw them.
 fn backlog_drops() -> u64 {
@@ -167,19 +148,8 @@ fn backlog_drops() -> u64 {
 
 /// See the module docs.
 fn receive_path(frames: usize, rounds: usize) {
-    let ns = Netns(format!("phxrp-{}", std::process::id()));
-    ip(&["netns", "add", &ns.0]);
-    ip(&[
-        "-n", &ns.0, "link", "add", "pxa", "type", "veth", "peer", "name", "pxb",
-    ]);
-    for link in ["pxa", "pxb"] {
-        ip(&["-n", &ns.0, "link", "set", link, "up"]);
-    }
-    setns(
-        File::open(format!("/run/netns/{}", ns.0)).unwrap(),
-        CloneFlags::CLONE_NEWNET,
-    )
-    .unwrap();
+    let ns = VethNamespace::create("phxrp");
+    setns(File::open(ns.path()).unwrap(), CloneFlags::CLONE_NEWNET).unwrap();
     let mut tx = PacketSocket::open(&PacketSocketConfig::new("pxa")).unwrap();
     // Not owned by node 2 of 3: seq % 3 != 1.
     let batch: Vec<Vec<u8>> = (0..PACE_BATCH as u32)

@@ -24,6 +24,28 @@ fn constant(verdict: i32) -> Vec<Insn> {
     asm.finish().unwrap()
 }
 
+/// Loads what `asm` holds as a socket filter; panics with the verifier's
+/// log if refused.
+fn load_socket_filter(asm: &Assembler, name: &str) -> Program {
+    Program::load(
+        ProgramType::SOCKET_FILTER,
+        &asm.finish().unwrap(),
+        "GPL",
+        name,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A test-run input: 14 octets the kernel strips (an IPv4 EtherType
+/// among them), then the 60-octet frame the program sees, with
+/// `ethertype` at its octets 12-13.
+fn test_run_frame(ethertype: [u8; 2]) -> [u8; 14 + 60] {
+    let mut frame = [0u8; 14 + 60];
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    frame[14 + 12..14 + 14].copy_from_slice(&ethertype);
+    frame
+}
+
 #[test]
 fn hash_map_elements_update_lookup_delete() {
     let Some(map) = permitted(Map::hash(4, 4, 16, "phx_test_hash")) else {
@@ -132,17 +154,8 @@ fn maps_are_reachable_from_a_program() {
         .bind(out)
         .mov_imm(Reg::R0, 0)
         .exit();
-    let prog = Program::load(
-        ProgramType::SOCKET_FILTER,
-        &asm.finish().unwrap(),
-        "GPL",
-        "phx_count",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    // 14 octets the kernel strips, then the frame the program sees.
-    let mut frame = [0u8; 14 + 60];
-    frame[12..14].copy_from_slice(&[0x08, 0x00]);
-    frame[14 + 12..14 + 14].copy_from_slice(&[0x08, 0x00]);
+    let prog = load_socket_filter(&asm, "phx_count");
+    let mut frame = test_run_frame([0x08, 0x00]);
     prog.test_run(&frame, 3).unwrap();
     assert_eq!(counts.load_u64(0, 8), Some(15), "3 runs, 5 each");
     frame[14 + 12..14 + 14].copy_from_slice(&[0x86, 0xdd]);
@@ -187,16 +200,8 @@ fn copied_headers_and_per_cpu_counters() {
         .bind(out)
         .mov_imm(Reg::R0, 0)
         .exit();
-    let prog = Program::load(
-        ProgramType::SOCKET_FILTER,
-        &asm.finish().unwrap(),
-        "GPL",
-        "phx_pcpu",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mut frame = [0u8; 14 + 60];
-    frame[12..14].copy_from_slice(&[0x08, 0x00]);
-    frame[14 + 12..14 + 14].copy_from_slice(&[0x86, 0xdd]);
+    let prog = load_socket_filter(&asm, "phx_pcpu");
+    let frame = test_run_frame([0x86, 0xdd]);
     prog.test_run(&frame, 3).unwrap();
     let mut sums = [0u64; 2];
     counts.sum_per_cpu_u64s(0, &mut sums).unwrap();

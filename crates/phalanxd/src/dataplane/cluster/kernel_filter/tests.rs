@@ -4,11 +4,11 @@
 //! skips, saying why, only when the kernel answers `EPERM`.
 
 use std::fs::File;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sched::{setns, CloneFlags};
 use phalanx_io::packet::PacketSocketConfig;
+use phalanx_testkit::netns::VethNamespace;
 
 use super::*;
 
@@ -348,25 +348,6 @@ fn inside_ring_drops_only_other_unicast_macs() {
     assert_eq!((filter.drops(), filter.other_mac_drops()), (0, 2));
 }
 
-/// `ip` with `args`; panics with its stderr on failure.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A namespace `phxbpf-<pid>` deleted on drop.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 /// A veth pair in a namespace of its own: ESP frames with numbers 1..=N
 /// sent on one end; the ring on the other end, filtered for node 2 of 3
 /// (packet round robin), receives exactly the numbers it owns, and the
@@ -376,14 +357,8 @@ fn veth_ring_receives_only_owned_frames() {
     let Some(mut filter) = load(2, DispatchScheme::PacketRoundRobin) else {
         return;
     };
-    let ns = Netns(format!("phxbpf-{}", std::process::id()));
-    ip(&["netns", "add", &ns.0]);
-    ip(&[
-        "-n", &ns.0, "link", "add", "pxa", "type", "veth", "peer", "name", "pxb",
-    ]);
-    ip(&["-n", &ns.0, "link", "set", "pxa", "up"]);
-    ip(&["-n", &ns.0, "link", "set", "pxb", "up"]);
-    let path = format!("/run/netns/{}", ns.0);
+    let ns = VethNamespace::create("phxbpf");
+    let path = ns.path();
     let (tx, mut rx) = std::thread::scope(|scope| {
         scope
             .spawn(|| {
