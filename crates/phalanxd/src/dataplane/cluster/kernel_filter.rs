@@ -107,6 +107,15 @@ impl fmt::Display for FilterError {
 
 impl std::error::Error for FilterError {}
 
+/// The programs' drop counters since loading ([`program::counter`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// Not-owned ESP frames the outside program dropped.
+    pub not_owned: u64,
+    /// Frames to other unicast MACs both programs dropped.
+    pub other_mac: u64,
+}
+
 /// One registered inbound SA.
 #[derive(Clone, Copy, Debug)]
 struct Registered {
@@ -221,26 +230,30 @@ impl KernelFilter {
 
     /// Not-owned ESP frames the outside program dropped since loading.
     pub fn drops(&self) -> u64 {
-        self.counters()[0]
+        self.drop_counts().not_owned
     }
 
     /// Frames to other unicast MACs both programs dropped since loading.
     pub fn other_mac_drops(&self) -> u64 {
-        self.counters()[1]
+        self.drop_counts().other_mac
     }
 
-    /// The per-CPU counters summed ([`program::counter`] order); zeros
-    /// if the kernel refuses the read (logged once: before Linux 6.5,
-    /// with `kernel.unprivileged_bpf_disabled`, every `bpf(2)` command
-    /// needs `CAP_BPF`, which the daemon has dropped).
-    fn counters(&self) -> [u64; 2] {
+    /// Both drop counters in one read of the per-CPU map; zeros if the
+    /// kernel refuses the read (logged once: before Linux 6.5, with
+    /// `kernel.unprivileged_bpf_disabled`, every `bpf(2)` command needs
+    /// `CAP_BPF`, which the daemon has dropped).
+    pub fn drop_counts(&self) -> DropCounts {
         let mut sums = [0u64; 2];
         if let Err(e) = self.counters.sum_per_cpu_u64s(0, &mut sums) {
             if !self.counters_unreadable.replace(true) {
                 tracing::warn!(error = %e, "kernel filter: drop counters unreadable; they read 0");
             }
         }
-        sums
+        let [not_owned, other_mac] = sums;
+        DropCounts {
+            not_owned,
+            other_mac,
+        }
     }
 
     /// Inbound SAs with a slot.

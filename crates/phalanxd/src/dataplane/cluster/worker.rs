@@ -568,11 +568,9 @@ impl Plane {
         let mut published = self.stats.clone();
         if let Some(filter) = self.classifier.kernel_filter() {
             let daemon = &mut published.daemon;
-            daemon.add(DaemonCounter::ClusterInboundNotOwnedKernel, filter.drops());
-            daemon.add(
-                DaemonCounter::ClusterIgnoredOtherMacKernel,
-                filter.other_mac_drops(),
-            );
+            let drops = filter.drop_counts();
+            daemon.add(DaemonCounter::ClusterInboundNotOwnedKernel, drops.not_owned);
+            daemon.add(DaemonCounter::ClusterIgnoredOtherMacKernel, drops.other_mac);
         }
         if self.kernel_filter_failed {
             published

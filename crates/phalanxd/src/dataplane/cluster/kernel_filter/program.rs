@@ -373,11 +373,7 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, pass: Label) {
     lookup(asm, target.index_fd, KEY_SLOT, pass);
     asm.load(Size::W, Reg::R1, Reg::R0, 0)
         .jump_imm(JmpOp::JEQ, Reg::R1, 0, pass)
-        .store(Size::W, Reg::FP, KEY_SLOT, Reg::R1)
-        .store_imm(Size::W, Reg::FP, KEY_ZERO, 0);
-    // r8: the global header.
-    lookup(asm, target.slots_fd, KEY_ZERO, pass);
-    asm.mov(Reg::R8, Reg::R0);
+        .store(Size::W, Reg::FP, KEY_SLOT, Reg::R1);
     // r7: the slot, if it is this SPI's.
     lookup(asm, target.slots_fd, KEY_SLOT, pass);
     asm.load(Size::W, Reg::R1, Reg::R0, slot::SPI as i16)
@@ -397,9 +393,12 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, pass: Label) {
         .load(Size::W, Reg::R2, Reg::R7, slot::OWNED as i16)
         .jump_imm(JmpOp::JNE, Reg::R2, 0, pass)
         .jump(not_owned);
-    // Round robin: r3 = n, r2 = position, r4 = seq % n.
+    // Round robin: the view from the global header (only this mode
+    // needs it); r3 = n, r2 = position, r4 = seq % n.
     asm.bind(round_robin)
-        .load(Size::DW, Reg::R2, Reg::R8, global::VIEW as i16)
+        .store_imm(Size::W, Reg::FP, KEY_ZERO, 0);
+    lookup(asm, target.slots_fd, KEY_ZERO, pass);
+    asm.load(Size::DW, Reg::R2, Reg::R0, global::VIEW as i16)
         .alu32_reg(AluOp::MOV, Reg::R3, Reg::R2)
         .alu64_imm(AluOp::RSH, Reg::R2, 32)
         .jump_imm(JmpOp::JEQ, Reg::R3, 0, not_owned)
