@@ -9,6 +9,17 @@
 //! turns it into a cluster decision. A suspected peer that is heard again
 //! counts its heartbeats, so that the node can ask the log to take it back
 //! once it is steady.
+//!
+//! Silence counts only while this node itself runs. The node checks at
+//! least once per heartbeat interval; when two checks lie further apart
+//! than halfway between the heartbeat interval and `suspect_after`, the
+//! node was stalled (its thread or its CPU did not run: a loaded or
+//! overcommitted machine stalls every process on it at once, and the
+//! first to wake would otherwise suspect every peer before they could
+//! send). The check then gives every unsuspected peer a fresh
+//! `suspect_after` instead of judging silence it did not watch, and
+//! counts the stall. A dead peer is found at most `suspect_after` later,
+//! and only right after a stall.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -31,24 +42,42 @@ pub struct Suspicion {
 #[derive(Clone, Copy, Debug)]
 struct Peer {
     last_heard: Instant,
+    /// Where its silence is counted from: `last_heard`, or later when
+    /// this node stalled since (see the module docs).
+    silence_from: Instant,
     heard_ever: bool,
     suspected: bool,
     /// Heartbeats received since it was suspected.
     heard_since_suspected: u32,
 }
 
+/// A stall of this node, found by [`FailureDetector::check`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    /// The time between the two checks.
+    pub gap: Duration,
+}
+
 /// Heartbeat failure detector over the current peers. See the module docs.
 #[derive(Clone, Debug)]
 pub struct FailureDetector {
     suspect_after: Duration,
+    /// Checks further apart than this mean this node stalled.
+    stall_after: Duration,
+    last_check: Option<Instant>,
     peers: BTreeMap<NodeId, Peer>,
 }
 
 impl FailureDetector {
-    /// A detector that suspects a peer after `suspect_after` of silence.
-    pub fn new(suspect_after: Duration) -> FailureDetector {
+    /// A detector that suspects a peer after `suspect_after` of silence,
+    /// checked at least every `heartbeat_interval` (which must be shorter
+    /// than `suspect_after`; the configuration asks for less than half).
+    pub fn new(heartbeat_interval: Duration, suspect_after: Duration) -> FailureDetector {
+        let slack = suspect_after.saturating_sub(heartbeat_interval);
         FailureDetector {
             suspect_after,
+            stall_after: heartbeat_interval + slack / 2,
+            last_check: None,
             peers: BTreeMap::new(),
         }
     }
@@ -60,6 +89,7 @@ impl FailureDetector {
         for &node in peers {
             self.peers.entry(node).or_insert(Peer {
                 last_heard: now,
+                silence_from: now,
                 heard_ever: false,
                 suspected: false,
                 heard_since_suspected: 0,
@@ -75,6 +105,7 @@ impl FailureDetector {
             return 0;
         };
         peer.last_heard = peer.last_heard.max(now);
+        peer.silence_from = peer.silence_from.max(now);
         peer.heard_ever = true;
         if peer.suspected {
             peer.heard_since_suspected += 1;
@@ -84,9 +115,21 @@ impl FailureDetector {
     }
 
     /// Suspect every peer silent for longer than `suspect_after`; appends
-    /// the new suspicions to `out`.
-    pub fn check(&mut self, now: Instant, out: &mut Vec<Suspicion>) {
+    /// the new suspicions to `out`. Returns the stall when this check
+    /// came so late after the previous one that this node was not running
+    /// (see the module docs): it then suspects nobody new.
+    pub fn check(&mut self, now: Instant, out: &mut Vec<Suspicion>) -> Option<Stall> {
+        let stall = self
+            .last_check
+            .map(|prev| now.saturating_duration_since(prev))
+            .filter(|&gap| gap > self.stall_after)
+            .map(|gap| Stall { gap });
+        self.last_check = Some(self.last_check.map_or(now, |prev| prev.max(now)));
         for (&node, peer) in &mut self.peers {
+            if stall.is_some() && !peer.suspected {
+                peer.silence_from = peer.silence_from.max(now);
+                continue;
+            }
             let silent_for = now.saturating_duration_since(peer.last_heard);
             if peer.suspected {
                 if silent_for > self.suspect_after {
@@ -95,7 +138,7 @@ impl FailureDetector {
                 }
                 continue;
             }
-            if silent_for > self.suspect_after {
+            if now.saturating_duration_since(peer.silence_from) > self.suspect_after {
                 peer.suspected = true;
                 peer.heard_since_suspected = 0;
                 out.push(Suspicion {
@@ -105,6 +148,7 @@ impl FailureDetector {
                 });
             }
         }
+        stall
     }
 
     /// Trust `node` again (the log took it back): a fresh grace period.
@@ -113,6 +157,7 @@ impl FailureDetector {
             peer.suspected = false;
             peer.heard_since_suspected = 0;
             peer.last_heard = peer.last_heard.max(now);
+            peer.silence_from = peer.silence_from.max(now);
         }
     }
 
@@ -156,7 +201,7 @@ impl FailureDetector {
             .values()
             .filter(|p| !p.suspected)
             .filter_map(|p| {
-                p.last_heard
+                p.silence_from
                     .checked_add(self.suspect_after.saturating_add(Duration::from_nanos(1)))
             })
             .min()
@@ -174,7 +219,7 @@ mod tests {
     #[test]
     fn suspects_after_silence() {
         let t0 = Instant::now();
-        let mut d = FailureDetector::new(30 * MS);
+        let mut d = FailureDetector::new(5 * MS, 30 * MS);
         d.set_peers(t0, &[NodeId(2), NodeId(3)]);
         let mut out = Vec::new();
         for ms in (0..=20).step_by(5) {
@@ -202,7 +247,7 @@ mod tests {
     #[test]
     fn recovery_counts_heartbeats() {
         let t0 = Instant::now();
-        let mut d = FailureDetector::new(30 * MS);
+        let mut d = FailureDetector::new(5 * MS, 30 * MS);
         d.set_peers(t0, &[NodeId(2)]);
         let mut out = Vec::new();
         d.check(t0 + 31 * MS, &mut out);
@@ -220,5 +265,77 @@ mod tests {
         assert_eq!(d.heard(t0 + 83 * MS, NodeId(9)), 0, "not a peer");
         d.set_peers(t0 + 90 * MS, &[]);
         assert_eq!(d.poll_timeout(), None);
+    }
+
+    /// The whole machine stops for 45 ms (every node at once): the first
+    /// check after it sees both peers silent for longer than
+    /// `suspect_after` but was not running either, so it suspects nobody
+    /// and gives them a fresh `suspect_after`. A peer that stays silent is
+    /// suspected one `suspect_after` later; one heard in time never is.
+    #[test]
+    fn a_stall_of_this_node_suspects_nobody() {
+        let t0 = Instant::now();
+        let mut d = FailureDetector::new(5 * MS, 30 * MS);
+        d.set_peers(t0, &[NodeId(2), NodeId(3)]);
+        let mut out = Vec::new();
+        for ms in (0..=20).step_by(5) {
+            d.heard(t0 + ms * MS, NodeId(2));
+            d.heard(t0 + ms * MS, NodeId(3));
+            assert_eq!(d.check(t0 + ms * MS, &mut out), None);
+        }
+        // Stalled from 20 to 65 ms: silent 45 ms, more than suspect_after.
+        assert_eq!(
+            d.check(t0 + 65 * MS, &mut out),
+            Some(Stall { gap: 45 * MS })
+        );
+        assert!(out.is_empty(), "no suspicion from a stall: {out:?}");
+        assert_eq!(
+            d.last_heard(NodeId(2)),
+            Some(t0 + 20 * MS),
+            "last heard stays true"
+        );
+        assert_eq!(
+            d.poll_timeout(),
+            Some(t0 + 95 * MS + Duration::from_nanos(1))
+        );
+        // n3 speaks again, n2 stays silent; checks run every 5 ms again.
+        for ms in (70..=95).step_by(5) {
+            d.heard(t0 + ms * MS, NodeId(3));
+            assert_eq!(d.check(t0 + ms * MS, &mut out), None);
+        }
+        assert!(
+            out.is_empty(),
+            "not yet: 30 ms of watched silence end after 95 ms"
+        );
+        d.check(t0 + 96 * MS, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].node, NodeId(2));
+        assert_eq!(out[0].silent_for, 76 * MS, "the true silence is reported");
+        assert!(!d.is_suspected(NodeId(3)));
+    }
+
+    /// Checks late by less than halfway between heartbeat interval and
+    /// `suspect_after` are jitter, not a stall: a silent peer is still
+    /// suspected on time.
+    #[test]
+    fn late_checks_short_of_a_stall_still_suspect() {
+        let t0 = Instant::now();
+        let mut d = FailureDetector::new(5 * MS, 30 * MS);
+        d.set_peers(t0, &[NodeId(2)]);
+        let mut out = Vec::new();
+        d.heard(t0, NodeId(2));
+        for ms in [0, 17, 34] {
+            assert_eq!(
+                d.check(t0 + ms * MS, &mut out),
+                None,
+                "17 ms is not more than 17.5 ms"
+            );
+        }
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].silent_for, 34 * MS);
+        assert_eq!(
+            d.check(t0 + 52 * MS, &mut out),
+            Some(Stall { gap: 18 * MS })
+        );
     }
 }

@@ -216,6 +216,12 @@ pub enum ClusterEvent {
         /// The new view.
         view: View,
     },
+    /// This node did not run for `gap` (its thread or CPU stalled): its
+    /// detector judged no silence over that time (see `detector`).
+    Stalled {
+        /// The time between two checks of the detector.
+        gap: Duration,
+    },
     /// This node's failure detector suspects a member: takeover.
     Suspected {
         /// The suspect.
@@ -363,7 +369,7 @@ impl ClusterNode {
             join: JoinState::default(),
             members: Vec::new(),
             membership_since: now,
-            detector: FailureDetector::new(config.suspect_after),
+            detector: FailureDetector::new(config.heartbeat_interval, config.suspect_after),
             local_suspects: BTreeSet::new(),
             rejoin_sent: BTreeSet::new(),
             peers: BTreeMap::new(),

@@ -164,7 +164,10 @@ impl ClusterNode {
     /// (this node must own traffic itself).
     pub(super) fn check_suspicions(&mut self, now: Instant) {
         let mut fresh = Vec::new();
-        self.detector.check(now, &mut fresh);
+        if let Some(stall) = self.detector.check(now, &mut fresh) {
+            self.counters.stalls += 1;
+            self.event(ClusterEvent::Stalled { gap: stall.gap });
+        }
         let Some(log) = &self.log else { return };
         let local = self.config.local;
         let base = log.base_members();

@@ -108,6 +108,9 @@ pub struct ClusterCounters {
     pub lease_grants: u64,
     /// Members this node suspected.
     pub suspicions: u64,
+    /// Checks of the failure detector that found this node had stalled
+    /// (it then suspected nobody new).
+    pub stalls: u64,
     /// Takeovers the data path applied.
     pub takeovers: u64,
     /// Suspicions Corosync confirmed.
@@ -153,10 +156,11 @@ pub struct ClusterCounters {
 
 impl ClusterCounters {
     /// Every counter with its name, for metrics and `phalanxctl`.
-    pub fn named(&self) -> [(&'static str, u64); 22] {
+    pub fn named(&self) -> [(&'static str, u64); 23] {
         [
             ("lease_grants", self.lease_grants),
             ("suspicions", self.suspicions),
+            ("stalls", self.stalls),
             ("takeovers", self.takeovers),
             ("confirmed", self.confirmed),
             ("corrected", self.corrected),

@@ -573,6 +573,11 @@ fn log_event(event: &ClusterEvent) {
         ClusterEvent::ViewChanged { view } => {
             tracing::info!(view = ?ids(view.members()), epoch = view.epoch(), "cluster: dispatch view changed");
         }
+        ClusterEvent::Stalled { gap } => tracing::warn!(
+            gap_ms = gap.as_secs_f64() * 1000.0,
+            "cluster: this node did not run for a while (overloaded CPU?); \
+             no peer suspected for silence this node did not watch"
+        ),
         ClusterEvent::Suspected { node, silent_for } => tracing::warn!(
             suspect = node.0,
             silent_ms = silent_for.as_secs_f64() * 1000.0,
