@@ -197,6 +197,28 @@ REKEY_SECONDS = 65
 UDP_RATE = "50M"
 
 
+def test_rekey_loss_attribution():
+    """The rule test_rekey_under_load applies to lost pings, on counters
+    as rekeyload.run reports them (no namespace needed)."""
+    def r(lost, kernel=None, dut=None, peer=None):
+        return {"ping_lost": lost, "dut_ns": "gwA", "kernel_drops": kernel or {},
+                "dut_losses": dut or {}, "peer_losses": peer or {}}
+    assert rekeyload.attribute_losses(r(0, dut={"drops.UnknownSpi": 3})) is None, "nothing lost"
+    assert rekeyload.attribute_losses(r(3, kernel={"gwB.ipsec0.tx_dropped": 40})) is None
+    assert rekeyload.attribute_losses(r(3, kernel={"softnet.dropped": 2})) is None
+    assert rekeyload.attribute_losses(r(3, peer={"drops.Replayed": 1})) is None
+    assert rekeyload.attribute_losses(r(3)).startswith("no drop was counted")
+    assert rekeyload.attribute_losses(r(3, kernel={"hostA.udp.RcvbufErrors": 900})).startswith(
+        "no drop was counted"), "iperf3's socket overflowing drops no ping"
+    assert "under test" in rekeyload.attribute_losses(
+        r(3, kernel={"gwA.tun0.tx_dropped": 1, "gwB.ipsec0.tx_dropped": 40}))
+    assert "under test" in rekeyload.attribute_losses(
+        r(3, kernel={"softnet.dropped": 2}, dut={"drops.UnknownSpi": 3}))
+    assert rekeyload.phalanx_losses({"drops.NattKeepalive": 4, "drops.AuthFailed": 1, "daemon.no_policy": 1,
+                                     "daemon.io_dropped": 2, "daemon.tun_reads": 9}) == \
+        {"drops.AuthFailed": 1, "daemon.io_dropped": 2}
+
+
 @pytest.mark.parametrize("peer", ["strongswan", "phalanx"])
 def test_rekey_under_load(topo, peer):
     """gwA (under test) initiates and rekeys its Child SA every ~10 s and
@@ -210,7 +232,10 @@ def test_rekey_under_load(topo, peer):
                       CREATE_CHILD_SA {SA Ni KEi} (IKE SA rekey) every ~30 s
 
     Asserts >= 6 Child SA rekeys, >= 2 IKE SA rekeys (distinct SPIs seen
-    by polling gwA), no ping lost; prints iperf3's lost datagrams."""
+    by polling gwA), and that no ping was lost unless drops were counted
+    outside gwA while gwA (Phalanx's counters, its namespace's kernel)
+    counted none (`rekeyload.attribute_losses`); prints iperf3's lost
+    datagrams and every drop counter that moved."""
     # In harness validation strongSwan stands in for every Phalanx.
     dut, other = rekeyload.pair(topo, IMPL, IMPL if peer == "phalanx" else "strongswan")
     try:
@@ -232,10 +257,16 @@ def test_rekey_under_load(topo, peer):
     assert not r["watch_errors"], "polling {} failed: {}".format(dut.gw, r["watch_errors"])
     assert r["child_rekeys"] >= 6, "only {} Child SA rekeys".format(r["child_rekeys"])
     assert r["ike_rekeys"] >= 2, "only {} IKE SA rekeys".format(r["ike_rekeys"])
-    assert r["ping_lost"] == 0, (
-        "lost {} of {} pings, at {} s after the start; rekeys seen at {} s; UDP receive buffer overflows "
-        "during the run: {} (charon drops there on a busy machine, rekey or not)".format(
-            r["ping_lost"], r["ping_sent"], r["ping_lost_at_s"][:20], r["rekey_times"], r["udp_rcvbuf_errors"]))
+    # A ping may only be lost where a drop was counted outside the gateway
+    # under test (charon's TUN queue or a backlog on this busy machine);
+    # one the gateway under test counted, or one nobody counted (a rekey
+    # that sends on an SA the peer does not have yet), fails.
+    why = rekeyload.attribute_losses(r)
+    assert why is None, (
+        "lost {} of {} pings, at {} s after the start, rekeys seen at {} s: {}; drops counted: kernel {}, "
+        "under test {}, peer {}".format(
+            r["ping_lost"], r["ping_sent"], r["ping_lost_at_s"][:20], r["rekey_times"], why,
+            r["kernel_drops"], r["dut_losses"], r["peer_losses"]))
     # Both sides still agree on the current SAs.
     now = ikegw.current_spis(dut)
     assert now and now[0] == ikegw.current_spis(other)[0], "IKE SPIs differ after the run"
