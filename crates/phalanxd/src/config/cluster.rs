@@ -30,7 +30,9 @@
 //! by node), this node is listed, ids and heartbeat addresses are unique
 //! and of one family, the virtual MACs are unicast (IEEE 802: the I/G bit,
 //! bit 0 of the first octet, is 0), the outside virtual address is the
-//! tunnel endpoint (`protected.local`), and the failure detector cannot
+//! tunnel endpoint (`protected.local`), the virtual addresses are IPv4
+//! (the data path has no IPv6 dispatch or neighbour discovery yet), and
+//! the failure detector cannot
 //! suspect a live node for one late heartbeat (`suspect_after_ms` more than
 //! twice `heartbeat_interval_ms`). IKE runs in cluster mode with its
 //! state replicated (see `crate::ike::cluster`); what it cannot use there
@@ -400,6 +402,16 @@ fn side(
         return Err(source.error(raw.interface.span(), field("interface"), msg));
     }
     let address = unicast_address(source, &raw.address, &field("address"))?;
+    if address.is_ipv6() {
+        // The cluster data path classifies IPv4 frames only and answers
+        // ARP, not neighbour discovery: an IPv6 virtual address would
+        // start a node that silently serves nothing.
+        let msg = format!(
+            "{address} is IPv6: cluster mode serves IPv4 virtual addresses only \
+             (no IPv6 neighbour discovery or IPv6 dispatch yet)"
+        );
+        return Err(source.error(raw.address.span(), field("address"), msg));
+    }
     let mac =
         mac(raw.mac.get_ref()).map_err(|msg| source.error(raw.mac.span(), field("mac"), msg))?;
     let spans = (raw.address.span(), raw.interface.span());

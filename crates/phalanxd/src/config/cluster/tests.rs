@@ -254,6 +254,20 @@ fn errors_name_line_and_field() {
         ),
         (
             "\"10.1.0.1\"",
+            "\"fd00:1::1\"",
+            20,
+            "cluster.inside.address",
+            "IPv4 virtual addresses only",
+        ),
+        (
+            "address = \"192.0.2.1\"\nmac",
+            "address = \"2001:db8::1\"\nmac",
+            15,
+            "cluster.outside.address",
+            "IPv4 virtual addresses only",
+        ),
+        (
+            "\"10.1.0.1\"",
             "\"192.0.2.1\"",
             20,
             "cluster.inside.address",
