@@ -33,6 +33,7 @@ losses and suspicions are printed (pytest -s) and recorded as properties.
 import itertools
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -311,6 +312,42 @@ def test_cluster_status_members_and_leases(steady):
     text = steady.gateways["n1"].ctl_raw("cluster", json_out=False)
     assert text.returncode == 0 and "failovers" in text.stdout, text.stdout + text.stderr
     print("\n" + text.stdout)
+
+
+def test_whole_cluster_pause_suspects_nobody(steady):
+    """(d) Every node's phalanxd stops at once for 80 ms (SIGSTOP, then
+    SIGCONT one after the other), five times, the first to wake rotating:
+    what a loaded or overcommitted machine does when it runs none of them
+    (CI's 2-core VM did; every node then suspected every peer). Silence
+    a node did not watch must not count: no suspicion, no view change,
+    each node counts the stalls, and streams both ways lose nothing (the
+    rings hold the frames)."""
+    names = ["n1", "n2", "n3"]
+    count = lambda st, name: cluster.status_counter(st, name)
+    before = {n: steady.cluster_status(n) for n in names}
+    streams = [cluster.UdpStream(steady, name, src, dst, addr, 5006, 200, 4).start()
+               for name, src, dst, addr in (("udp-pause-a2b", "hostA", "hostB", cluster.HOSTB),
+                                            ("udp-pause-b2a", "hostB", "hostA", cluster.HOSTA))]
+    time.sleep(1.0)
+    pids = [steady.gateways[n].proc.pid for n in names]
+    for k in range(5):
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.08)
+        for pid in pids[k % 3:] + pids[:k % 3]:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.4)
+    results = [s.result() for s in streams]
+    after = {n: steady.cluster_status(n) for n in names}
+    for n in names:
+        for name in ("suspicions", "quorum_losses", "corrected"):
+            assert count(after[n], name) == count(before[n], name), "{}: {} {} -> {}".format(
+                n, name, count(before[n], name), count(after[n], name))
+        stalls = count(after[n], "stalls") - count(before[n], "stalls")
+        assert stalls >= 5, "{} counted {} stalls for 5 pauses".format(n, stalls)
+        assert cluster.status_view(after[n]) == [1, 2, 3], after[n]["members"]
+    for s, r in zip(streams, results):
+        assert r["lost"] == 0 and r["duplicates"] == 0, "{}: {}".format(s.name, r)
 
 
 @pytest.mark.parametrize("scheme", ["packet-sqf", "session-rr", "session-sqf", "hash-src", "hash-src-spi"])
