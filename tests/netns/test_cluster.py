@@ -331,7 +331,7 @@ def test_whole_cluster_pause_suspects_nobody(steady):
     each node counts the stalls, and streams both ways lose nothing (the
     rings hold the frames)."""
     names = ["n1", "n2", "n3"]
-    count = lambda st, name: cluster.status_counter(st, name)
+    count = cluster.status_counter
     before = {n: steady.cluster_status(n) for n in names}
     streams = [cluster.UdpStream(steady, name, src, dst, addr, 5006, 200, 4).start()
                for name, src, dst, addr in (("udp-pause-a2b", "hostA", "hostB", cluster.HOSTB),

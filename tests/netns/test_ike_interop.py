@@ -203,20 +203,20 @@ def test_rekey_loss_attribution():
     def r(lost, kernel=None, dut=None, peer=None):
         return {"ping_lost": lost, "dut_ns": "gwA", "kernel_drops": kernel or {},
                 "dut_losses": dut or {}, "peer_losses": peer or {}}
-    assert rekeyload.attribute_losses(r(0, dut={"drops.UnknownSpi": 3})) is None, "nothing lost"
+    assert rekeyload.attribute_losses(r(0, dut={"drops.unknown_spi": 3})) is None, "nothing lost"
     assert rekeyload.attribute_losses(r(3, kernel={"gwB.ipsec0.tx_dropped": 40})) is None
     assert rekeyload.attribute_losses(r(3, kernel={"softnet.dropped": 2})) is None
-    assert rekeyload.attribute_losses(r(3, peer={"drops.Replayed": 1})) is None
+    assert rekeyload.attribute_losses(r(3, peer={"drops.replayed": 1})) is None
     assert rekeyload.attribute_losses(r(3)).startswith("no drop was counted")
     assert rekeyload.attribute_losses(r(3, kernel={"hostA.udp.RcvbufErrors": 900})).startswith(
         "no drop was counted"), "iperf3's socket overflowing drops no ping"
     assert "under test" in rekeyload.attribute_losses(
         r(3, kernel={"gwA.tun0.tx_dropped": 1, "gwB.ipsec0.tx_dropped": 40}))
     assert "under test" in rekeyload.attribute_losses(
-        r(3, kernel={"softnet.dropped": 2}, dut={"drops.UnknownSpi": 3}))
-    assert rekeyload.phalanx_losses({"drops.NattKeepalive": 4, "drops.AuthFailed": 1, "daemon.no_policy": 1,
+        r(3, kernel={"softnet.dropped": 2}, dut={"drops.unknown_spi": 3}))
+    assert rekeyload.phalanx_losses({"drops.natt_keepalive": 4, "drops.auth_failed": 1, "daemon.no_policy": 1,
                                      "daemon.io_dropped": 2, "daemon.tun_reads": 9}) == \
-        {"drops.AuthFailed": 1, "daemon.io_dropped": 2}
+        {"drops.auth_failed": 1, "daemon.io_dropped": 2}
 
 
 @pytest.mark.parametrize("peer", ["strongswan", "phalanx"])
