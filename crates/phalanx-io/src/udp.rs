@@ -56,8 +56,9 @@ pub struct UdpConfig {
     /// Bind and send from an address no interface holds, a cluster's
     /// virtual address (default off): ip(7) `IP_FREEBIND` for the bind and
     /// `IP_TRANSPARENT` for the sends (the route lookup refuses a source
-    /// that is not local without it). Needs `CAP_NET_ADMIN` at bind time;
-    /// IPv4 only (an IPv6 address is refused with `Unsupported`).
+    /// that is not local without it); `IPV6_FREEBIND` and
+    /// `IPV6_TRANSPARENT` for an IPv6 address. Needs `CAP_NET_ADMIN` at
+    /// bind time.
     pub freebind: bool,
     /// `SO_RCVBUF` in bytes.
     pub recv_buffer: usize,
@@ -237,18 +238,17 @@ pub(crate) fn set_buffers(socket: &Socket, recv: usize, send: usize) -> io::Resu
 /// from it: ip(7) `IP_FREEBIND` for the bind, and `IP_TRANSPARENT` for
 /// the sends, since the route lookup of a socket without it refuses a
 /// source address that is not local (`ENETUNREACH`, measured on Linux
-/// 6.18). `IP_TRANSPARENT` needs `CAP_NET_ADMIN` when it is set, so set
-/// it before privileges are dropped. IPv4 only: a cluster's virtual
-/// addresses are IPv4 (answered by ARP); an IPv6 address is refused.
+/// 6.18); for an IPv6 address ipv6(7)'s `IPV6_FREEBIND` and
+/// `IPV6_TRANSPARENT`. The transparent option needs `CAP_NET_ADMIN` when
+/// it is set, so set it before privileges are dropped.
 pub(crate) fn set_freebind(socket: &Socket, address: IpAddr) -> io::Result<()> {
     if address.is_ipv6() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "freebind: IPv4 addresses only",
-        ));
+        socket.set_freebind_v6(true)?;
+        socket.set_ip_transparent_v6(true)?;
+    } else {
+        socket.set_freebind_v4(true)?;
+        setsockopt(socket, sockopt::IpTransparent, &true)?;
     }
-    socket.set_freebind_v4(true)?;
-    setsockopt(socket, sockopt::IpTransparent, &true)?;
     Ok(())
 }
 

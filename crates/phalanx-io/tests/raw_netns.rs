@@ -124,8 +124,19 @@ fn a_bound_raw_socket_sees_only_its_address() {
 /// is refused.
 #[test]
 fn a_freebind_raw_socket_sends_from_an_address_no_interface_holds() {
-    let ns = NetNs::create("rawf");
-    let vip: IpAddr = "192.0.2.77".parse().unwrap();
+    freebind_sends_from("rawf", "192.0.2.77", "127.0.0.1");
+}
+
+/// The same for an IPv6 virtual address (`IPV6_FREEBIND`,
+/// `IPV6_TRANSPARENT`).
+#[test]
+fn a_freebind_raw_socket_sends_from_an_ipv6_address_no_interface_holds() {
+    freebind_sends_from("rawf6", "2001:db8::77", "::1");
+}
+
+fn freebind_sends_from(tag: &str, vip: &str, lo: &str) {
+    let ns = NetNs::create(tag);
+    let vip: IpAddr = vip.parse().unwrap();
     let mut plain = RawEspConfig::new(vip);
     plain.nonblocking = true;
     let refused = ns.run(|| RawEspSocket::open(&plain)).unwrap_err();
@@ -133,8 +144,8 @@ fn a_freebind_raw_socket_sends_from_an_address_no_interface_holds() {
     let mut config = plain.clone();
     config.freebind = true;
     let mut tx = ns.run(|| RawEspSocket::open(&config)).unwrap();
-    let mut rx = open(&ns, "127.0.0.1");
-    let lo: IpAddr = "127.0.0.1".parse().unwrap();
+    let mut rx = open(&ns, lo);
+    let lo: IpAddr = lo.parse().unwrap();
     assert_eq!(tx.send_batch(&esp_batch(lo, None, 3)).unwrap(), 3);
     assert_eq!(tx.stats().send_dropped, 0);
     let got = receive(&mut rx, 3);

@@ -12,10 +12,12 @@
 extern crate std;
 
 use core::net::{Ipv4Addr, Ipv6Addr};
+use std::string::ToString;
 use std::vec;
 
 use crate::ah::{self, AhPacket, AhRepr};
 use crate::esp::{self, EspPacket, EspRepr};
+use crate::ethernet::{self, MacAddress};
 use crate::ike::iana::PayloadType;
 use crate::ike::limits::HEADER_LEN as IKE_HEADER_LEN;
 use crate::ike::{
@@ -26,6 +28,7 @@ use crate::ip::{flow_of, ip_version, IpVersion};
 use crate::ipv4::{Ipv4Packet, Ipv4Repr};
 use crate::ipv6::{self, Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6Options, Ipv6Packet, Ipv6Repr};
 use crate::natt::{self, UdpEncapPayload};
+use crate::ndp::{self, Advertisement};
 use crate::tcp::TcpPacket;
 use crate::udp::{self, UdpPacket, UdpRepr};
 
@@ -69,8 +72,10 @@ pub fn ipv4(data: &[u8]) {
     }
 }
 
-/// IPv6 view, extension headers, both walks and the representation.
+/// IPv6 view, extension headers, both walks and the representation; then
+/// Neighbor Discovery ([`ndp`]).
 pub fn ipv6(data: &[u8]) {
+    ndp(data);
     let Ok(p) = Ipv6Packet::new_checked(data) else {
         return;
     };
@@ -107,6 +112,37 @@ pub fn ipv6(data: &[u8]) {
             repr
         );
     }
+}
+
+/// Neighbor Discovery (RFC 4861): both parsers and, for a solicitation
+/// that passes, the reply built, emitted and parsed back.
+pub fn ndp(data: &[u8]) {
+    match ndp::parse_solicitation(data) {
+        Ok(ns) => ndp_reply(&ns),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+    if let Ok(na) = ndp::parse_advertisement(data) {
+        assert!(!na.target.is_multicast());
+        assert!(!(na.dst.is_multicast() && na.solicited), "RFC 4861 §7.1.2");
+    }
+}
+
+/// The §7.1.1 promises of a parsed solicitation, and its reply's frame.
+fn ndp_reply(ns: &ndp::NeighborSolicitation) {
+    assert!(!ns.target.is_multicast() && !ns.src.is_multicast());
+    let dad = ns.src.is_unspecified();
+    assert!(!dad || ns.source_link_addr.is_none());
+    let mac = MacAddress([2, 0, 0, 0, 0, 1]);
+    let reply = Advertisement::reply(ns, MacAddress([2, 0, 0, 0, 0, 2]), mac, mac, false);
+    let frame = reply.emit_frame();
+    let parsed = ndp::parse_advertisement(&frame[ethernet::HEADER_LEN..]).unwrap();
+    assert_eq!((parsed.src, parsed.dst), (ns.target, reply.dst));
+    assert_eq!(
+        (parsed.target, parsed.target_link_addr),
+        (ns.target, Some(mac))
+    );
+    assert_eq!((parsed.solicited, parsed.override_flag), (!dad, true));
+    assert_eq!(frame[..6], reply.eth_dst.0);
 }
 
 /// UDP view, both checksums and the representation.

@@ -68,7 +68,7 @@ fn node_two_filter() -> KernelFilter {
         DispatchScheme::PacketRoundRobin,
         FilterAddresses {
             outside_mac: MAC,
-            outside: VIP,
+            outside: Some(VIP),
             inside_mac: MacAddress([0x02, 0, 0x5e, 0x10, 0, 2]),
         },
         4500,

@@ -12,7 +12,7 @@
 //! need `CAP_BPF`; the mapped maps need nothing after the drop).
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use phalanx_io::ethtool::disable_rx_coalescing;
@@ -172,13 +172,9 @@ fn open_kernel_filter(
     udp_port: u16,
     (inside, outside): (&PacketSocket, &PacketSocket),
 ) -> KernelFilterState {
-    // Cluster sides are IPv4 (checked with the configuration).
-    let Some(address) = side_ipv4(cluster.outside.address) else {
-        return KernelFilterState::Failed;
-    };
     let addresses = FilterAddresses {
         outside_mac: MacAddress(cluster.outside.mac),
-        outside: address,
+        outside: cluster.outside.addresses.v4,
         inside_mac: MacAddress(cluster.inside.mac),
     };
     let loaded = KernelFilter::load(cluster.node_id, cluster.scheme, addresses, udp_port)
@@ -234,12 +230,4 @@ pub fn interface_mac(interface: &str) -> Result<MacAddress, DeviceError> {
         device: what(),
         error: io::Error::new(io::ErrorKind::InvalidData, format!("{path}: {text:?}")),
     })
-}
-
-/// The IPv4 address of a side (cluster sides are IPv4: answered by ARP).
-pub fn side_ipv4(address: IpAddr) -> Option<std::net::Ipv4Addr> {
-    match address {
-        IpAddr::V4(v4) => Some(v4),
-        IpAddr::V6(_) => None,
-    }
 }

@@ -445,8 +445,8 @@ fn start_cluster(
     tracing::info!(
         node = settings.node_id.0,
         scheme = %settings.scheme,
-        inside = %inside.address,
-        outside = %outside.address,
+        inside = %inside.addresses,
+        outside = %outside.addresses,
         "cluster data plane running (one worker)"
     );
     Ok((DataPlane::Cluster { worker, thread }, ike_thread))
@@ -456,14 +456,8 @@ fn start_cluster(
 /// privileges are dropped).
 fn cluster_sides(cluster: &ClusterSettings) -> Result<(VirtualSide, VirtualSide), Box<dyn Error>> {
     let side = |side: &ClusterSide| -> Result<VirtualSide, Box<dyn Error>> {
-        let address = devices::side_ipv4(side.address).ok_or_else(|| {
-            format!(
-                "[cluster] virtual address {} on {}: only IPv4 is supported (ARP)",
-                side.address, side.interface
-            )
-        })?;
         Ok(VirtualSide {
-            address,
+            addresses: side.addresses,
             mac: MacAddress(side.mac),
             own_mac: devices::interface_mac(&side.interface)?,
         })

@@ -165,14 +165,17 @@ mod tests {
     use phalanx_cluster::DispatchScheme;
 
     use super::*;
-    use crate::config::ClusterSide;
+    use crate::config::{ClusterSide, SideAddresses};
 
     /// Settings for node `local` of nodes on 127.0.0.1..=127.0.0.n (all
     /// loopback), heartbeats on `port`.
     fn settings(local: u32, n: u8, port: u16) -> ClusterSettings {
         let side = |last: u8| ClusterSide {
             interface: format!("if{last}"),
-            address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, last)),
+            addresses: SideAddresses {
+                v4: Some(Ipv4Addr::new(192, 0, 2, last)),
+                v6: None,
+            },
             mac: [2, 0, 0, 0, 0, last],
         };
         ClusterSettings {

@@ -215,12 +215,15 @@ mod tests {
     };
 
     use super::*;
-    use crate::config::ClusterSide;
+    use crate::config::{ClusterSide, SideAddresses};
 
     fn settings() -> ClusterSettings {
         let side = |last: u8| ClusterSide {
             interface: format!("if{last}"),
-            address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, last)),
+            addresses: SideAddresses {
+                v4: Some(Ipv4Addr::new(192, 0, 2, last)),
+                v6: None,
+            },
             mac: [2, 0, 0, 0, 0, last],
         };
         let node = |id: u8| {

@@ -18,7 +18,7 @@
 //! mac = "02:00:5e:10:00:01"
 //! [cluster.inside]                 # the clear side (site LAN)
 //! interface = "lan0"
-//! address = "10.1.0.1"
+//! address = ["10.1.0.1", "fd01::1"] # one address, or one per family
 //! mac = "02:00:5e:10:00:02"
 //! [[cluster.node]]                 # every node, this one included: heartbeat address
 //! id = 1
@@ -30,8 +30,9 @@
 //! by node), this node is listed, ids and heartbeat addresses are unique
 //! and of one family, the virtual MACs are unicast (IEEE 802: the I/G bit,
 //! bit 0 of the first octet, is 0), the outside virtual address is the
-//! tunnel endpoint (`protected.local`), the virtual addresses are IPv4
-//! (the data path has no IPv6 dispatch or neighbour discovery yet), and
+//! tunnel endpoint (`protected.local`, one address of either family), a
+//! side has at most one virtual address per family (IPv4 ones are
+//! answered by ARP, IPv6 ones by neighbour discovery), and
 //! the failure detector cannot
 //! suspect a live node for one late heartbeat (`suspect_after_ms` more than
 //! twice `heartbeat_interval_ms`). IKE runs in cluster mode with its
@@ -40,7 +41,7 @@
 //! ([`check_cluster_reload`]): sockets, CPG membership and leases are set
 //! up once at start.
 
-use core::net::IpAddr;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use core::time::Duration;
 use std::collections::HashSet;
 use std::ops::{Range, RangeInclusive};
@@ -141,15 +142,55 @@ impl ClusterSettings {
     }
 }
 
-/// One side's virtual address, shared by every node.
+/// One side's virtual addresses, shared by every node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterSide {
     /// The interface every node receives that side's frames on.
     pub interface: String,
-    /// The virtual IP address (configured on no interface).
-    pub address: IpAddr,
-    /// The virtual MAC address the view's first node answers ARP with.
+    /// The virtual IP addresses (configured on no interface): one, or one
+    /// of each family.
+    pub addresses: SideAddresses,
+    /// The virtual MAC address the view's first node answers ARP and
+    /// neighbour solicitations with.
     pub mac: [u8; 6],
+}
+
+/// A side's virtual addresses: at most one per family, at least one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SideAddresses {
+    /// The IPv4 address (answered by ARP).
+    pub v4: Option<Ipv4Addr>,
+    /// The IPv6 address (answered by neighbour discovery).
+    pub v6: Option<Ipv6Addr>,
+}
+
+impl SideAddresses {
+    /// Whether `address` is one of them.
+    pub fn contains(&self, address: IpAddr) -> bool {
+        match address {
+            IpAddr::V4(a) => self.v4 == Some(a),
+            IpAddr::V6(a) => self.v6 == Some(a),
+        }
+    }
+
+    /// The addresses, IPv4 first.
+    pub fn iter(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        let v4 = self.v4.map(IpAddr::V4);
+        v4.into_iter().chain(self.v6.map(IpAddr::V6))
+    }
+
+    /// The one address of a side that has one (the outside: checked when
+    /// read), else the IPv4 one.
+    pub fn first(&self) -> Option<IpAddr> {
+        self.iter().next()
+    }
+}
+
+impl std::fmt::Display for SideAddresses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let all: Vec<String> = self.iter().map(|a| a.to_string()).collect();
+        f.write_str(&all.join(","))
+    }
 }
 
 /// Refuses a reload that changes `[cluster]` (or adds or removes it):
@@ -198,8 +239,18 @@ pub(crate) struct RawCluster {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawClusterSide {
     interface: Spanned<String>,
-    address: Spanned<String>,
+    address: Spanned<RawAddresses>,
     mac: Spanned<String>,
+}
+
+/// `address = "10.1.0.1"` or `address = ["10.1.0.1", "fd01::1"]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawAddresses {
+    /// One address.
+    One(String),
+    /// One per family.
+    Many(Vec<String>),
 }
 
 /// One `[[cluster.node]]` as written.
@@ -401,29 +452,50 @@ fn side(
         );
         return Err(source.error(raw.interface.span(), field("interface"), msg));
     }
-    let address = unicast_address(source, &raw.address, &field("address"))?;
-    if address.is_ipv6() {
-        // The cluster data path classifies IPv4 frames only and answers
-        // ARP, not neighbour discovery: an IPv6 virtual address would
-        // start a node that silently serves nothing.
-        let msg = format!(
-            "{address} is IPv6: cluster mode serves IPv4 virtual addresses only \
-             (no IPv6 neighbour discovery or IPv6 dispatch yet)"
-        );
-        return Err(source.error(raw.address.span(), field("address"), msg));
-    }
+    let addresses = side_addresses(source, &raw.address, &field("address"))?;
     let mac =
         mac(raw.mac.get_ref()).map_err(|msg| source.error(raw.mac.span(), field("mac"), msg))?;
     let spans = (raw.address.span(), raw.interface.span());
     Ok((
         ClusterSide {
             interface: raw.interface.into_inner(),
-            address,
+            addresses,
             mac,
         },
         spans.0,
         spans.1,
     ))
+}
+
+/// A side's virtual addresses: one, or a list of one per family.
+fn side_addresses(
+    source: &Source<'_>,
+    raw: &Spanned<RawAddresses>,
+    field: &str,
+) -> Result<SideAddresses, ConfigError> {
+    let texts = match raw.get_ref() {
+        RawAddresses::One(text) => std::slice::from_ref(text),
+        RawAddresses::Many(texts) => texts.as_slice(),
+    };
+    let fail = |msg: String| source.error(raw.span(), field, msg);
+    let mut out = SideAddresses { v4: None, v6: None };
+    for text in texts {
+        let address = parse_unicast(text).map_err(fail)?;
+        let taken = match address {
+            IpAddr::V4(a) => out.v4.replace(a).is_some(),
+            IpAddr::V6(a) => out.v6.replace(a).is_some(),
+        };
+        if taken {
+            return Err(fail(format!(
+                "two {} addresses: a side has at most one virtual address per family",
+                if address.is_ipv4() { "IPv4" } else { "IPv6" }
+            )));
+        }
+    }
+    if out.first().is_none() {
+        return Err(fail("no address: give one, or one per family".to_owned()));
+    }
+    Ok(out)
 }
 
 /// An address a node can be reached at (or answer for).
@@ -432,14 +504,17 @@ fn unicast_address(
     text: &Spanned<String>,
     field: &str,
 ) -> Result<IpAddr, ConfigError> {
-    let address: IpAddr = text.get_ref().parse().map_err(|_| {
-        let msg = format!("{:?} is not an IP address", text.get_ref());
-        source.error(text.span(), field, msg)
-    })?;
+    parse_unicast(text.get_ref()).map_err(|msg| source.error(text.span(), field, msg))
+}
+
+/// `text` as a unicast IP address, or why not.
+fn parse_unicast(text: &str) -> Result<IpAddr, String> {
+    let address: IpAddr = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not an IP address"))?;
     let broadcast = matches!(address, IpAddr::V4(a) if a.is_broadcast());
     if address.is_unspecified() || address.is_multicast() || broadcast {
-        let msg = format!("{address} is not a unicast address");
-        return Err(source.error(text.span(), field, msg));
+        return Err(format!("{address} is not a unicast address"));
     }
     Ok(address)
 }
@@ -452,15 +527,15 @@ fn check_sides(
     (inside, inside_span, inside_interface): &CheckedSide,
     protected: &ProtectedSettings,
 ) -> Result<(), ConfigError> {
-    if outside.address != protected.local {
+    if outside.addresses.first() != Some(protected.local) || outside.addresses.iter().count() != 1 {
         let msg = format!(
-            "the outside virtual address {} must be protected.local ({}): it is the tunnel \
-             endpoint of every SA",
-            outside.address, protected.local
+            "the outside virtual address {} must be protected.local ({}) alone: it is the \
+             tunnel endpoint of every SA",
+            outside.addresses, protected.local
         );
         return Err(source.error(outside_span.clone(), "cluster.outside.address", msg));
     }
-    if inside.address == outside.address {
+    if inside.addresses.contains(protected.local) {
         let msg = "the inside and outside virtual addresses must differ";
         return Err(source.error(inside_span.clone(), "cluster.inside.address", msg));
     }

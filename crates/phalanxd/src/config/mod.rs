@@ -30,7 +30,7 @@ use phalanx_crypto::Suite;
 use phalanx_sa::{SaParams, Selector};
 use zeroize::Zeroizing;
 
-pub use cluster::{check_cluster_reload, ClusterSettings, ClusterSide};
+pub use cluster::{check_cluster_reload, ClusterSettings, ClusterSide, SideAddresses};
 pub use credentials::CredentialFingerprint;
 pub use ike::{
     connection_changes, same_connection, ChildPolicySet, ChildRef, ConnectionChanges, IkeSettings,

@@ -130,12 +130,27 @@ pub enum DaemonCounter {
     /// Cluster mode: gratuitous ARPs sent for the virtual addresses when
     /// this node became the view's first member.
     ClusterGratuitousArps,
+    /// Cluster mode: neighbour solicitations for a virtual IPv6 address
+    /// answered (this node is the view's first member).
+    ClusterNdReplies,
+    /// Cluster mode: neighbour solicitations for a virtual IPv6 address
+    /// left to the view's first member.
+    ClusterNdNotOwner,
+    /// Cluster mode: ICMPv6 to a virtual address or its solicited-node
+    /// group that is not a valid solicitation for it (RFC 4861 §7.1.1:
+    /// hop limit, checksum, options; advertisements, router messages),
+    /// ignored.
+    ClusterNdIgnored,
+    /// Cluster mode: unsolicited neighbour advertisements sent for the
+    /// virtual IPv6 addresses when this node became the view's first
+    /// member.
+    ClusterUnsolicitedNas,
     /// Cluster mode: frames for another MAC address (not the side's
     /// virtual MAC, not an ARP broadcast), ignored.
     ClusterIgnoredOtherMac,
-    /// Cluster mode: frames to the virtual MAC that carry neither IPv4 nor
-    /// ARP (IPv6, others), ignored.
-    ClusterIgnoredNotIpv4,
+    /// Cluster mode: frames to the virtual MAC that carry neither IPv4,
+    /// IPv6 nor ARP, ignored.
+    ClusterIgnoredNotIp,
     /// Cluster mode: truncated frames and IPv4 packets whose header does
     /// not check (length, version, header checksum), ignored.
     ClusterIgnoredMalformed,
@@ -179,7 +194,7 @@ pub enum DaemonCounter {
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 60] = [
+    pub const ALL: [DaemonCounter; 64] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -226,8 +241,12 @@ impl DaemonCounter {
         DaemonCounter::ClusterArpNotOwner,
         DaemonCounter::ClusterArpIgnored,
         DaemonCounter::ClusterGratuitousArps,
+        DaemonCounter::ClusterNdReplies,
+        DaemonCounter::ClusterNdNotOwner,
+        DaemonCounter::ClusterNdIgnored,
+        DaemonCounter::ClusterUnsolicitedNas,
         DaemonCounter::ClusterIgnoredOtherMac,
-        DaemonCounter::ClusterIgnoredNotIpv4,
+        DaemonCounter::ClusterIgnoredNotIp,
         DaemonCounter::ClusterIgnoredMalformed,
         DaemonCounter::ClusterIgnoredFragment,
         DaemonCounter::ClusterIgnoredToVip,
@@ -294,8 +313,12 @@ impl DaemonCounter {
             DaemonCounter::ClusterArpNotOwner => "cluster_arp_not_owner",
             DaemonCounter::ClusterArpIgnored => "cluster_arp_ignored",
             DaemonCounter::ClusterGratuitousArps => "cluster_gratuitous_arps",
+            DaemonCounter::ClusterNdReplies => "cluster_nd_replies",
+            DaemonCounter::ClusterNdNotOwner => "cluster_nd_not_owner",
+            DaemonCounter::ClusterNdIgnored => "cluster_nd_ignored",
+            DaemonCounter::ClusterUnsolicitedNas => "cluster_unsolicited_nas",
             DaemonCounter::ClusterIgnoredOtherMac => "cluster_ignored_other_mac",
-            DaemonCounter::ClusterIgnoredNotIpv4 => "cluster_ignored_not_ipv4",
+            DaemonCounter::ClusterIgnoredNotIp => "cluster_ignored_not_ip",
             DaemonCounter::ClusterIgnoredMalformed => "cluster_ignored_malformed",
             DaemonCounter::ClusterIgnoredFragment => "cluster_ignored_fragment",
             DaemonCounter::ClusterIgnoredToVip => "cluster_ignored_to_vip",

@@ -1,7 +1,7 @@
 //! `[cluster]`: the example parses with its defaults, and each error
 //! names the file, line, column and field.
 
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use core::time::Duration;
 
 use phalanx_cluster::DispatchScheme;
@@ -91,7 +91,9 @@ fn base_parses_with_defaults() {
     assert_eq!(c.quorum, QuorumPolicy::Majority);
     assert!(c.kernel_filter, "on by default");
     assert_eq!(c.outside.interface, "wan0");
-    assert_eq!(c.outside.address, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
+    let outside = Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
+    assert_eq!(c.outside.addresses.first(), outside);
+    assert_eq!(c.outside.addresses.v6, None);
     assert_eq!(c.outside.mac, [2, 0, 0x5e, 0x10, 0, 1]);
     assert_eq!(c.inside.mac, [2, 0, 0x5e, 0x10, 0, 2]);
     assert_eq!(c.nodes.len(), 2);
@@ -99,6 +101,28 @@ fn base_parses_with_defaults() {
     assert_eq!(c.local_address(), Some(local));
     assert_eq!(c.node_at(local), Some(NodeId(2)));
     assert_eq!(c.address_of(NodeId(3)), None);
+}
+
+/// IPv6 virtual addresses: a dual-stack LAN side, an IPv6 WAN side.
+#[test]
+fn ipv6_virtual_addresses_parse() {
+    let text = edit("\"10.1.0.1\"", "[\"10.1.0.1\", \"fd01::1\"]");
+    let c = Config::parse("node.toml", &text).unwrap().cluster.unwrap();
+    assert_eq!(c.inside.addresses.v4, Some(Ipv4Addr::new(10, 1, 0, 1)));
+    assert_eq!(c.inside.addresses.v6, Some("fd01::1".parse().unwrap()));
+    assert_eq!(c.inside.addresses.to_string(), "10.1.0.1,fd01::1");
+
+    let text = BASE
+        .replacen("local = \"192.0.2.1\"", "local = \"2001:db8:f::1\"", 1)
+        .replacen("address = \"192.0.2.1\"", "address = \"2001:db8:f::1\"", 1)
+        .replacen("\"10.1.0.1\"", "[\"fd01::1\"]", 1);
+    let c = Config::parse("node.toml", &text).unwrap().cluster.unwrap();
+    let outside: Ipv6Addr = "2001:db8:f::1".parse().unwrap();
+    assert_eq!(c.outside.addresses.first(), Some(IpAddr::V6(outside)));
+    assert_eq!(
+        (c.inside.addresses.v4, c.inside.addresses.v6),
+        (None, Some("fd01::1".parse().unwrap()))
+    );
 }
 
 #[test]
@@ -254,17 +278,52 @@ fn errors_name_line_and_field() {
         ),
         (
             "\"10.1.0.1\"",
-            "\"fd00:1::1\"",
+            "[\"10.1.0.1\", \"10.1.0.2\"]",
             20,
             "cluster.inside.address",
-            "IPv4 virtual addresses only",
+            "at most one virtual address per family",
+        ),
+        (
+            "\"10.1.0.1\"",
+            "[\"fd01::1\", \"fd01::1\"]",
+            20,
+            "cluster.inside.address",
+            "two IPv6 addresses",
+        ),
+        (
+            "\"10.1.0.1\"",
+            "[]",
+            20,
+            "cluster.inside.address",
+            "no address",
+        ),
+        (
+            "\"10.1.0.1\"",
+            "[\"10.1.0.1\", \"ff02::1\"]",
+            20,
+            "cluster.inside.address",
+            "unicast",
         ),
         (
             "address = \"192.0.2.1\"\nmac",
             "address = \"2001:db8::1\"\nmac",
             15,
             "cluster.outside.address",
-            "IPv4 virtual addresses only",
+            "protected.local",
+        ),
+        (
+            "address = \"192.0.2.1\"\nmac",
+            "address = [\"192.0.2.1\", \"2001:db8::1\"]\nmac",
+            15,
+            "cluster.outside.address",
+            "alone",
+        ),
+        (
+            "\"10.1.0.1\"",
+            "[\"fd01::1\", \"192.0.2.1\"]",
+            20,
+            "cluster.inside.address",
+            "must differ",
         ),
         (
             "\"10.1.0.1\"",

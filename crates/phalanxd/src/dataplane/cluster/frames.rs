@@ -1,6 +1,7 @@
 //! What a cluster node does with one frame, device-free: answer an ARP
-//! request, protect a cleartext packet it owns, open an ESP packet it
-//! owns, or count and drop it. The worker ([`super::worker`]) feeds it
+//! request or a neighbour solicitation, protect a cleartext packet (IPv4
+//! or IPv6) it owns, open an ESP packet (over IPv4 or IPv6) it owns, or
+//! count and drop it. The worker ([`super::worker`]) feeds it
 //! the frames of both rings in order and carries out the [`Decision`]s;
 //! tests feed it crafted frames.
 //!
@@ -10,7 +11,7 @@
 //! only for reasons every node shares (its bytes, the SPD, the SAs), never
 //! for a local one (a full buffer is counted after the dispatcher).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use phalanx_cluster::dispatch::{flow_hash, DispatchScheme};
@@ -21,12 +22,15 @@ use phalanx_io::PacketMeta;
 use phalanx_sa::{FlowCache, FlowKey, IpsecProtocol, OutboundSa, PolicyAction, SaMode};
 use phalanx_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use phalanx_wire::ethernet::{EtherType, EthernetFrame, MacAddress};
+use phalanx_wire::ipv6::{upper_layer, Ipv6Packet};
 use phalanx_wire::natt::{classify, UdpEncapPayload};
+use phalanx_wire::ndp::{multicast_mac, parse_solicitation, solicited_node, NdpError};
 use phalanx_wire::{checksum, EspPacket, IpProtocol, Ipv4Packet, UdpPacket};
 
-use super::arp::{reply_frame, ArpFrame};
 use super::kernel_filter::KernelFilter;
+use super::neighbour::{arp_reply_frame, nd_reply_frame, NeighbourFrame};
 use super::Side;
+use crate::config::SideAddresses;
 use crate::dataplane::{DaemonCounter, Ingress, WorkerStats};
 use crate::install::Runtime;
 use crate::limits::{FLOW_CACHE_ENTRIES, IKE_PORT};
@@ -44,11 +48,12 @@ const TCP_CHECKSUM_AT: usize = 16;
 /// Where the checksum sits in a UDP header (RFC 768).
 const UDP_CHECKSUM_AT: usize = 6;
 
-/// One side's virtual address as this node uses it.
+/// One side's virtual addresses as this node uses them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VirtualSide {
-    /// The virtual IPv4 address (configured on no interface).
-    pub address: Ipv4Addr,
+    /// The virtual addresses (configured on no interface); the outside
+    /// has exactly one.
+    pub addresses: SideAddresses,
     /// The virtual MAC address, shared by every node.
     pub mac: MacAddress,
     /// This node's own MAC on that side's interface: the Ethernet source
@@ -60,10 +65,12 @@ pub struct VirtualSide {
 /// What to do with a frame.
 #[derive(Debug)]
 pub enum Decision<'f> {
-    /// Send this ARP reply on the side the request came from.
-    ArpReply(ArpFrame),
-    /// Protect `packet` (an IPv4 packet, Ethernet padding removed) with
-    /// `sa` as sequence number `seq`, after decrementing its TTL.
+    /// Send this ARP reply or neighbour advertisement on the side the
+    /// request came from.
+    Reply(NeighbourFrame),
+    /// Protect `packet` (an IPv4 or IPv6 packet, Ethernet padding
+    /// removed) with `sa` as sequence number `seq`, after decrementing its
+    /// TTL or hop limit.
     Protect {
         /// The cleartext packet.
         packet: &'f [u8],
@@ -97,12 +104,15 @@ pub enum Decision<'f> {
 }
 
 /// A cluster node's per-frame state: its dispatcher and sequencers
-/// ([`NodeDataPath`]), the SPD flow cache, and whether it answers ARP.
+/// ([`NodeDataPath`]), the SPD flow cache, and whether it answers ARP
+/// and neighbour solicitations.
 #[derive(Debug)]
 pub struct FrameClassifier {
     local: NodeId,
     inside: VirtualSide,
     outside: VirtualSide,
+    /// The outside virtual address: the tunnel endpoint.
+    outside_address: IpAddr,
     udp_port: u16,
     datapath: NodeDataPath,
     cache: FlowCache,
@@ -126,10 +136,16 @@ impl FrameClassifier {
         (inside, outside): (VirtualSide, VirtualSide),
         udp_port: u16,
     ) -> FrameClassifier {
+        // The configuration gives the outside exactly one address.
+        let outside_address = outside
+            .addresses
+            .first()
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
         FrameClassifier {
             local,
             inside,
             outside,
+            outside_address,
             udp_port,
             datapath: NodeDataPath::new(local, scheme),
             cache: FlowCache::new(FLOW_CACHE_ENTRIES),
@@ -200,7 +216,8 @@ impl FrameClassifier {
         became
     }
 
-    /// Whether this node answers ARP for the virtual addresses.
+    /// Whether this node answers ARP and neighbour solicitations for the
+    /// virtual addresses.
     pub fn is_arp_owner(&self) -> bool {
         self.arp_owner
     }
@@ -239,29 +256,94 @@ impl FrameClassifier {
         let (dst, mac) = (eth.dst_addr(), self.side(side).mac);
         if eth.vlan().is_some() {
             let counter = if dst == mac {
-                DaemonCounter::ClusterIgnoredNotIpv4
+                DaemonCounter::ClusterIgnoredNotIp
             } else {
                 DaemonCounter::ClusterIgnoredOtherMac
             };
             return drop(stats, counter);
         }
         let payload = frame.get(eth.header_len()..).unwrap_or(&[]);
-        if eth.ethertype() == EtherType::ARP && (dst == mac || dst.is_broadcast()) {
+        let ethertype = eth.ethertype();
+        if ethertype == EtherType::ARP && (dst == mac || dst.is_broadcast()) {
             return self.arp(side, payload, stats);
         }
-        if dst != mac {
+        let to_group = ethertype == EtherType::IPV6 && self.is_solicited_group(side, dst);
+        if dst != mac && !to_group {
             return drop(stats, DaemonCounter::ClusterIgnoredOtherMac);
         }
-        if eth.ethertype() != EtherType::IPV4 {
-            return drop(stats, DaemonCounter::ClusterIgnoredNotIpv4);
-        }
-        let Some(packet) = ipv4_packet(payload) else {
+        let head = match ethertype {
+            EtherType::IPV4 => ipv4_packet(payload).map(|p| (p, ipv4_head(p))),
+            EtherType::IPV6 => ipv6_packet(payload).and_then(|p| Some((p, ipv6_head(p)?))),
+            _ => return drop(stats, DaemonCounter::ClusterIgnoredNotIp),
+        };
+        let Some((packet, head)) = head else {
             return drop(stats, DaemonCounter::ClusterIgnoredMalformed);
         };
-        match side {
-            Side::Inside => self.cleartext(packet, rt, stats),
-            Side::Outside => self.protected(packet, rt, stats),
+        if head.protocol == IpProtocol::ICMPV6 && self.is_nd_destination(side, head.dst) {
+            match self.neighbour_solicitation(side, eth.src_addr(), packet, stats) {
+                Some(decision) => return decision,
+                // Another ICMPv6 message to the virtual address.
+                None if to_group => return drop(stats, DaemonCounter::ClusterNdIgnored),
+                None => {}
+            }
+        } else if to_group {
+            return drop(stats, DaemonCounter::ClusterNdIgnored);
         }
+        match side {
+            Side::Inside => self.cleartext(packet, &head, rt, stats),
+            Side::Outside => self.protected(packet, &head, rt, stats),
+        }
+    }
+
+    /// Whether `dst` is the Ethernet group of the solicited-node address
+    /// of `side`'s IPv6 virtual address (RFC 4861 §7.2.2: where address
+    /// resolution sends its solicitations).
+    fn is_solicited_group(&self, side: Side, dst: MacAddress) -> bool {
+        let v6 = self.side(side).addresses.v6;
+        v6.is_some_and(|a| dst == multicast_mac(solicited_node(a)))
+    }
+
+    /// Whether an ICMPv6 packet to `dst` may be a solicitation for
+    /// `side`'s IPv6 virtual address: to it (unicast, RFC 4861 §7.3.1
+    /// reachability confirmation) or to its solicited-node address.
+    fn is_nd_destination(&self, side: Side, dst: IpAddr) -> bool {
+        let (IpAddr::V6(dst), Some(v6)) = (dst, self.side(side).addresses.v6) else {
+            return false;
+        };
+        dst == v6 || dst == solicited_node(v6)
+    }
+
+    /// An ICMPv6 packet to `side`'s IPv6 virtual address or its
+    /// solicited-node group, in a frame from `requester`: a valid
+    /// neighbour solicitation for the virtual address (RFC 4861 §7.1.1)
+    /// is answered by the view's first node (§7.2.4); an invalid one, or
+    /// one for another target, is counted and ignored. `None`: not a
+    /// solicitation at all (the caller goes on with it).
+    fn neighbour_solicitation(
+        &mut self,
+        side: Side,
+        requester: MacAddress,
+        packet: &[u8],
+        stats: &mut WorkerStats,
+    ) -> Option<Decision<'static>> {
+        let vside = *self.side(side);
+        let solicitation = match parse_solicitation(packet) {
+            Ok(solicitation) => solicitation,
+            Err(NdpError::NotSolicitation) => return None,
+            Err(_) => return Some(drop(stats, DaemonCounter::ClusterNdIgnored)),
+        };
+        if Some(solicitation.target) != vside.addresses.v6 {
+            return Some(drop(stats, DaemonCounter::ClusterNdIgnored));
+        }
+        if !self.arp_owner {
+            return Some(drop(stats, DaemonCounter::ClusterNdNotOwner));
+        }
+        stats.daemon.bump(DaemonCounter::ClusterNdReplies);
+        Some(Decision::Reply(nd_reply_frame(
+            &solicitation,
+            requester,
+            &vside,
+        )))
     }
 
     /// An ARP packet for the virtual MAC or broadcast (RFC 826): a
@@ -278,8 +360,8 @@ impl FrameClassifier {
         // RFC 5227 §2.1.1 / §2.3: probes and announcements of the virtual
         // address (a node announcing it) are not requests to answer.
         let asks_for_vip = request.operation == ArpOperation::REQUEST
-            && request.target_ip == vside.address
-            && request.sender_ip != vside.address
+            && Some(request.target_ip) == vside.addresses.v4
+            && Some(request.sender_ip) != vside.addresses.v4
             && !request.sender_ip.is_unspecified();
         if !asks_for_vip {
             return drop(stats, DaemonCounter::ClusterArpIgnored);
@@ -288,25 +370,26 @@ impl FrameClassifier {
             return drop(stats, DaemonCounter::ClusterArpNotOwner);
         }
         stats.daemon.bump(DaemonCounter::ClusterArpReplies);
-        Decision::ArpReply(reply_frame(&request, &vside))
+        Decision::Reply(arp_reply_frame(&request, &vside))
     }
 
-    /// An IPv4 packet from the LAN to the inside virtual MAC: the SPD,
+    /// An IP packet from the LAN to the inside virtual MAC: the SPD,
     /// then the dispatcher for PROTECT packets.
     fn cleartext<'f>(
         &mut self,
         packet: &'f [u8],
+        head: &IpHead,
         rt: &Runtime,
         stats: &mut WorkerStats,
     ) -> Decision<'f> {
-        let ip = Ipv4Packet::new_unchecked(packet);
-        let dst = ip.dst_addr();
-        if dst == self.inside.address || dst == self.outside.address {
+        let dst = head.dst;
+        if self.inside.addresses.contains(dst) || dst == self.outside_address {
             return drop(stats, DaemonCounter::ClusterIgnoredToVip);
         }
-        // RFC 1812 §5.3.1: a router does not forward a packet whose TTL
-        // would reach 0 (no ICMP Time Exceeded is sent from here).
-        if ip.ttl() <= 1 {
+        // RFC 1812 §5.3.1, RFC 8200 §3: a router does not forward a packet
+        // whose TTL or hop limit would reach 0 (no ICMP Time Exceeded is
+        // sent from here).
+        if head.hop_limit <= 1 {
             return drop(stats, DaemonCounter::ClusterTtlExpired);
         }
         let Ok(flow) = phalanx_wire::flow_of(packet) else {
@@ -327,7 +410,7 @@ impl FrameClassifier {
         };
         let peer = match sa.params.mode {
             SaMode::Tunnel { remote, .. } => remote,
-            SaMode::Transport => IpAddr::V4(dst),
+            SaMode::Transport => dst,
         };
         let len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
         let (flow, print) = (flow_hash(&key), fingerprint(packet));
@@ -342,24 +425,24 @@ impl FrameClassifier {
         }
     }
 
-    /// An IPv4 packet from the WAN to the outside virtual MAC: ESP or ESP
+    /// An IP packet from the WAN to the outside virtual MAC: ESP or ESP
     /// in UDP to the outside virtual address goes to the dispatcher.
     fn protected<'f>(
         &mut self,
         packet: &'f [u8],
+        head: &IpHead,
         rt: &Runtime,
         stats: &mut WorkerStats,
     ) -> Decision<'f> {
-        let ip = Ipv4Packet::new_unchecked(packet);
-        if ip.dst_addr() != self.outside.address {
+        if head.dst != self.outside_address {
             return drop(stats, DaemonCounter::ClusterIgnoredOtherDestination);
         }
-        if ip.is_fragment() {
+        if head.fragment {
             return drop(stats, DaemonCounter::ClusterIgnoredFragment);
         }
-        let src = ip.src_addr();
-        let body = packet.get(ip.header_len()..).unwrap_or(&[]);
-        let (esp, payload, ingress, port) = match ip.protocol() {
+        let src = head.src;
+        let body = packet.get(head.body_at..).unwrap_or(&[]);
+        let (esp, payload, ingress, port) = match head.protocol {
             IpProtocol::ESP => (body, body, Ingress::Raw, 0),
             IpProtocol::UDP => match self.udp_esp(body, src, stats) {
                 Ok((esp, payload, port)) => (esp, payload, Ingress::Udp, port),
@@ -372,15 +455,15 @@ impl FrameClassifier {
         };
         let (spi, seq) = (view.spi(), view.sequence_number());
         let len = u32::try_from(esp.len()).unwrap_or(u32::MAX);
-        match self.datapath.inbound(spi, IpAddr::V4(src), seq, len) {
+        match self.datapath.inbound(spi, src, seq, len) {
             InboundDecision::Process => {
                 self.take_over_marks(spi, rt, stats);
                 stats.daemon.bump(DaemonCounter::ClusterInboundOwned);
                 let meta = PacketMeta {
-                    remote: SocketAddr::new(IpAddr::V4(src), port),
-                    local: Some(IpAddr::V4(self.outside.address)),
+                    remote: SocketAddr::new(src, port),
+                    local: Some(self.outside_address),
                     stride: 0,
-                    tos: ip.dscp_ecn(),
+                    tos: head.tos,
                 };
                 Decision::Open {
                     payload,
@@ -399,7 +482,7 @@ impl FrameClassifier {
     fn udp_esp<'f>(
         &self,
         datagram: &'f [u8],
-        src: Ipv4Addr,
+        src: IpAddr,
         stats: &mut WorkerStats,
     ) -> Result<(&'f [u8], &'f [u8], u16), Decision<'f>> {
         let Ok(udp) = UdpPacket::new_checked(datagram) else {
@@ -410,8 +493,8 @@ impl FrameClassifier {
             .unwrap_or(&[]);
         let port = udp.dst_port();
         let ike = |bytes| Decision::Ike {
-            local: SocketAddr::new(IpAddr::V4(self.outside.address), port),
-            remote: SocketAddr::new(IpAddr::V4(src), udp.src_port()),
+            local: SocketAddr::new(self.outside_address, port),
+            remote: SocketAddr::new(src, udp.src_port()),
             bytes,
         };
         if Some(port) == self.ike_port {
@@ -478,6 +561,23 @@ fn drop<'f>(stats: &mut WorkerStats, counter: DaemonCounter) -> Decision<'f> {
     Decision::Drop
 }
 
+/// What the classifier reads from an IP header of either family.
+#[derive(Clone, Copy, Debug)]
+struct IpHead {
+    src: IpAddr,
+    dst: IpAddr,
+    /// IPv4 TTL or IPv6 hop limit.
+    hop_limit: u8,
+    /// A fragment (IPv4 offset or MF; IPv6 a Fragment header).
+    fragment: bool,
+    /// The protocol after the header (IPv6: after the extension headers).
+    protocol: IpProtocol,
+    /// Where that protocol's header starts.
+    body_at: usize,
+    /// The DSCP and ECN octet (IPv6 traffic class).
+    tos: u8,
+}
+
 /// The IPv4 packet at the start of an Ethernet payload, without the
 /// Ethernet padding behind it (IEEE 802.3 pads frames to 60 octets);
 /// `None` when its header does not check (version, lengths, RFC 791
@@ -488,6 +588,50 @@ fn ipv4_packet(payload: &[u8]) -> Option<&[u8]> {
         return None;
     }
     payload.get(..usize::from(ip.total_len()))
+}
+
+/// The header of a checked IPv4 packet.
+fn ipv4_head(packet: &[u8]) -> IpHead {
+    let ip = Ipv4Packet::new_unchecked(packet);
+    IpHead {
+        src: IpAddr::V4(ip.src_addr()),
+        dst: IpAddr::V4(ip.dst_addr()),
+        hop_limit: ip.ttl(),
+        fragment: ip.is_fragment(),
+        protocol: ip.protocol(),
+        body_at: ip.header_len(),
+        tos: ip.dscp_ecn(),
+    }
+}
+
+/// The IPv6 packet at the start of an Ethernet payload, without the
+/// Ethernet padding behind it; `None` when its version is not 6 or its
+/// payload length runs past the frame (a jumbogram's zero length is not
+/// used on Ethernet, RFC 2675 §3: it is a bare header here and fails the
+/// next checks).
+fn ipv6_packet(payload: &[u8]) -> Option<&[u8]> {
+    let ip = Ipv6Packet::new_checked(payload).ok()?;
+    if ip.version() != 6 {
+        return None;
+    }
+    let len = ip.packet().len();
+    payload.get(..len)
+}
+
+/// The header of an IPv6 packet after its extension headers (RFC 8200
+/// §4); `None` when the chain does not parse.
+fn ipv6_head(packet: &[u8]) -> Option<IpHead> {
+    let ip = Ipv6Packet::new_unchecked(packet);
+    let upper = upper_layer(&ip).ok()?;
+    Some(IpHead {
+        src: IpAddr::V6(ip.src_addr()),
+        dst: IpAddr::V6(ip.dst_addr()),
+        hop_limit: ip.hop_limit(),
+        fragment: upper.is_fragment,
+        protocol: upper.protocol,
+        body_at: upper.offset,
+        tos: ip.traffic_class(),
+    })
 }
 
 /// The divergence fingerprint of a packet: FNV-1a 64 (draft-eastlake-fnv
@@ -506,9 +650,16 @@ pub fn fingerprint(packet: &[u8]) -> u64 {
 
 /// Decrements the TTL of the IPv4 packet in `packet` and patches its
 /// header checksum incrementally (RFC 1624 §3; the TTL is the high octet
-/// of the header's fifth 16-bit word, the protocol the low one). The
+/// of the header's fifth 16-bit word, the protocol the low one), or the
+/// hop limit of the IPv6 packet (RFC 8200 §3, no header checksum). The
 /// caller checked the header and that the TTL is above 1.
 pub fn decrement_ttl(packet: &mut [u8]) {
+    if packet.first().map(|b| b >> 4) == Some(6) {
+        let mut ip = Ipv6Packet::new_unchecked(&mut *packet);
+        let lower = ip.hop_limit().saturating_sub(1);
+        ip.set_hop_limit(lower);
+        return;
+    }
     let mut ip = Ipv4Packet::new_unchecked(&mut *packet);
     let (ttl, protocol) = (ip.ttl(), ip.protocol().0);
     let Some(lower) = ttl.checked_sub(1) else {
@@ -521,24 +672,30 @@ pub fn decrement_ttl(packet: &mut [u8]) {
     ip.set_checksum(patched);
 }
 
-/// Fills in the TCP or UDP checksum of the IPv4 packet in `packet` from
-/// scratch (RFC 9293 §3.1, RFC 768: pseudo-header and segment): the LAN
-/// host's kernel left it to its NIC (`checksum_pending`), and the far
-/// side of the tunnel must get it right. Other protocols and fragments
-/// are left alone. False when the transport header does not fit.
+/// Fills in the TCP or UDP checksum of the IP packet in `packet` from
+/// scratch (RFC 9293 §3.1, RFC 768, RFC 8200 §8.1: pseudo-header and
+/// segment): the LAN host's kernel left it to its NIC
+/// (`checksum_pending`), and the far side of the tunnel must get it
+/// right. Other protocols and fragments are left alone. False when the
+/// transport header does not fit.
 pub fn fill_transport_checksum(packet: &mut [u8]) -> bool {
-    let ip = Ipv4Packet::new_unchecked(&*packet);
-    let (src, dst, protocol) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
-    let at = match protocol {
+    let head = if packet.first().map(|b| b >> 4) == Some(6) {
+        match ipv6_head(packet) {
+            Some(head) => head,
+            None => return false,
+        }
+    } else {
+        ipv4_head(packet)
+    };
+    let at = match head.protocol {
         IpProtocol::TCP => TCP_CHECKSUM_AT,
         IpProtocol::UDP => UDP_CHECKSUM_AT,
         _ => return true,
     };
-    if ip.is_fragment() {
+    if head.fragment {
         return true;
     }
-    let header_len = ip.header_len();
-    let Some(segment) = packet.get_mut(header_len..) else {
+    let Some(segment) = packet.get_mut(head.body_at..) else {
         return false;
     };
     let Ok(length) = u16::try_from(segment.len()) else {
@@ -548,13 +705,19 @@ pub fn fill_transport_checksum(packet: &mut [u8]) -> bool {
         return false;
     };
     field.fill(0);
-    let sum = checksum::combine(&[
-        checksum::pseudo_header_v4(src, dst, protocol, length),
-        checksum::data(segment),
-    ]);
+    let pseudo = match (head.src, head.dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            checksum::pseudo_header_v4(src, dst, head.protocol, length)
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            checksum::pseudo_header_v6(src, dst, head.protocol, u32::from(length))
+        }
+        _ => return false,
+    };
+    let sum = checksum::combine(&[pseudo, checksum::data(segment)]);
     // RFC 768: a computed zero is sent as all ones (zero means "none").
     let value = match !sum {
-        0 if protocol == IpProtocol::UDP => 0xffff,
+        0 if head.protocol == IpProtocol::UDP => 0xffff,
         v => v,
     };
     segment[at..at + 2].copy_from_slice(&value.to_be_bytes());

@@ -75,8 +75,10 @@ use program::{
 pub struct FilterAddresses {
     /// The outside virtual MAC.
     pub outside_mac: MacAddress,
-    /// The outside virtual address.
-    pub outside: Ipv4Addr,
+    /// The outside virtual address when it is IPv4 (`None`: IPv6, which
+    /// the program does not parse; the outside ring then gets only the
+    /// other-MAC filter).
+    pub outside: Option<Ipv4Addr>,
     /// The inside virtual MAC.
     pub inside_mac: MacAddress,
 }
@@ -169,15 +171,21 @@ impl KernelFilter {
             .map_err(FilterError::Map)?;
         let counters = Map::per_cpu_array(program::counter::BYTES, 1, "phx_counters")
             .map_err(FilterError::Map)?;
-        let target = FilterTarget {
-            mac: addresses.outside_mac,
-            address: addresses.outside,
-            udp_port,
-            index_fd: map_fd(&index),
-            slots_fd: map_fd(slots.map()),
-            counters_fd: map_fd(&counters),
-        };
-        let insns = program::esp_filter(&target).map_err(FilterError::Assemble)?;
+        let insns = match addresses.outside {
+            Some(address) => program::esp_filter(&FilterTarget {
+                mac: addresses.outside_mac,
+                address,
+                udp_port,
+                index_fd: map_fd(&index),
+                slots_fd: map_fd(slots.map()),
+                counters_fd: map_fd(&counters),
+            }),
+            // An IPv6 outside address: the program does not parse IPv6,
+            // so only frames to other MACs are dropped; all ESP reaches
+            // user space, which dispatches it.
+            None => program::other_mac_filter(addresses.outside_mac, map_fd(&counters)),
+        }
+        .map_err(FilterError::Assemble)?;
         let program = Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_esp_filter")
             .map_err(FilterError::Load)?;
         let insns = program::other_mac_filter(addresses.inside_mac, map_fd(&counters))

@@ -15,10 +15,14 @@
 //! the node's own address), ARP replies on the ring's socket.
 //!
 //! Per frame ([`frames::FrameClassifier`], device-free):
-//! - ARP requests for a side's virtual address are answered with its
-//!   virtual MAC, by the view's first node only ([`arp`]); when a node
-//!   becomes the first it announces both addresses (gratuitous ARP).
-//! - Outside, IPv4 to the outside virtual address: ESP (protocol 50) or
+//! - ARP requests for a side's virtual IPv4 address and neighbour
+//!   solicitations (RFC 4861) for its virtual IPv6 address (to it, or to
+//!   its solicited-node group, whose Ethernet group every node's ring
+//!   receives in promiscuous mode) are answered with its virtual MAC, by
+//!   the view's first node only ([`neighbour`]); when a node becomes the
+//!   first it announces every virtual address (gratuitous ARP,
+//!   unsolicited neighbour advertisements).
+//! - Outside, IPv4 or IPv6 to the outside virtual address: ESP (protocol 50) or
 //!   ESP in UDP (port 4500, non-zero marker, RFC 3948) — the SPI and
 //!   sequence number go to the dispatcher (`NodeDataPath::inbound`); an
 //!   owned packet goes through the host-mode [`InboundPath`] to the TUN,
@@ -29,7 +33,7 @@
 //!   4500 behind the non-ESP marker) goes to the IKE thread's bounded
 //!   queue on every node (`crate::ike::cluster` decides who answers);
 //!   without IKE configured it is counted and dropped.
-//! - Inside, IPv4 to the inside virtual MAC for a destination that is not
+//! - Inside, IPv4 or IPv6 to the inside virtual MAC for a destination that is not
 //!   a virtual address: the SPD through a flow cache; PROTECT packets are
 //!   counted by every node (`NodeDataPath::outbound`, which returns the
 //!   sequence number of this node's lease class when it owns the packet)
@@ -41,7 +45,9 @@
 //! owns before it is copied to the ring (packet round robin on non-ESN
 //! SAs, the hash schemes), records its numbers for the observer, and
 //! counts it (`cluster_inbound_not_owned_kernel`); such frames never reach
-//! the classifier.
+//! the classifier. The program parses IPv4 only: with an IPv6 outside
+//! address it only drops frames to other MACs, and every ESP packet is
+//! dispatched in user space.
 //!
 //! Every frame that is not processed is counted with its reason
 //! ([`DaemonCounter`](super::DaemonCounter)`::Cluster*`), so `phalanxctl
@@ -50,9 +56,9 @@
 //! [`InboundPath`]: super::InboundPath
 //! [`OutboundPath`]: super::OutboundPath
 
-pub mod arp;
 pub mod frames;
 pub mod kernel_filter;
+pub mod neighbour;
 pub mod worker;
 
 #[cfg(test)]

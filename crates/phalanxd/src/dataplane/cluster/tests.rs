@@ -10,7 +10,7 @@
 //!  SA out 0x1001 (10.1.0.0/24 -> 10.2.0.0/24), SA in 0x2001
 //! ```
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,12 +25,16 @@ use phalanx_wire::{EspPacket, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRe
 
 use super::frames::{decrement_ttl, fill_transport_checksum, fingerprint};
 use super::{Decision, FrameClassifier, Side, VirtualSide};
-use crate::config::Config;
+use crate::config::{Config, SideAddresses};
 use crate::dataplane::outbound::Assigned;
 use crate::dataplane::{CryptoEngine, DaemonCounter, Egress, Ingress, OutboundPath, WorkerStats};
 use crate::install::SaStore;
 
+mod ipv6;
+
 const INSIDE_VIP: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
+/// The inside's IPv6 virtual address (a dual-stack LAN).
+pub(super) const INSIDE_VIP6: Ipv6Addr = Ipv6Addr::new(0xfd01, 0, 0, 0, 0, 0, 0, 1);
 const OUTSIDE_VIP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 /// The harness's peer gateway (`phalanx_testkit::cluster_group::PEER`).
 const PEER: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
@@ -52,6 +56,8 @@ fn store() -> SaStore {
          key = \"0102030405060708090a0b0c0d0e0f1011121314\"\nremote = \"{PEER}\"\n\
          [[policy]]\nname = \"p\"\nsrc = \"10.1.0.0/24\"\ndst = \"10.2.0.0/24\"\n\
          action = \"protect\"\nsa = \"o\"\n\
+         [[policy]]\nname = \"p6\"\nsrc = \"fd01::/64\"\ndst = \"fd02::/64\"\n\
+         action = \"protect\"\nsa = \"o\"\n\
          [[policy]]\nname = \"b\"\nsrc = \"10.1.0.0/24\"\ndst = \"10.3.0.0/24\"\naction = \"bypass\"\n"
     );
     let store = SaStore::new();
@@ -64,12 +70,18 @@ fn store() -> SaStore {
 fn sides(id: u8) -> (VirtualSide, VirtualSide) {
     let own = |side: u8| MacAddress([2, 0xcc, 0, 0, side, id]);
     let inside = VirtualSide {
-        address: INSIDE_VIP,
+        addresses: SideAddresses {
+            v4: Some(INSIDE_VIP),
+            v6: Some(INSIDE_VIP6),
+        },
         mac: INSIDE_VMAC,
         own_mac: own(2),
     };
     let outside = VirtualSide {
-        address: OUTSIDE_VIP,
+        addresses: SideAddresses {
+            v4: Some(OUTSIDE_VIP),
+            v6: None,
+        },
         mac: OUTSIDE_VMAC,
         own_mac: own(1),
     };
@@ -210,7 +222,7 @@ enum Shape {
 impl Shape {
     fn of(decision: Decision<'_>) -> Shape {
         match decision {
-            Decision::ArpReply(f) => Shape::Arp(f.as_bytes().to_vec()),
+            Decision::Reply(f) => Shape::Arp(f.as_bytes().to_vec()),
             Decision::Protect { packet, sa, seq } => Shape::Protect {
                 spi: sa.spi(),
                 seq,
@@ -285,7 +297,7 @@ fn arp_frames_name_the_virtual_mac_and_come_from_the_node() {
     let (inside, _) = sides(1);
     let request =
         ArpRepr::parse(&ArpPacket::new_checked(&arp_request(INSIDE_VIP)[14..42]).unwrap()).unwrap();
-    let reply = super::arp::reply_frame(&request, &inside);
+    let reply = super::neighbour::arp_reply_frame(&request, &inside);
     let eth = EthernetFrame::new_checked(reply.as_bytes()).unwrap();
     assert_eq!(reply.as_bytes().len(), 60, "padded to the Ethernet minimum");
     assert_eq!((eth.dst_addr(), eth.src_addr()), (HOST_MAC, inside.own_mac));
@@ -293,7 +305,7 @@ fn arp_frames_name_the_virtual_mac_and_come_from_the_node() {
     assert_eq!(arp.operation, ArpOperation::REPLY);
     assert_eq!((arp.sender_mac, arp.sender_ip), (INSIDE_VMAC, INSIDE_VIP));
     assert_eq!((arp.target_mac, arp.target_ip), (HOST_MAC, HOST));
-    let announce = super::arp::announcement_frame(&inside);
+    let announce = super::neighbour::announcement_frame(IpAddr::V4(INSIDE_VIP), &inside);
     let eth = EthernetFrame::new_checked(announce.as_bytes()).unwrap();
     assert_eq!(
         (eth.dst_addr(), eth.src_addr()),
@@ -419,7 +431,7 @@ fn one_node_answers_arp_and_owns_every_packet() {
 
     let request = arp_request(INSIDE_VIP);
     let repr = ArpRepr::parse(&ArpPacket::new_checked(&request[14..42]).unwrap()).unwrap();
-    let expected = super::arp::reply_frame(&repr, &sides(1).0);
+    let expected = super::neighbour::arp_reply_frame(&repr, &sides(1).0);
     let got = run(&mut c, Side::Inside, &request, &rt);
     assert_eq!(
         got,
@@ -581,6 +593,7 @@ fn frames_that_are_not_processed_are_counted_with_their_reason() {
     let mut bad_checksum = cleartext(REMOTE_HOST, 64, 1);
     bad_checksum[14 + 10] ^= 0xff;
     let ipv6 = frame(INSIDE_VMAC, HOST_MAC, EtherType::IPV6, &[0x60; 60]);
+    let not_ip = frame(INSIDE_VMAC, HOST_MAC, EtherType(0x88b5), &[0x60; 60]);
     let mut fragment = esp_frame(IN_SPI, 1);
     fragment[14 + 6] = 0x20; // MF
     Ipv4Packet::new_unchecked(&mut fragment[14..34]).fill_checksum();
@@ -654,7 +667,13 @@ fn frames_that_are_not_processed_are_counted_with_their_reason() {
             bad_checksum,
             D::ClusterIgnoredMalformed,
         ),
-        ("7 IPv6", Side::Inside, ipv6, D::ClusterIgnoredNotIpv4),
+        (
+            "7 IPv6 runt",
+            Side::Inside,
+            ipv6,
+            D::ClusterIgnoredMalformed,
+        ),
+        ("7b not IP", Side::Inside, not_ip, D::ClusterIgnoredNotIp),
         (
             "8 runt",
             Side::Inside,
@@ -769,7 +788,7 @@ fn a_takeover_marks_what_the_kernel_filter_dropped() {
     use super::kernel_filter::{FilterAddresses, FilterError, KernelFilter};
     let addresses = FilterAddresses {
         outside_mac: OUTSIDE_VMAC,
-        outside: OUTSIDE_VIP,
+        outside: Some(OUTSIDE_VIP),
         inside_mac: INSIDE_VMAC,
     };
     let filter =

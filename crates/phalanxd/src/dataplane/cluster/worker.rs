@@ -35,11 +35,11 @@ use phalanx_io::tun::TunDevice;
 use phalanx_io::udp::UdpSocket;
 use phalanx_io::{PacketBatch, PacketMeta};
 
-use super::arp::{announcement_frame, ArpFrame};
 use super::frames::{
     decrement_ttl, fill_transport_checksum, Decision, FrameClassifier, VirtualSide,
 };
 use super::kernel_filter::KernelFilter;
+use super::neighbour::{announcement_frame, NeighbourFrame};
 use super::Side;
 use crate::cluster::ReportSender;
 use crate::dataplane::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
@@ -63,7 +63,8 @@ pub const IDLE_TICK: Duration = Duration::from_millis(5);
 /// `ETH_DATA_LEN`): cleartext buffers hold at least this.
 const ETH_DATA_LEN: u16 = 1500;
 
-/// ARP replies held per ring read; more are dropped (counted).
+/// ARP replies and neighbour advertisements held per ring read; more
+/// are dropped (counted).
 const MAX_REPLIES: usize = 32;
 
 /// What the worker is told at start.
@@ -203,7 +204,7 @@ struct Plane {
     /// Owned ESP-in-UDP payloads and plain ESP packets.
     esp_udp: PacketBatch,
     esp_raw: PacketBatch,
-    replies: Vec<ArpFrame>,
+    replies: Vec<NeighbourFrame>,
     stats: WorkerStats,
     /// The kernel filter was asked for and is not there.
     kernel_filter_failed: bool,
@@ -218,7 +219,12 @@ impl ClusterWorker {
         slot: Arc<StatsSlot>,
     ) -> ClusterWorker {
         let room = packet_room(settings.mtu.max(ETH_DATA_LEN));
-        let local = std::net::IpAddr::V4(settings.outside.address);
+        // The configuration gives the outside exactly one address.
+        let local = settings
+            .outside
+            .addresses
+            .first()
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
         let clear = PacketBatch::new(TUN_BATCH, room, HEADROOM);
         let esp_udp = PacketBatch::new(SOCKET_BATCH, room, INBOUND_HEADROOM);
         let mut outbound = OutboundPath::new(local, clear.buffer_len(), TUN_BATCH);
@@ -342,25 +348,30 @@ impl ClusterWorker {
         self.plane.send_reports();
     }
 
-    /// RFC 5227 §3 announcements of both virtual addresses: this node has
-    /// just become the one that answers ARP for them.
+    /// Announcements of every virtual address (RFC 5227 §3 gratuitous
+    /// ARP, RFC 4861 §7.2.6 unsolicited advertisements): this node has
+    /// just become the one that answers for them.
     fn announce(&mut self) {
         for side in [Side::Inside, Side::Outside] {
-            let frame = announcement_frame(self.plane.classifier.side(side));
+            let vside = *self.plane.classifier.side(side);
             let socket = match side {
                 Side::Inside => &self.inside,
                 Side::Outside => &self.outside,
             };
-            match socket.send(frame.as_bytes()) {
-                Ok(_) => self
-                    .plane
-                    .stats
-                    .daemon
-                    .bump(DaemonCounter::ClusterGratuitousArps),
-                Err(_) => self.plane.stats.daemon.bump(DaemonCounter::SendErrors),
+            for address in vside.addresses.iter() {
+                let frame = announcement_frame(address, &vside);
+                let counter = match (socket.send(frame.as_bytes()), address.is_ipv4()) {
+                    (Ok(_), true) => DaemonCounter::ClusterGratuitousArps,
+                    (Ok(_), false) => DaemonCounter::ClusterUnsolicitedNas,
+                    (Err(_), _) => DaemonCounter::SendErrors,
+                };
+                self.plane.stats.daemon.bump(counter);
             }
         }
-        tracing::info!("this node answers ARP for the virtual addresses now; announced them");
+        tracing::info!(
+            "this node answers ARP and neighbour solicitations for the virtual addresses now; \
+             announced them"
+        );
     }
 
     /// Reads what the ring of `side` holds, processes it, and sends the
@@ -404,10 +415,8 @@ impl Plane {
             return;
         }
         match self.classifier.classify(side, frame, rt, &mut self.stats) {
-            Decision::ArpReply(reply) if self.replies.len() < MAX_REPLIES => {
-                self.replies.push(reply)
-            }
-            Decision::ArpReply(_) => self.stats.daemon.bump(DaemonCounter::ClusterOversize),
+            Decision::Reply(reply) if self.replies.len() < MAX_REPLIES => self.replies.push(reply),
+            Decision::Reply(_) => self.stats.daemon.bump(DaemonCounter::ClusterOversize),
             Decision::Protect { packet, sa, seq } => {
                 self.queue_clear(packet, meta.checksum_pending, Assigned { sa, seq })
             }

@@ -79,7 +79,7 @@ fn passes(filter: &KernelFilter, frame: &[u8]) -> bool {
 fn load(local: u32, scheme: DispatchScheme) -> Option<KernelFilter> {
     let addresses = FilterAddresses {
         outside_mac: MAC,
-        outside: VIP,
+        outside: Some(VIP),
         inside_mac: INSIDE_MAC,
     };
     match KernelFilter::load(NodeId(local), scheme, addresses, NATT) {
