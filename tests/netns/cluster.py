@@ -18,6 +18,22 @@
       inside  10.1.0.1  / 02:00:5e:10:00:02   (hostA's gateway)
       outside 192.0.2.1 / 02:00:5e:10:00:01   (gwB's peer)
 
+IPv6 (`Cluster(lan6=True, wan6=True)`, both off by default):
+
+    lan6: hostA fd01::10 (default route -> fd01::1), nodes' lan0
+          fd01::11-13, gwB lan0 fd02::1, hostB fd02::10 (default route
+          -> fd02::1); the inside virtual addresses are 10.1.0.1 and
+          fd01::1 (one MAC, answered by ARP and neighbour discovery)
+    wan6: gwB wan0 2001:db8:f::2, nodes' wan0 2001:db8:f::11-13 (their
+          IPv4 addresses stay); the outside virtual address is
+          2001:db8:f::1 (gwB resolves it by neighbour discovery) and
+          the tunnel runs over IPv6 (SA endpoints and `[protected] local`)
+
+Every IPv6 address is added `nodad`, duplicate address detection is off
+(link-local addresses too), routers are neither solicited nor listened to,
+and the switch namespace has no IPv6 at all (its bridges stay silent):
+only the hosts, the nodes and phalanxd speak neighbour discovery.
+
 The bridges forget every address at once (`ageing_time 0`), so every frame
 reaches every port: a switch that floods the virtual MAC as unknown unicast.
 Each node's kernel has ip_forward=1 and a connected route to site A (it
@@ -67,6 +83,12 @@ GWB_LAN = "10.2.0.1"
 VIP_IN, VMAC_IN = "10.1.0.1", "02:00:5e:10:00:02"
 VIP_OUT, VMAC_OUT = phxnet.GWA_WAN_V4, "02:00:5e:10:00:01"   # 192.0.2.1
 GWB_WAN = phxnet.GWB_WAN_V4                                   # 192.0.2.2
+# IPv6 (Cluster(lan6=True) / Cluster(wan6=True)).
+HOSTA6, HOSTB6 = "fd01::10", "fd02::10"
+GWB_LAN6 = "fd02::1"
+VIP_IN6 = "fd01::1"
+VIP_OUT6 = phxnet.GWA_WAN_V6                                  # 2001:db8:f::1
+GWB_WAN6 = phxnet.GWB_WAN_V6                                  # 2001:db8:f::2
 HEARTBEAT_PORT = 7400
 GWB_WAN_MAC = "02:00:00:02:00:fe"
 HOSTA_MAC = "02:00:00:01:00:fa"
@@ -87,8 +109,10 @@ COROSYNC_TOTEM = {
 
 
 def node_addr(i, side):
-    """Address of node i (1-based) on `side` ("lan", "wan", "cl")."""
-    return {"lan": "10.1.0.1{}", "wan": "192.0.2.1{}", "cl": "10.99.0.1{}"}[side].format(i)
+    """Address of node i (1-based) on `side` ("lan", "wan", "cl"; IPv6:
+    "lan6", "wan6")."""
+    return {"lan": "10.1.0.1{}", "wan": "192.0.2.1{}", "cl": "10.99.0.1{}", "lan6": "fd01::1{}",
+            "wan6": "2001:db8:f::1{}"}[side].format(i)
 
 
 def node_mac(i, side):
@@ -116,10 +140,20 @@ def corosync_conf(node_dir, nodes, totem=None):
     return "\n".join(lines) + "\n"
 
 
+def _toml_addresses(addresses):
+    """`address = ` of a cluster side: one string, or an array of one per family."""
+    if isinstance(addresses, str):
+        addresses = [addresses]
+    quoted = ['"{}"'.format(a) for a in addresses]
+    return quoted[0] if len(quoted) == 1 else "[" + ", ".join(quoted) + "]"
+
+
 def cluster_table(i, nodes, scheme, lease_len=4096, checkpoint_every=1024,
-                  heartbeat_interval_ms=5, suspect_after_ms=30, kernel_filter=True):
+                  heartbeat_interval_ms=5, suspect_after_ms=30, kernel_filter=True, inside=VIP_IN, outside=VIP_OUT):
     """The `[cluster]` part of node i's phalanxd config (config contract
-    in crates/phalanxd/src/config/cluster.rs)."""
+    in crates/phalanxd/src/config/cluster.rs). `inside`: one virtual
+    address or a list of one per family; `outside`: one address (the
+    tunnel endpoint)."""
     text = """
 [cluster]
 node_id = {i}
@@ -134,26 +168,27 @@ kernel_filter = {kf}
 
 [cluster.outside]
 interface = "wan0"
-address = "{vip_out}"
+address = {vip_out}
 mac = "{vmac_out}"
 
 [cluster.inside]
 interface = "lan0"
-address = "{vip_in}"
+address = {vip_in}
 mac = "{vmac_in}"
 """.format(i=i, scheme=scheme, port=HEARTBEAT_PORT, hb=heartbeat_interval_ms, suspect=suspect_after_ms,
-           lease=lease_len, cp=checkpoint_every, kf="true" if kernel_filter else "false", vip_out=VIP_OUT, vmac_out=VMAC_OUT, vip_in=VIP_IN,
-           vmac_in=VMAC_IN)
+           lease=lease_len, cp=checkpoint_every, kf="true" if kernel_filter else "false",
+           vip_out=_toml_addresses(outside), vmac_out=VMAC_OUT, vip_in=_toml_addresses(inside), vmac_in=VMAC_IN)
     for j in range(1, nodes + 1):
         text += '\n[[cluster.node]]\nid = {}\naddress = "{}"\n'.format(j, node_addr(j, "cl"))
     return text
 
 
-def node_config(i, nodes, sas, node_dir, scheme="packet-rr", **cluster_kw):
+def node_config(i, nodes, sas, node_dir, scheme="packet-rr", family="v4", **cluster_kw):
     """phalanxd TOML for node i: gwA's static SAs and policies of
-    phxnet (local 192.0.2.1 = the outside virtual address, peer gwB)
-    shared by every node, plus its own `[cluster]`."""
-    text = phxnet.gateway_config("A", sas, node_dir, comment="cluster node n{}".format(i))
+    phxnet (local 192.0.2.1 = the outside virtual address, peer gwB;
+    2001:db8:f::1 and ::2 with `family` "v6") shared by every node, plus
+    its own `[cluster]`."""
+    text = phxnet.gateway_config("A", sas, node_dir, comment="cluster node n{}".format(i), family=family)
     text = text.replace(os.path.join(node_dir, "gwA.sock"), os.path.join(node_dir, "phalanxd.sock"))
     return text + cluster_table(i, nodes, scheme, **cluster_kw)
 
@@ -161,11 +196,19 @@ def node_config(i, nodes, sas, node_dir, scheme="packet-rr", **cluster_kw):
 # ---------------------------------------------------------------- topology
 class Cluster(phxnet.Topology):
     """The namespaces above, Corosync and phalanxd per node, gwB. Process
-    and namespace bookkeeping as in phxnet.Topology (lib.sh's format)."""
+    and namespace bookkeeping as in phxnet.Topology (lib.sh's format).
+    `lan6`: site A and site B dual-stack, the inside virtual addresses
+    10.1.0.1 and fd01::1; `wan6`: the WAN and the tunnel over IPv6 (see
+    the module doc)."""
 
-    def __init__(self, prefix=None, run_dir=None, nodes=NODE_COUNT):
+    def __init__(self, prefix=None, run_dir=None, nodes=NODE_COUNT, lan6=False, wan6=False):
         super().__init__(prefix=prefix or "pxc{}".format(os.getpid()), run_dir=run_dir)
         self.nodes = nodes
+        self.lan6, self.wan6 = lan6, wan6
+        self.wan_family = "v6" if wan6 else "v4"
+        self.vip_out = VIP_OUT6 if wan6 else VIP_OUT
+        self.gwb_wan = GWB_WAN6 if wan6 else GWB_WAN
+        self.vips_in = [VIP_IN, VIP_IN6] if lan6 else [VIP_IN]
         names = ["sw", "hostA", "gwB", "hostB"] + ["n{}".format(i) for i in range(1, nodes + 1)]
         self.ns = {n: "{}-{}".format(self.prefix, n) for n in names}
         self.gateways = {}        # "n1".. / "gwB" -> phxnet.Gateway
@@ -185,6 +228,22 @@ class Cluster(phxnet.Topology):
             f.write(name + "\n")
         self._ip("netns", "add", name)
         self._ip("-n", name, "link", "set", "lo", "up")
+        if self.lan6 or self.wan6:
+            self._quiet_ipv6(short)
+
+    def _quiet_ipv6(self, short):
+        """Before any interface exists (they inherit `default`): no
+        duplicate address detection, no router solicitation or
+        advertisement; the switch gets no IPv6 at all."""
+        if short == "sw":
+            self._sysctl(short, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+            return
+        self._sysctl(short, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+                     "net.ipv6.conf.all.accept_ra=0", "net.ipv6.conf.default.accept_ra=0",
+                     "net.ipv6.conf.default.router_solicitations=0")
+
+    def _addr6(self, short, dev, addr):
+        self._ip("-n", self.ns[short], "-6", "addr", "add", addr, "dev", dev, "nodad")
 
     def _sysctl(self, short, *settings):
         self.run(short, ["sysctl", "-qw"] + list(settings))
@@ -219,7 +278,12 @@ class Cluster(phxnet.Topology):
         # with AF_PACKET; there is no TUN MTU in front of them).
         self._ip("-n", self.ns["hostA"], "link", "set", "eth0", "mtu", str(SITE_A_MTU))
         self._ip("-n", self.ns["hostA"], "route", "add", "default", "via", VIP_IN)
+        if self.lan6:
+            self._addr6("hostA", "eth0", HOSTA6 + "/64")
+            self._ip("-n", self.ns["hostA"], "-6", "route", "add", "default", "via", VIP_IN6)
         self._port("gwB", "wan0", "br-wan", "gB-wan", GWB_WAN_MAC, GWB_WAN + "/24")
+        if self.wan6:
+            self._addr6("gwB", "wan0", GWB_WAN6 + "/64")
         ns_gwb, ns_hostb = self.ns["gwB"], self.ns["hostB"]
         self._ip("-n", ns_gwb, "link", "add", "lan0", "type", "veth", "peer", "name", "eth0", "netns", ns_hostb)
         self._ip("-n", ns_gwb, "addr", "add", GWB_LAN + "/24", "dev", "lan0")
@@ -229,6 +293,11 @@ class Cluster(phxnet.Topology):
             self._offload_off(short, dev)
         self._ip("-n", ns_hostb, "route", "add", "default", "via", GWB_LAN)
         self._sysctl("gwB", "net.ipv4.ip_forward=1")
+        if self.lan6:
+            self._addr6("gwB", "lan0", GWB_LAN6 + "/64")
+            self._addr6("hostB", "eth0", HOSTB6 + "/64")
+            self._ip("-n", ns_hostb, "-6", "route", "add", "default", "via", GWB_LAN6)
+            self._sysctl("gwB", "net.ipv6.conf.all.forwarding=1")
         for i in range(1, self.nodes + 1):
             self._node_up(i)
 
@@ -241,6 +310,11 @@ class Cluster(phxnet.Topology):
         # filter (they arrive from the TUN with site B sources).
         self._sysctl(short, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0",
                      "net.ipv4.conf.default.rp_filter=0")
+        if self.lan6:
+            self._addr6(short, "lan0", node_addr(i, "lan6") + "/64")
+            self._sysctl(short, "net.ipv6.conf.all.forwarding=1")
+        if self.wan6:
+            self._addr6(short, "wan0", node_addr(i, "wan6") + "/64")
 
     def node_dir(self, i):
         d = os.path.join(self.run_dir, "n{}".format(i))
@@ -310,16 +384,19 @@ class Cluster(phxnet.Topology):
     # -------------------------------------------------------- phalanxd
     def write_configs(self, alg="aes128gcm16", encap="udp", seed="cluster", scheme="packet-rr", **cluster_kw):
         """Static SAs shared by every node and gwB's mirror; returns paths."""
-        self.sas = phxnet.sa_table(alg, encap, seed)
+        self.sas = phxnet.sa_table(alg, encap, seed, family=self.wan_family)
+        cluster_kw.setdefault("inside", self.vips_in)
+        cluster_kw.setdefault("outside", self.vip_out)
         paths = {}
         for i in range(1, self.nodes + 1):
             d = self.node_dir(i)
             paths["n{}".format(i)] = os.path.join(d, "phalanxd.toml")
             with open(paths["n{}".format(i)], "w") as f:
-                f.write(node_config(i, self.nodes, self.sas, d, scheme=scheme, **cluster_kw))
+                f.write(node_config(i, self.nodes, self.sas, d, scheme=scheme, family=self.wan_family, **cluster_kw))
         paths["gwB"] = os.path.join(self.run_dir, "gwB.toml")
         with open(paths["gwB"], "w") as f:
-            f.write(phxnet.gateway_config("B", self.sas, self.run_dir, comment="site B peer of the cluster"))
+            f.write(phxnet.gateway_config("B", self.sas, self.run_dir, comment="site B peer of the cluster",
+                                          family=self.wan_family))
         with open(os.path.join(self.run_dir, "sas.json"), "w") as f:
             json.dump(self.sas, f, indent=1)
         self.config_paths = paths
@@ -343,6 +420,8 @@ class Cluster(phxnet.Topology):
                     short, phxnet.TUN, g.alive(), self.log_of(name)[-4000:]))
             self._ip("-n", self.ns[short], "link", "set", phxnet.TUN, "up")
             self._ip("-n", self.ns[short], "route", "replace", phxnet.SITEB[0], "dev", phxnet.TUN)
+            if self.lan6:
+                self._ip("-n", self.ns[short], "-6", "route", "replace", phxnet.SITEB[1], "dev", phxnet.TUN)
             g.wait_socket(15)
         return g
 
@@ -384,6 +463,21 @@ class Cluster(phxnet.Topology):
             if time.monotonic() - start > seconds:
                 raise RuntimeError("cluster view not {} after {} s: {}".format(expected, seconds, seen))
             time.sleep(0.1)
+
+    def neighbour(self, short, addr, dev):
+        """(lladdr, states) of `addr` in the neighbour cache of `dev` in
+        namespace `short` (`ip neigh show`), or None without an entry or
+        without a link-layer address (INCOMPLETE, FAILED)."""
+        out = self.run(short, ["ip", "neigh", "show", "to", addr, "dev", dev]).stdout.split()
+        if "lladdr" not in out:
+            return None
+        at = out.index("lladdr")
+        return out[at + 1].lower(), [w for w in out[at + 2:] if w.isupper()]
+
+    def flush_neighbour(self, short, addr, dev):
+        """Removes `addr` from the neighbour cache of `dev` in `short`: the
+        next packet to it resolves it again."""
+        self.run(short, ["ip", "neigh", "flush", "to", addr, "dev", dev], check=False)
 
     def crash_node(self, i):
         """kill -9 of node i: phalanxd and Corosync, as a power loss."""
@@ -586,16 +680,17 @@ def iperf_result(cl, timeout=30):
 
 
 class WanCapture:
-    """tcpdump on br-wan in the switch namespace: every frame of the WAN
-    segment once (the bridge floods it to itself too: tcpdump makes it
-    promiscuous). `snaplen` 96 keeps headers, SPI, sequence number and IV."""
+    """tcpdump on br-wan (or `iface`: "br-lan", "br-cl") in the switch
+    namespace: every frame of the segment once (the bridge floods it to
+    itself too: tcpdump makes it promiscuous). `snaplen` 96 keeps headers,
+    SPI, sequence number and IV, over IPv4 and IPv6 (14 + 40 + 8 + 16)."""
 
-    def __init__(self, cl, name, path, snaplen=96, bpf=None, immediate=False):
+    def __init__(self, cl, name, path, snaplen=96, bpf=None, immediate=False, iface="br-wan"):
         self.cl, self.name, self.path, self.snaplen, self.bpf = cl, name, path, snaplen, bpf
-        self.immediate = immediate
+        self.immediate, self.iface = immediate, iface
 
     def __enter__(self):
-        argv = ["tcpdump", "-i", "br-wan", "-n", "-s", str(self.snaplen), "-B", "32768", "-U", "-w", self.path]
+        argv = ["tcpdump", "-i", self.iface, "-n", "-s", str(self.snaplen), "-B", "32768", "-U", "-w", self.path]
         if self.immediate:
             # Frames reach the file at once, not when libpcap's ring block
             # times out (up to 1 s later): the file is read while running.
@@ -888,7 +983,7 @@ def _confirm(cl, survivors, t_fail):
 
 
 def _analyse(cl, res, pcap, out_spi, victim, t_fail, trange):
-    pkts = [p for p in fa.read_esp(pcap) if p.src == VIP_OUT]
+    pkts = [p for p in fa.read_esp(pcap) if p.src == cl.vip_out]
     macs = {node_mac(i, "wan"): i for i in range(1, cl.nodes + 1)}
     res["wire"] = fa.wire_checks(pkts, macs)
     res["handover"] = fa.handover(pkts, out_spi, victim, t_fail, trange)

@@ -4,8 +4,11 @@ besides reading the pcap; used by tests/netns/test_cluster.py and
 bench/cluster-failover.sh through tests/netns/cluster.py).
 
 * `read_esp(path)`: every ESP packet of a pcap (plain ESP or ESP in UDP 4500,
-  RFC 3948 §2.2: a non-zero first word), with time, MACs, addresses, SPI,
-  sequence number and the 8-byte explicit IV (RFC 4106 §3.1).
+  RFC 3948 §2.2: a non-zero first word; over IPv4 or IPv6), with time, MACs,
+  addresses, SPI, sequence number and the 8-byte explicit IV (RFC 4106 §3.1).
+* `read_neighbor_advertisements(path)`: every IPv6 neighbour advertisement
+  (RFC 4861 §4.4): who sent it (source MAC), for which target, with which
+  flags and target link-layer address.
 * `node_of(pkt)`: the sending node from the IV: Phalanx cluster nodes use
   node-partitioned IVs, node id in the top 16 bits.
 * `duplicates`: (SPI, IV) and (SPI, seq) pairs seen more than once.
@@ -21,6 +24,7 @@ CLI: `failover_analysis.py PCAP [--spi SPI] [--failed N]` prints the summary.
 
 import argparse
 import collections
+import ipaddress
 import json
 import struct
 import sys
@@ -28,8 +32,17 @@ import sys
 PCAP_MAGIC = {0xa1b2c3d4: 1e-6, 0xa1b23c4d: 1e-9}
 LINKTYPE_ETHERNET = 1
 NATT_PORT = 4500
+ETHERTYPE_IPV4, ETHERTYPE_IPV6 = b"\x08\x00", b"\x86\xdd"
+IPV6_HEADER_LEN = 40                     # RFC 8200 §3
+IPPROTO_ICMPV6 = 58
+# RFC 4861 §4.4: Neighbor Advertisement, its flags, and §4.6.1 the
+# Target Link-Layer Address option.
+ICMPV6_NA = 136
+NA_ROUTER, NA_SOLICITED, NA_OVERRIDE = 0x80, 0x40, 0x20
+ND_OPT_TARGET_LLA = 2
 
 EspPacket = collections.namedtuple("EspPacket", "ts src_mac dst_mac src dst spi seq iv length")
+NeighborAdvert = collections.namedtuple("NeighborAdvert", "ts src_mac dst_mac src dst target flags tlla")
 IkeMessage = collections.namedtuple("IkeMessage", "ts src_mac src dst spi_i spi_r exchange response msg_id")
 IKE_PORT = 500
 # RFC 7296 §3.1: exchange types and the Response flag.
@@ -76,14 +89,32 @@ def _frames(path):
             yield sec + frac * scale, data
 
 
+def _ip6(b):
+    return str(ipaddress.IPv6Address(bytes(b)))
+
+
+def _ip_packet(frame):
+    """(source, destination, protocol, payload, total length) of the IPv4
+    or IPv6 packet in an Ethernet frame, or None. IPv6: the protocol is the
+    fixed header's Next Header (RFC 8200 §3); neither gateway sends
+    extension headers, so a packet with one is not parsed further."""
+    if len(frame) >= 34 and frame[12:14] == ETHERTYPE_IPV4:
+        ip = frame[14:]
+        ihl = (ip[0] & 0x0f) * 4
+        return _ip(ip[12:16]), _ip(ip[16:20]), ip[9], ip[ihl:], struct.unpack("!H", ip[2:4])[0]
+    if len(frame) >= 14 + IPV6_HEADER_LEN and frame[12:14] == ETHERTYPE_IPV6:
+        ip = frame[14:]
+        total = IPV6_HEADER_LEN + struct.unpack("!H", ip[4:6])[0]
+        return _ip6(ip[8:24]), _ip6(ip[24:40]), ip[6], ip[IPV6_HEADER_LEN:], total
+    return None
+
+
 def parse_esp(ts, frame):
-    """The EspPacket in an Ethernet frame, or None (not IPv4 ESP)."""
-    if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+    """The EspPacket in an Ethernet frame, or None (not ESP over IPv4 or IPv6)."""
+    packet = _ip_packet(frame)
+    if packet is None:
         return None
-    ip = frame[14:]
-    ihl = (ip[0] & 0x0f) * 4
-    proto, total = ip[9], struct.unpack("!H", ip[2:4])[0]
-    payload = ip[ihl:]
+    src, dst, proto, payload, total = packet
     if proto == 17:
         if len(payload) < 8 or NATT_PORT not in struct.unpack("!HH", payload[:4]):
             return None
@@ -97,7 +128,27 @@ def parse_esp(ts, frame):
         return None
     spi, seq = struct.unpack("!II", payload[:8])
     iv = int.from_bytes(payload[8:16], "big") if len(payload) >= 16 else None
-    return EspPacket(ts, _mac(frame[6:12]), _mac(frame[0:6]), _ip(ip[12:16]), _ip(ip[16:20]), spi, seq, iv, total)
+    return EspPacket(ts, _mac(frame[6:12]), _mac(frame[0:6]), src, dst, spi, seq, iv, total)
+
+
+def parse_na(ts, frame):
+    """The NeighborAdvert (RFC 4861 §4.4) in an Ethernet frame, or None:
+    ICMPv6 type 136 right after the IPv6 header; `flags` is the octet that
+    holds R, S and O; `tlla` the Target Link-Layer Address option's MAC
+    (§4.6.1), None without one."""
+    packet = _ip_packet(frame)
+    if packet is None or frame[12:14] != ETHERTYPE_IPV6:
+        return None
+    src, dst, proto, icmp, _ = packet
+    if proto != IPPROTO_ICMPV6 or len(icmp) < 24 or icmp[0] != ICMPV6_NA:
+        return None
+    tlla, opts = None, icmp[24:]
+    while len(opts) >= 8 and opts[1] > 0:
+        size = opts[1] * 8
+        if opts[0] == ND_OPT_TARGET_LLA and size >= 8:
+            tlla = _mac(opts[2:8])
+        opts = opts[size:]
+    return NeighborAdvert(ts, _mac(frame[6:12]), _mac(frame[0:6]), src, dst, _ip6(icmp[8:24]), icmp[4], tlla)
 
 
 def parse_ike(ts, frame):
@@ -166,6 +217,11 @@ def ike_answers(msgs, mac_to_node, t_from, vip):
 def read_esp(path):
     """Every ESP packet in the pcap at `path`, in capture order."""
     return _read(path, parse_esp)
+
+
+def read_neighbor_advertisements(path):
+    """Every IPv6 neighbour advertisement in the pcap at `path`, in capture order."""
+    return _read(path, parse_na)
 
 
 def read_frames(path, src_mac=None, max_len=None):

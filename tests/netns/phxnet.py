@@ -37,6 +37,8 @@ HOSTA_V4, HOSTA_V6 = "10.1.0.2", "fd01::2"
 HOSTB_V4, HOSTB_V6 = "10.2.0.2", "fd02::2"
 GWA_WAN_V4, GWB_WAN_V4 = "192.0.2.1", "192.0.2.2"
 GWA_WAN_V6, GWB_WAN_V6 = "2001:db8:f::1", "2001:db8:f::2"
+# The tunnel endpoints (gwA, gwB) per WAN family.
+WAN = {"v4": (GWA_WAN_V4, GWB_WAN_V4), "v6": (GWA_WAN_V6, GWB_WAN_V6)}
 SITEA = ("10.1.0.0/24", "fd01::/64")
 SITEB = ("10.2.0.0/24", "fd02::/64")
 TUN = "phx0"
@@ -80,12 +82,14 @@ def derive(seed, label, length):
 
 
 # ------------------------------------------------------------------ configs
-def sa_table(alg, encap, seed, spi_base=0x1000):
-    """The two SAs of the pair: A->B and B->A, with keys."""
+def sa_table(alg, encap, seed, spi_base=0x1000, family="v4"):
+    """The two SAs of the pair: A->B and B->A, with keys; tunnel endpoints
+    of WAN `family` ("v4" or "v6", see `WAN`)."""
     enc, integ, klen, ilen, _, _ = ALGS[alg]
+    gwa, gwb = WAN[family]
     sas = []
     for n, (name, src, dst) in enumerate(
-        (("a-to-b", GWA_WAN_V4, GWB_WAN_V4), ("b-to-a", GWB_WAN_V4, GWA_WAN_V4))
+        (("a-to-b", gwa, gwb), ("b-to-a", gwb, gwa))
     ):
         sas.append({
             "name": name,
@@ -128,10 +132,13 @@ def _toml_sa(sa, direction, local, remote, selectors, replay_window=1024):
     return "\n".join(lines) + "\n"
 
 
-def gateway_config(side, sas, run_dir, workers=0, extra_sas="", metrics_port=9180, comment=""):
-    """phalanxd TOML for gateway `side` ("A" or "B") from the pair's SA table."""
+def gateway_config(side, sas, run_dir, workers=0, extra_sas="", metrics_port=9180, comment="", family="v4"):
+    """phalanxd TOML for gateway `side` ("A" or "B") from the pair's SA
+    table; `[protected] local` and the SAs' endpoints of WAN `family`
+    (the SA table's own family: see `sa_table`)."""
     out_sa, in_sa = (sas[0], sas[1]) if side == "A" else (sas[1], sas[0])
-    local, remote = (GWA_WAN_V4, GWB_WAN_V4) if side == "A" else (GWB_WAN_V4, GWA_WAN_V4)
+    gwa, gwb = WAN[family]
+    local, remote = (gwa, gwb) if side == "A" else (gwb, gwa)
     mine, theirs = (SITEA, SITEB) if side == "A" else (SITEB, SITEA)
     text = "# phalanxd on gw{} ({}), written by tests/netns/phxnet.py{}\n".format(
         side, sas[0]["alg"], (": " + comment) if comment else "")
@@ -345,8 +352,8 @@ def esp_sa_uat(sas):
         _, _, _, _, enc_label, auth_label = ALGS[sa["alg"]]
         if enc_label is None:
             raise ValueError("tshark 4.0 cannot decrypt {}".format(sa["alg"]))
-        lines.append('"IPv4","{}","{}","0x{:08x}","{}","{}","{}","{}"'.format(
-            sa["src"], sa["dst"], sa["spi"], enc_label,
+        lines.append('"{}","{}","{}","0x{:08x}","{}","{}","{}","{}"'.format(
+            "IPv6" if ":" in sa["src"] else "IPv4", sa["src"], sa["dst"], sa["spi"], enc_label,
             ("0x" + sa["key"]) if sa["key"] else "", auth_label,
             ("0x" + sa["integrity_key"]) if sa["integrity_key"] else ""))
     return "\n".join(lines) + "\n"
