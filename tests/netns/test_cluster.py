@@ -18,7 +18,8 @@ host-mode phalanxd at site B (topology: tests/netns/cluster.py).
    once); cables restored: the cut-off node (which stood down, having no
    quorum) yields to the others' state at the merge and rejoins.
    strongSwan at site B, with IKE state replicated:
-   tests/netns/test_cluster_ike.py.
+   tests/netns/test_cluster_ike.py; IPv6 (dual-stack LAN, IPv6 WAN,
+   neighbour discovery): tests/netns/test_cluster_ipv6.py.
 3. The capture checker itself on a synthetic capture (handover found, a
    repeated (SPI, IV) / (SPI, seq) and a wrong node id in an IV reported).
 
