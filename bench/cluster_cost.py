@@ -36,9 +36,15 @@ Inbound not-owned packets are then the user-space counter plus
 CPU per packet the kernel refused (expected ~0: the filter runs in
 softirq, charged to no process here, and the ring never sees the frame).
 
+--wan v4|v6|both: the tunnel over the IPv4 WAN (outside virtual address
+192.0.2.1) or the IPv6 one (2001:db8:f::1, `Cluster(wan6=True)`); the
+inner traffic is IPv4 either way. The kernel filter's program parses IPv4
+only: over IPv6 it drops frames to other MACs but no ESP, so every
+inbound packet reaches user space.
+
     bench/cluster_cost.py [--nodes 1 2 3 4] [--fit-nodes 1 2] [--sizes 64 512 1400]
                           [--rate 8000] [--seconds 4] [--directions outbound inbound]
-                          [--kernel-filter off|on|both] [--json out.json]
+                          [--kernel-filter off|on|both] [--wan v4|v6|both] [--json out.json]
 """
 
 import argparse
@@ -151,27 +157,35 @@ def filter_modes(choice):
     return {"off": [False], "on": [True], "both": [False, True]}[choice]
 
 
+def wan_modes(choice):
+    return {"v4": ["v4"], "v6": ["v6"], "both": ["v4", "v6"]}[choice]
+
+
 def run(args):
-    # (size, direction, filter) -> {n: {node: (cpu, owned, not_owned)}}
+    # (size, direction, filter, wan) -> {n: {node: (cpu, owned, not_owned)}}
     results = {}
-    for kernel_filter in filter_modes(args.kernel_filter):
-        for n in args.nodes:
-            run_cluster(args, n, kernel_filter, results)
+    for wan in wan_modes(args.wan):
+        for kernel_filter in filter_modes(args.kernel_filter):
+            for n in args.nodes:
+                run_cluster(args, n, (kernel_filter, wan), results)
     return results
 
 
-def run_cluster(args, n, kernel_filter, results):
-    """One cluster of `n` nodes, every direction and size."""
-    tag = "f" if kernel_filter else "u"
-    cl = C.Cluster(prefix="pxq{}{}{}".format(os.getpid() % 10000, tag, n), nodes=n)
+def run_cluster(args, n, mode, results):
+    """One cluster of `n` nodes, every direction and size; `mode` is
+    (kernel_filter, wan family)."""
+    kernel_filter, wan = mode
+    tag = ("f" if kernel_filter else "u") + ("6" if wan == "v6" else "")
+    cl = C.Cluster(prefix="pxq{}{}{}".format(os.getpid() % 10000, tag, n), nodes=n, wan6=wan == "v6")
     try:
         cl.up()
         cl.start_all(scheme="packet-rr", kernel_filter=kernel_filter)
         for direction in args.directions:
             for size in args.sizes:
                 rows = measure(cl, size, args.rate, args.seconds, direction)
-                results.setdefault((size, direction, kernel_filter), {})[n] = rows
-                phxnet.log("n={} {} {} B filter={}: {}".format(n, direction, size, kernel_filter, rows))
+                results.setdefault((size, direction, kernel_filter, wan), {})[n] = rows
+                phxnet.log("n={} {} {} B filter={} wan={}: {}".format(n, direction, size, kernel_filter, wan,
+                                                                      rows))
     except Exception:
         cl.dump_logs()
         raise
@@ -180,11 +194,11 @@ def run_cluster(args, n, kernel_filter, results):
 
 
 def report(args, results):
-    lines = ["| direction | kernel filter | IP bytes | R(s) ns | Q(s) ns | Q/R | nodes checked | node CPU predicted "
-             "vs measured (mean abs error) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| WAN | direction | kernel filter | IP bytes | R(s) ns | Q(s) ns | Q/R | nodes checked | node CPU "
+             "predicted vs measured (mean abs error) |", "|---|---|---|---|---|---|---|---|---|"]
     table = []
-    for (size, direction, kernel_filter), by_n in sorted(results.items(),
-                                                         key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+    for (size, direction, kernel_filter, wan), by_n in sorted(
+            results.items(), key=lambda kv: (kv[0][3], kv[0][1], kv[0][2], kv[0][0])):
         fit_rows = [row for n in args.fit_nodes for row in by_n.get(n, {}).values()]
         r, q = fit(fit_rows)
         errors, checked = [], []
@@ -197,10 +211,10 @@ def report(args, results):
                 if cpu > 0:
                     errors.append(abs(predicted - cpu) / cpu)
         mae = "{:.1f} %".format(100 * sum(errors) / len(errors)) if errors else "-"
-        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            direction, "on" if kernel_filter else "off", size, "{:.0f}".format(r) if r else "-", "{:.0f}".format(q) if q else "-",
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            wan, direction, "on" if kernel_filter else "off", size, "{:.0f}".format(r) if r else "-", "{:.0f}".format(q) if q else "-",
             "{:.3f}".format(q / r) if r and q else "-", ",".join(map(str, checked)) or "-", mae))
-        table.append({"size": size, "direction": direction, "kernel_filter": kernel_filter, "r_ns": r, "q_ns": q, "checked_nodes": checked,
+        table.append({"size": size, "direction": direction, "kernel_filter": kernel_filter, "wan": wan, "r_ns": r, "q_ns": q, "checked_nodes": checked,
                       "mean_abs_error": (sum(errors) / len(errors)) if errors else None,
                       "runs": {str(n): {str(k): v for k, v in rows.items()} for n, rows in by_n.items()}})
     text = "\n".join(lines)
@@ -221,6 +235,8 @@ def main():
     ap.add_argument("--directions", nargs="+", choices=["outbound", "inbound"], default=["outbound", "inbound"])
     ap.add_argument("--kernel-filter", choices=["off", "on", "both"], default="both",
                     help="[cluster] kernel_filter of the nodes; both: off then on, same run")
+    ap.add_argument("--wan", choices=["v4", "v6", "both"], default="v4",
+                    help="the tunnel over the IPv4 or the IPv6 WAN; both: v4 then v6, same run")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if os.geteuid() != 0:

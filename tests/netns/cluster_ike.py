@@ -8,7 +8,10 @@ tests/netns/test_cluster_ike.py and the failover bench
     hostA -- [br-lan] -- n1 n2 n3 (phalanxd + Corosync, VIP 192.0.2.1) -- [br-wan] -- gwB (charon) -- hostB
 
 * `start(cl, start_action)`: Corosync, charon at gwB and phalanxd with IKE
-  on every node, the cluster view complete.
+  on every node, the cluster view complete. The WAN family follows the
+  Cluster (`wan6`: IKE and ESP between 2001:db8:f::1 and gwB's
+  2001:db8:f::2), the inner one too (`lan6`: the Child SA also carries
+  fd01::/64 <-> fd02::/64); a plain Cluster() is IPv4 throughout.
 * `runner`, `wait_runner`: which node runs the IKE SA (the others hold
   standby copies); `ike_counter`: its `cluster_ike_*` counters.
 * `swan_sa`, `wait_swan_sa`, `wait_child_rekeyed`, `init_count`,
@@ -27,6 +30,9 @@ import ikegw
 import swan
 
 SITE_A, SITE_B = "10.1.0.0/24", "10.2.0.0/24"
+SITE_A6, SITE_B6 = "fd01::/64", "fd02::/64"
+# The IKE and ESP endpoints per WAN family: (the outside virtual address, gwB).
+WAN = {"v4": (cluster.VIP_OUT, cluster.GWB_WAN), "v6": (cluster.VIP_OUT6, cluster.GWB_WAN6)}
 ESP = ["aes128gcm16"]       # no ESN: kernel-libipsec refuses it
 CHILD = "net"
 # phalanxd's line when a node takes over the IKE SA of a node that left
@@ -34,23 +40,35 @@ CHILD = "net"
 TAKEOVER_LINE = "cluster IKE: took over the IKE SA"
 
 
-def cluster_conn(start_action):
-    """The cluster's side: from the outside virtual address to gwB."""
-    child = ikegw.Child(local_ts=[SITE_A], remote_ts=[SITE_B], esp_proposals=ESP)
-    return ikegw.Conn(local_addr=cluster.VIP_OUT, remote_addr=cluster.GWB_WAN, local_id=cluster.VIP_OUT,
-                      remote_id=cluster.GWB_WAN, children=[child], initiator=start_action, dpd_delay="3s")
+def selectors(lan6=False):
+    """(site A's, site B's) traffic selectors: IPv4, plus IPv6 with `lan6`."""
+    return ([SITE_A, SITE_A6], [SITE_B, SITE_B6]) if lan6 else ([SITE_A], [SITE_B])
 
 
-def swan_conn():
+def cluster_conn(start_action, family="v4", lan6=False):
+    """The cluster's side: from the outside virtual address to gwB (over
+    IPv4, or IPv6 with `family` "v6"; `lan6`: IPv6 selectors too)."""
+    vip, gwb = WAN[family]
+    site_a, site_b = selectors(lan6)
+    child = ikegw.Child(local_ts=site_a, remote_ts=site_b, esp_proposals=ESP)
+    return ikegw.Conn(local_addr=vip, remote_addr=gwb, local_id=vip, remote_id=gwb, children=[child],
+                      initiator=start_action, dpd_delay="3s")
+
+
+def swan_conn(family="v4", lan6=False):
     """strongSwan's side, with liveness checks every 2 s."""
-    child = ikegw.Child(local_ts=[SITE_B], remote_ts=[SITE_A], esp_proposals=ESP)
-    return ikegw.Conn(local_addr=cluster.GWB_WAN, remote_addr=cluster.VIP_OUT, local_id=cluster.GWB_WAN,
-                      remote_id=cluster.VIP_OUT, children=[child], dpd_delay="2s")
+    vip, gwb = WAN[family]
+    site_a, site_b = selectors(lan6)
+    child = ikegw.Child(local_ts=site_b, remote_ts=site_a, esp_proposals=ESP)
+    return ikegw.Conn(local_addr=gwb, remote_addr=vip, local_id=gwb, remote_id=vip, children=[child],
+                      dpd_delay="2s")
 
 
-def node_config(i, nodes, node_dir, start_action, scheme="packet-rr", **cluster_kw):
-    """phalanxd TOML of node i: IKE (ikegw's rendering) and [cluster]."""
-    text = ikegw.render_phalanx_toml(cluster_conn(start_action), "A", node_dir)
+def node_config(i, nodes, node_dir, start_action, scheme="packet-rr", family="v4", lan6=False, **cluster_kw):
+    """phalanxd TOML of node i: IKE (ikegw's rendering) and [cluster]
+    (its outside address the IKE endpoint of `family`)."""
+    cluster_kw.setdefault("outside", WAN[family][0])
+    text = ikegw.render_phalanx_toml(cluster_conn(start_action, family, lan6), "A", node_dir)
     text = text.replace(os.path.join(node_dir, "gwA.sock"), os.path.join(node_dir, "phalanxd.sock"))
     if start_action:
         text = text.replace('start_action = "none"', 'start_action = "start"')
@@ -59,20 +77,23 @@ def node_config(i, nodes, node_dir, start_action, scheme="packet-rr", **cluster_
 
 def start(cl, start_action=False, scheme="packet-rr", **cluster_kw):
     """Corosync, charon at gwB, phalanxd with IKE on every node; the
-    cluster view complete. Returns the Charon."""
+    cluster view complete; the families of `cl` (wan6, lan6). Returns
+    the Charon."""
+    cluster_kw.setdefault("inside", cl.vips_in)
     cl.config_paths = {}
     for i in range(1, cl.nodes + 1):
         d = cl.node_dir(i)
         path = os.path.join(d, "phalanxd.toml")
         with open(path, "w") as f:
-            f.write(node_config(i, cl.nodes, d, start_action, scheme=scheme, **cluster_kw))
+            f.write(node_config(i, cl.nodes, d, start_action, scheme=scheme, family=cl.wan_family, lan6=cl.lan6,
+                                **cluster_kw))
         cl.config_paths["n{}".format(i)] = path
     for i in range(1, cl.nodes + 1):
         cl.start_corosync(i)
     ids = list(range(1, cl.nodes + 1))
     cl.wait_corosync(ids)
     charon = swan.Charon(cl, "gwB")
-    charon.configure(swan_conn(), retransmit_tries=5, retransmit_timeout=1.0)
+    charon.configure(swan_conn(cl.wan_family, cl.lan6), retransmit_tries=5, retransmit_timeout=1.0)
     charon.start()
     charon.load()
     for i in ids:
@@ -299,7 +320,7 @@ class StrongSwanPeer(cluster.StaticPeer):
         """Who sent the IKE messages on the wire after the failure."""
         macs = {cluster.node_mac(i, "wan"): i for i in range(1, self.cl.nodes + 1)}
         msgs = fa.read_ike(pcap)
-        res["wire_ike"] = fa.ike_answers(msgs, macs, t_fail, cluster.VIP_OUT)
+        res["wire_ike"] = fa.ike_answers(msgs, macs, t_fail, self.cl.vip_out)
         res["wire_ike"]["ike_sa_init"] = sum(1 for m in msgs if m.exchange == fa.IKE_SA_INIT)
         res["ike_kept"] = (all(same_spi(a, b) for a, b in zip(res["ike_spis_before"], res["ike_spis_after"]))
                            and all(same_spi(a, b) for a, b in zip(res["ike_spis_before"],

@@ -17,10 +17,25 @@ SA comes from IKEv2.
     after its state transfer, runs nothing, and carries traffic again.
 (c) the cluster initiates to strongSwan (`start_action = "start"`): the
     owner of strongSwan's segment starts it once the view has settled.
+(d) a falsely suspected owner (SIGSTOP) demotes its IKE SA on resuming.
+(e) (a) and (b) over an IPv6 WAN (`Cluster(lan6=True, wan6=True)`): IKE
+    and ESP between the outside virtual address 2001:db8:f::1 and gwB's
+    2001:db8:f::2, one Child SA with both inner families (10.1.0.0/24,
+    fd01::/64 <-> 10.2.0.0/24, fd02::/64). strongSwan initiates; its IKE
+    SA runs to 2001:db8:f::1; 50 pings at 10 ms each way and family
+    without loss; on the WAN every ESP packet is over IPv6, from
+    2001:db8:f::1 or to it, none over IPv4, the cluster's with the IVs of
+    all three nodes and no (SPI, IV) or (SPI, seq) twice; every node's
+    cluster_outbound_owned and cluster_inbound_owned grew. Then kill -9
+    of the node that runs the IKE SA under UDP (IPv4) and ping -6
+    traffic: it goes on, a survivor takes the IKE SA over with the same
+    SPIs, strongSwan's Child SA rekey and liveness checks are answered,
+    no new IKE_SA_INIT, pings of both families without loss again.
 
 Run: PHX_SKIP_BUILD=1 PHX_BIN_DIR=/work/target-rel/release python3 -m pytest -x -s tests/netns/test_cluster_ike.py
 """
 
+import contextlib
 import itertools
 import os
 import signal
@@ -30,8 +45,11 @@ import time
 import pytest
 
 import cluster
-from cluster_ike import exchanges_since, ike_counter, init_count, same_spi, start, wait_child_rekeyed, \
-    wait_runner, wait_swan_sa
+import failover_analysis as fa
+from cluster_ike import SITE_A6, SITE_B6, exchanges_since, ike_counter, init_count, same_spi, start, \
+    wait_child_rekeyed, wait_runner, wait_swan_sa
+# IPv6 through the cluster: bounded pings without loss, per-node counters.
+from test_cluster_ipv6 import PING_COUNT, _counters, _delta, _no_loss
 
 _COUNTER = itertools.count()
 UDP_RATE = 200
@@ -44,10 +62,10 @@ def _leftovers(cl):
     return ns, alive
 
 
-@pytest.fixture
-def topo(request, binaries):
-    """The cluster's namespaces and bridges; torn down (logs on failure)."""
-    cl = cluster.Cluster(prefix="pxi{}t{}".format(os.getpid(), next(_COUNTER)))
+@contextlib.contextmanager
+def _cluster(request, **kw):
+    """A `cluster.Cluster(**kw)` up; torn down (logs on failure)."""
+    cl = cluster.Cluster(prefix="pxi{}t{}".format(os.getpid(), next(_COUNTER)), **kw)
     try:
         cl.up()
         yield cl
@@ -62,6 +80,20 @@ def topo(request, binaries):
         cl.down()
         ns, alive = _leftovers(cl)
         assert not ns and not alive, "left behind: namespaces {}, processes {}".format(ns, alive)
+
+
+@pytest.fixture
+def topo(request, binaries):
+    """The cluster's namespaces and bridges; torn down (logs on failure)."""
+    with _cluster(request) as cl:
+        yield cl
+
+
+@pytest.fixture
+def topo6(request, binaries):
+    """`topo` with a dual-stack LAN and an IPv6 WAN (test (e))."""
+    with _cluster(request, lan6=True, wan6=True) as cl:
+        yield cl
 
 
 def traffic(cl, seconds, name):
@@ -214,3 +246,92 @@ def test_falsely_suspected_owner_demotes(topo):
     assert cl.wait_ping("hostA", cluster.HOSTB, 10)
     for r in (s.result(40) for s in traffic(cl, 2.0, "udp-d")):
         assert r["received"] >= 0.95 * r["expected"], r
+
+
+def test_strongswan_over_ipv6_survives_the_owner(topo6):
+    """(e) of the module doc."""
+    cl = topo6
+    charon = start(cl)
+    charon.initiate("net", ike="site", timeout=20)
+    spi_i, spi_r, children = wait_swan_sa(charon)
+    sa = [sa for sa in charon.list_sas() if sa.get("state") == "ESTABLISHED"][0]
+    assert (sa.get("local-host"), sa.get("remote-host")) == (cluster.GWB_WAN6, cluster.VIP_OUT6), sa
+    child = [c for c in sa["child-sas"].values() if isinstance(c, dict) and c.get("state") == "INSTALLED"][0]
+    assert SITE_B6 in child.get("local-ts", []) and SITE_A6 in child.get("remote-ts", []), child
+    owner, sas = wait_runner(cl, range(1, cl.nodes + 1))
+    assert same_spi(sas[0]["spi_i"], spi_i), (sas, spi_i)
+    inits = init_count(charon)
+    assert inits == 2, "one IKE_SA_INIT exchange: {}".format(inits)
+    others = [i for i in range(1, cl.nodes + 1) if i != owner]
+    for i in others:
+        assert ike_counter(cl.gateways["n{}".format(i)], "imported") >= 1, "n{} holds no standby copy".format(i)
+
+    # Both inner families both ways, through every node, ESP over IPv6.
+    pairs = [("hostA", cluster.HOSTB6), ("hostB", cluster.HOSTA6), ("hostA", cluster.HOSTB),
+             ("hostB", cluster.HOSTA)]
+    for src, dst in pairs:
+        assert cl.wait_ping(src, dst, 15), "ping {} -> {} through the IKE Child SA".format(src, dst)
+    before = _counters(cl)
+    wan = cluster.WanCapture(cl, "tcpdump-wan", os.path.join(cl.run_dir, "wan6.pcap"), snaplen=128, immediate=True)
+    with wan:
+        for src, dst in pairs:
+            _no_loss(cl, src, dst)
+    after = _counters(cl)
+    assert wan.drops == 0, "tcpdump dropped {} frames".format(wan.drops)
+    esp = fa.read_esp(wan.path)
+    over_v4 = [p for p in esp if ":" not in p.src]
+    assert not over_v4, "{} ESP packets over IPv4: {}".format(len(over_v4), over_v4[:3])
+    out = [p for p in esp if p.src == cluster.VIP_OUT6 and p.dst == cluster.GWB_WAN6]
+    back = [p for p in esp if p.src == cluster.GWB_WAN6 and p.dst == cluster.VIP_OUT6]
+    sent = PING_COUNT * len(pairs)
+    assert len(out) >= sent and len(back) >= sent, "ESP from {} {}, from gwB {} (>= {} each)".format(
+        cluster.VIP_OUT6, len(out), len(back), sent)
+    # The cluster's ESP: IVs of every node (node-partitioned), no (SPI, IV) or (SPI, seq) twice.
+    w = fa.wire_checks(out, {cluster.node_mac(i, "wan"): i for i in range(1, cl.nodes + 1)})
+    assert set(w["per_node"]) == {1, 2, 3}, "node ids in the IVs from {}: {}".format(cluster.VIP_OUT6, w["per_node"])
+    assert (w["dup_spi_iv"], w["dup_spi_seq"], w["iv_mac_mismatch"]) == (0, 0, 0), w
+    owned = {n: {d: _delta(before, after, n, "cluster_{}_owned".format(d)) for d in ("outbound", "inbound")}
+             for n in before}
+    print("ESP over IPv6: {} from {} (IVs per node {}), {} from gwB; owned per node (outbound, inbound): {}".format(
+        len(out), cluster.VIP_OUT6, w["per_node"], len(back), owned))
+    for n, o in owned.items():
+        assert o["outbound"] > 0 and o["inbound"] > 0, "{} processed no packet of a direction: {}".format(n, owned)
+
+    # The owner dies under traffic (UDP over IPv4, ping over IPv6); the
+    # successor answers strongSwan's exchanges without a new IKE SA.
+    seconds = 10.0
+    streams = traffic(cl, seconds, "udp-b")
+    ping = cluster.Ping(cl, seconds, dst=cluster.HOSTB6).start()
+    time.sleep(2.0)
+    t_fail = time.time()
+    cl.crash_node(owner)
+    successor, sas = wait_runner(cl, others, seconds=5)
+    print("owner n{} killed; n{} took over the IKE SA".format(owner, successor))
+    assert ike_counter(cl.gateways["n{}".format(successor)], "takeovers") == 1
+    assert same_spi(sas[0]["spi_i"], spi_i) and same_spi(sas[0]["spi_r"], spi_r), (sas, spi_i, spi_r)
+    time.sleep(1.0)
+    charon.rekey(child="net")
+    now_i, now_r, _ = wait_child_rekeyed(charon, children)
+    assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
+    results = [s.result(seconds + 40) for s in streams]
+    pinged = ping.result()
+    for r in results:
+        lost_late = cluster.lost_in(r, t_fail + 0.5, r["start"] + seconds)
+        print("udp: lost {} of {}, {} after the failover settled".format(r["lost"], r["expected"], lost_late))
+        assert r["lost"] <= 0.1 * r["expected"], r
+    print("ping -6: lost {} of {}".format(pinged["lost"], pinged["sent"]))
+    assert pinged["lost"] <= 0.1 * pinged["sent"], pinged
+    deadline = time.monotonic() + 15
+    while True:
+        answered = [e for e in exchanges_since(charon, t_fail) if e["exchange"] == "INFORMATIONAL"
+                    and e["dir"] == "parsed" and e["kind"] == "response"]
+        if answered:
+            break
+        assert time.monotonic() < deadline, "no INFORMATIONAL answered after the failover"
+        time.sleep(0.5)
+    assert init_count(charon) == inits, "a new IKE_SA_INIT after the failover"
+    for src, dst in pairs:
+        _no_loss(cl, src, dst)
+    assert init_count(charon) == inits
+    assert wait_swan_sa(charon)[:2] == (spi_i, spi_r)
+    assert charon.alive()
