@@ -479,6 +479,14 @@ class Cluster(phxnet.Topology):
         next packet to it resolves it again."""
         self.run(short, ["ip", "neigh", "flush", "to", addr, "dev", dev], check=False)
 
+    def leftovers(self):
+        """Namespaces of this run still present, recorded processes still
+        alive (both empty after `down`)."""
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+        ns = [n for n in names if n.startswith(self.prefix + "-")]
+        alive = [name for name, proc in self.procs.items() if proc.poll() is None]
+        return ns, alive
+
     def crash_node(self, i):
         """kill -9 of node i: phalanxd and Corosync, as a power loss."""
         self.kill("phalanxd-n{}".format(i))

@@ -58,14 +58,6 @@ UDP_RATE = 500
 STEADY_SUSPECT_MS = 60
 
 
-def _leftovers(cl):
-    """Namespaces of this run still present, recorded processes still alive."""
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    ns = [n for n in names if n.startswith(cl.prefix + "-")]
-    alive = [name for name, proc in cl.procs.items() if proc.poll() is None]
-    return ns, alive
-
-
 def _new_cluster(request):
     if os.geteuid() != 0:
         pytest.fail("tests/netns needs root (network namespaces)", pytrace=False)
@@ -76,7 +68,7 @@ def _teardown(cl, failed):
     if failed:
         cl.dump_logs()
     cl.down()
-    ns, alive = _leftovers(cl)
+    ns, alive = cl.leftovers()
     assert not ns and not alive, "left behind: namespaces {}, processes {}".format(ns, alive)
 
 

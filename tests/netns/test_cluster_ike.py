@@ -39,27 +39,18 @@ import contextlib
 import itertools
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 import cluster
-import failover_analysis as fa
 from cluster_ike import SITE_A6, SITE_B6, exchanges_since, ike_counter, init_count, same_spi, start, \
     wait_child_rekeyed, wait_runner, wait_swan_sa
 # IPv6 through the cluster: bounded pings without loss, per-node counters.
-from test_cluster_ipv6 import PING_COUNT, _counters, _delta, _no_loss
+from test_cluster_ipv6 import _counters, _delta, _no_loss, check_esp_over_ipv6
 
 _COUNTER = itertools.count()
 UDP_RATE = 200
-
-
-def _leftovers(cl):
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    ns = [n for n in names if n.startswith(cl.prefix + "-")]
-    alive = [name for name, proc in cl.procs.items() if proc.poll() is None]
-    return ns, alive
 
 
 @contextlib.contextmanager
@@ -78,7 +69,7 @@ def _cluster(request, **kw):
                 with open(charon) as f:
                     print("--- charon.log (tail)\n" + f.read()[-6000:])
         cl.down()
-        ns, alive = _leftovers(cl)
+        ns, alive = cl.leftovers()
         assert not ns and not alive, "left behind: namespaces {}, processes {}".format(ns, alive)
 
 
@@ -102,9 +93,11 @@ def traffic(cl, seconds, name):
              cluster.UdpStream(cl, name + "-in", "hostB", "hostA", cluster.HOSTA, 5002, UDP_RATE, seconds).start()])
 
 
-def test_strongswan_initiates_and_survives_the_owner(topo):
-    """(a) and (b) of the module doc."""
-    cl = topo
+def _established(cl):
+    """strongSwan at gwB initiates to the cluster: its IKE SA and Child
+    SA (`wait_swan_sa`), the node that runs the IKE SA with the same SPI
+    and the others holding standby copies, one IKE_SA_INIT so far.
+    Returns (charon, (spi_i, spi_r, children), (owner, others), inits)."""
     charon = start(cl)
     charon.initiate("net", ike="site", timeout=20)
     spi_i, spi_r, children = wait_swan_sa(charon)
@@ -114,8 +107,35 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
     assert inits == 2, "one IKE_SA_INIT exchange: {}".format(inits)
     others = [i for i in range(1, cl.nodes + 1) if i != owner]
     for i in others:
-        gw = cl.gateways["n{}".format(i)]
-        assert ike_counter(gw, "imported") >= 1, "n{} holds no standby copy".format(i)
+        assert ike_counter(cl.gateways["n{}".format(i)], "imported") >= 1, "n{} holds no standby copy".format(i)
+    return charon, (spi_i, spi_r, children), (owner, others), inits
+
+
+def _check_survived(charon, results, window, inits):
+    """After the IKE owner's kill at `window[0]` under `window[1]` seconds
+    of UDP (`results`): at most 10 % of each stream lost, strongSwan's
+    liveness checks (DPD every 2 s) answered after the kill, and no new
+    IKE_SA_INIT (`inits` before)."""
+    t_fail, seconds = window
+    for r in results:
+        lost_late = cluster.lost_in(r, t_fail + 0.5, r["start"] + seconds)
+        print("udp: lost {} of {}, {} after the failover settled".format(r["lost"], r["expected"], lost_late))
+        assert r["lost"] <= 0.1 * r["expected"], r
+    deadline = time.monotonic() + 15
+    while True:
+        answered = [e for e in exchanges_since(charon, t_fail) if e["exchange"] == "INFORMATIONAL"
+                    and e["dir"] == "parsed" and e["kind"] == "response"]
+        if answered:
+            break
+        assert time.monotonic() < deadline, "no INFORMATIONAL answered after the failover"
+        time.sleep(0.5)
+    assert init_count(charon) == inits, "a new IKE_SA_INIT after the failover"
+
+
+def test_strongswan_initiates_and_survives_the_owner(topo):
+    """(a) and (b) of the module doc."""
+    cl = topo
+    charon, (spi_i, spi_r, children), (owner, others), inits = _established(cl)
     assert ike_counter(cl.gateways["n{}".format(owner)], "held") >= 1, "no write-ahead hold on the owner"
 
     # (a) traffic through every node.
@@ -150,20 +170,7 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
     now_i, now_r, _ = wait_child_rekeyed(charon, children)
     assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
     results = [s.result(seconds + 40) for s in streams]
-    for r in results:
-        lost_late = cluster.lost_in(r, t_fail + 0.5, r["start"] + seconds)
-        print("udp: lost {} of {}, {} after the failover settled".format(r["lost"], r["expected"], lost_late))
-        assert r["lost"] <= 0.1 * r["expected"], r
-    # Liveness checks (strongSwan's DPD every 2 s) answered after the kill.
-    deadline = time.monotonic() + 15
-    while True:
-        answered = [e for e in exchanges_since(charon, t_fail) if e["exchange"] == "INFORMATIONAL"
-                    and e["dir"] == "parsed" and e["kind"] == "response"]
-        if answered:
-            break
-        assert time.monotonic() < deadline, "no INFORMATIONAL answered after the failover"
-        time.sleep(0.5)
-    assert init_count(charon) == inits, "a new IKE_SA_INIT after the failover"
+    _check_survived(charon, results, (t_fail, seconds), inits)
     assert cl.wait_ping("hostA", cluster.HOSTB, 10), "ping over the rekeyed Child SA"
     assert charon.alive()
 
@@ -251,20 +258,11 @@ def test_falsely_suspected_owner_demotes(topo):
 def test_strongswan_over_ipv6_survives_the_owner(topo6):
     """(e) of the module doc."""
     cl = topo6
-    charon = start(cl)
-    charon.initiate("net", ike="site", timeout=20)
-    spi_i, spi_r, children = wait_swan_sa(charon)
+    charon, (spi_i, spi_r, children), (owner, others), inits = _established(cl)
     sa = [sa for sa in charon.list_sas() if sa.get("state") == "ESTABLISHED"][0]
     assert (sa.get("local-host"), sa.get("remote-host")) == (cluster.GWB_WAN6, cluster.VIP_OUT6), sa
     child = [c for c in sa["child-sas"].values() if isinstance(c, dict) and c.get("state") == "INSTALLED"][0]
     assert SITE_B6 in child.get("local-ts", []) and SITE_A6 in child.get("remote-ts", []), child
-    owner, sas = wait_runner(cl, range(1, cl.nodes + 1))
-    assert same_spi(sas[0]["spi_i"], spi_i), (sas, spi_i)
-    inits = init_count(charon)
-    assert inits == 2, "one IKE_SA_INIT exchange: {}".format(inits)
-    others = [i for i in range(1, cl.nodes + 1) if i != owner]
-    for i in others:
-        assert ike_counter(cl.gateways["n{}".format(i)], "imported") >= 1, "n{} holds no standby copy".format(i)
 
     # Both inner families both ways, through every node, ESP over IPv6.
     pairs = [("hostA", cluster.HOSTB6), ("hostB", cluster.HOSTA6), ("hostA", cluster.HOSTB),
@@ -278,18 +276,7 @@ def test_strongswan_over_ipv6_survives_the_owner(topo6):
             _no_loss(cl, src, dst)
     after = _counters(cl)
     assert wan.drops == 0, "tcpdump dropped {} frames".format(wan.drops)
-    esp = fa.read_esp(wan.path)
-    over_v4 = [p for p in esp if ":" not in p.src]
-    assert not over_v4, "{} ESP packets over IPv4: {}".format(len(over_v4), over_v4[:3])
-    out = [p for p in esp if p.src == cluster.VIP_OUT6 and p.dst == cluster.GWB_WAN6]
-    back = [p for p in esp if p.src == cluster.GWB_WAN6 and p.dst == cluster.VIP_OUT6]
-    sent = PING_COUNT * len(pairs)
-    assert len(out) >= sent and len(back) >= sent, "ESP from {} {}, from gwB {} (>= {} each)".format(
-        cluster.VIP_OUT6, len(out), len(back), sent)
-    # The cluster's ESP: IVs of every node (node-partitioned), no (SPI, IV) or (SPI, seq) twice.
-    w = fa.wire_checks(out, {cluster.node_mac(i, "wan"): i for i in range(1, cl.nodes + 1)})
-    assert set(w["per_node"]) == {1, 2, 3}, "node ids in the IVs from {}: {}".format(cluster.VIP_OUT6, w["per_node"])
-    assert (w["dup_spi_iv"], w["dup_spi_seq"], w["iv_mac_mismatch"]) == (0, 0, 0), w
+    out, w = check_esp_over_ipv6(cl, wan.path, len(pairs))
     owned = {n: {d: _delta(before, after, n, "cluster_{}_owned".format(d)) for d in ("outbound", "inbound")}
              for n in before}
     print("ESP over IPv6: {} from {} (IVs per node {}), {} from gwB; owned per node (outbound, inbound): {}".format(
@@ -315,21 +302,9 @@ def test_strongswan_over_ipv6_survives_the_owner(topo6):
     assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
     results = [s.result(seconds + 40) for s in streams]
     pinged = ping.result()
-    for r in results:
-        lost_late = cluster.lost_in(r, t_fail + 0.5, r["start"] + seconds)
-        print("udp: lost {} of {}, {} after the failover settled".format(r["lost"], r["expected"], lost_late))
-        assert r["lost"] <= 0.1 * r["expected"], r
     print("ping -6: lost {} of {}".format(pinged["lost"], pinged["sent"]))
     assert pinged["lost"] <= 0.1 * pinged["sent"], pinged
-    deadline = time.monotonic() + 15
-    while True:
-        answered = [e for e in exchanges_since(charon, t_fail) if e["exchange"] == "INFORMATIONAL"
-                    and e["dir"] == "parsed" and e["kind"] == "response"]
-        if answered:
-            break
-        assert time.monotonic() < deadline, "no INFORMATIONAL answered after the failover"
-        time.sleep(0.5)
-    assert init_count(charon) == inits, "a new IKE_SA_INIT after the failover"
+    _check_survived(charon, results, (t_fail, seconds), inits)
     for src, dst in pairs:
         _no_loss(cl, src, dst)
     assert init_count(charon) == inits

@@ -71,14 +71,6 @@ PUBLISH_S = 0.3          # counters are published every 100 ms
 
 
 # ------------------------------------------------------------- fixtures
-def _leftovers(cl):
-    """Namespaces of this run still present, recorded processes still alive."""
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    ns = [n for n in names if n.startswith(cl.prefix + "-")]
-    alive = [name for name, proc in cl.procs.items() if proc.poll() is None]
-    return ns, alive
-
-
 @pytest.fixture
 def clusters(binaries, request):
     """`make(**kw)`: a `cluster.Cluster(**kw)` with its namespaces and
@@ -104,7 +96,7 @@ def clusters(binaries, request):
             if failed:
                 cl.dump_logs()
             cl.down()
-            ns, alive = _leftovers(cl)
+            ns, alive = cl.leftovers()
             left += ns + alive
         assert not left, "left behind: {}".format(left)
 
@@ -250,8 +242,43 @@ def test_dual_stack_lan(clusters):
 
     _check_cached(cl, "hostA", "eth0", cluster.VIP_IN6, cluster.VMAC_IN)
     nd = _check_nd_owner(_counters(cl), "n1")
+    _check_resolver(cl, "n3", 1, {"inside": [cluster.VIP_IN, cluster.VIP_IN6], "outside": [cluster.VIP_OUT]})
     print("\nIPv6 owned per node (outbound, inbound): {}; ND: {}; advertisements for {} seen: {}".format(
         owned, nd, cluster.VIP_IN6, len(nas)))
+
+
+def _check_resolver(cl, short, resolver, addresses):
+    """`phalanxctl cluster` on node `short` names `resolver` as the node
+    that answers for the virtual addresses, and lists them by side."""
+    status = cl.cluster_status(short)
+    assert status.get("resolver") == resolver, "{} says {} answers ARP and ND".format(short, status.get("resolver"))
+    sides = {v["side"]: v["addresses"] for v in status.get("virtual_sides", [])}
+    assert sides == addresses, "{}'s virtual addresses: {}".format(short, sides)
+
+
+def check_esp_over_ipv6(cl, path, pairs):
+    """The WAN capture at `path` of `pairs` x PING_COUNT pings: ESP only
+    over IPv6, at least one packet per ping each way between the outside
+    virtual address and gwB, gwB's to the outside virtual MAC; the
+    cluster's carries the IVs of every node (node-partitioned, matching
+    the sender's MAC), no (SPI, IV) or (SPI, seq) twice. Returns the
+    cluster's packets and the wire checks."""
+    esp = fa.read_esp(path)
+    over_v4 = [p for p in esp if ":" not in p.src]
+    assert not over_v4, "{} ESP packets over IPv4 (the tunnel is IPv6): {}".format(len(over_v4), over_v4[:3])
+    out = [p for p in esp if p.src == cluster.VIP_OUT6 and p.dst == cluster.GWB_WAN6]
+    back = [p for p in esp if p.src == cluster.GWB_WAN6 and p.dst == cluster.VIP_OUT6]
+    # Each ping is one packet each way (request, reply).
+    sent = PING_COUNT * pairs
+    assert len(out) >= sent and len(back) >= sent, "ESP from the cluster {}, from gwB {} (>= {} each)".format(
+        len(out), len(back), sent)
+    assert {p.dst_mac for p in back} == {cluster.VMAC_OUT}, "gwB's ESP to {}".format({p.dst_mac for p in back})
+    w = fa.wire_checks(out, {cluster.node_mac(i, "wan"): i for i in range(1, cl.nodes + 1)})
+    assert set(w["per_node"]) == set(range(1, cl.nodes + 1)), "node ids in the IVs from {}: {}".format(
+        cluster.VIP_OUT6, w["per_node"])
+    assert (w["dup_spi_iv"], w["dup_spi_seq"]) == (0, 0), w
+    assert w["iv_mac_mismatch"] == 0 and w["iv_seq_mismatch"] == 0, w
+    return out, w
 
 
 # --------------------------------------------------------- 2. IPv6 WAN
@@ -271,20 +298,7 @@ def test_ipv6_wan(clusters):
             _no_loss(cl, src, dst)
     _check_capture(wan)
 
-    esp = fa.read_esp(wan.path)
-    over_v4 = [p for p in esp if ":" not in p.src]
-    assert not over_v4, "{} ESP packets over IPv4 (the tunnel is IPv6): {}".format(len(over_v4), over_v4[:3])
-    out = [p for p in esp if p.src == cluster.VIP_OUT6 and p.dst == cluster.GWB_WAN6]
-    back = [p for p in esp if p.src == cluster.GWB_WAN6 and p.dst == cluster.VIP_OUT6]
-    # Each ping is one packet each way (request, reply): PING_COUNT per pair and direction.
-    sent = PING_COUNT * len(pairs)
-    assert len(out) >= sent and len(back) >= sent, "ESP from the cluster {}, from gwB {} (>= {} each)".format(
-        len(out), len(back), sent)
-    assert {p.dst_mac for p in back} == {cluster.VMAC_OUT}, "gwB's ESP to {}".format({p.dst_mac for p in back})
-    w = fa.wire_checks(out, {cluster.node_mac(i, "wan"): i for i in range(1, cl.nodes + 1)})
-    assert set(w["per_node"]) == {1, 2, 3}, "node ids in the IVs from {}: {}".format(cluster.VIP_OUT6, w["per_node"])
-    assert (w["dup_spi_iv"], w["dup_spi_seq"]) == (0, 0), w
-    assert w["iv_mac_mismatch"] == 0 and w["iv_seq_mismatch"] == 0, w
+    out, w = check_esp_over_ipv6(cl, wan.path, len(pairs))
 
     nas = _advertisements(wan.path, cluster.VIP_OUT6)
     _check_advertisements(nas, cluster.VIP_OUT6, cluster.VMAC_OUT, cluster.node_mac(1, "wan"))
@@ -317,6 +331,7 @@ def test_nd_owner_failover(clusters):
     _check_capture(lan)
     after = _counters(cl, survivors)
 
+    _check_resolver(cl, "n3", 2, {"inside": [cluster.VIP_IN, cluster.VIP_IN6], "outside": [cluster.VIP_OUT]})
     unsolicited = {n: _delta(before, announced, n, "cluster_unsolicited_nas") for n in survivors}
     assert unsolicited["n2"] >= 1, "n2 (now the first) sent no unsolicited advertisement: {}".format(unsolicited)
     assert unsolicited["n3"] == 0, "n3 (not the first) sent unsolicited advertisements: {}".format(unsolicited)

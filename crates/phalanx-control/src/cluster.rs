@@ -1,7 +1,8 @@
 //! The cluster answer (`phalanxctl cluster`): members and who is live,
 //! who owns what, the sequence-number leases of every SA, how far each
-//! SA's last counter checkpoint lags, the cluster counters, and the last
-//! failovers with their measured handover times.
+//! SA's last counter checkpoint lags, the cluster counters, the last
+//! failovers with their measured handover times, and the virtual
+//! addresses with the node that answers for them.
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,27 @@ pub struct ClusterReport {
     pub counters: Vec<NamedCounter>,
     /// The most recent failovers, oldest first.
     pub failovers: Vec<FailoverReport>,
+    /// The virtual addresses of both sides (absent from older daemons).
+    #[serde(default)]
+    pub virtual_sides: Vec<VirtualSideReport>,
+    /// The node that answers ARP and neighbour solicitations for them:
+    /// the view's first (`None`: no view yet).
+    #[serde(default)]
+    pub resolver: Option<u32>,
+}
+
+/// One side's virtual addresses, shared by every node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtualSideReport {
+    /// `"inside"` (the clear side) or `"outside"` (the tunnel endpoint).
+    pub side: String,
+    /// The interface every node receives that side's frames on.
+    pub interface: String,
+    /// The virtual IP addresses (IPv4 answered by ARP, IPv6 by neighbour
+    /// discovery).
+    pub addresses: Vec<String>,
+    /// The virtual MAC address.
+    pub mac: String,
 }
 
 /// Quorum as one node sees it.
@@ -212,6 +234,8 @@ mod tests {
                 outcome: "pending".into(),
                 age_seconds: 2,
             }],
+            virtual_sides: vec![],
+            resolver: None,
         }
     }
 

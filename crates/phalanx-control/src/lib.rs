@@ -30,7 +30,7 @@ mod types;
 pub use client::Client;
 pub use cluster::{
     ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport, QuorumReport,
-    TakeoverBlockReport,
+    TakeoverBlockReport, VirtualSideReport,
 };
 pub use codec::{
     decode_request, decode_response, encode_error, encode_request, encode_response,

@@ -1,5 +1,6 @@
-//! `phalanxctl cluster`: members, ownership, leases, checkpoint lag,
-//! counters and the last failovers, as tables.
+//! `phalanxctl cluster`: members, the virtual addresses and who answers
+//! for them, ownership, leases, checkpoint lag, counters and the last
+//! failovers, as tables.
 
 use phalanx_control::{
     ClusterMember, ClusterReport, ClusterSaReport, FailoverReport, LeaseBlockReport, QuorumReport,
@@ -27,6 +28,9 @@ pub(crate) fn render(report: &ClusterReport) -> String {
         out.push_str(&quorum(q));
     }
     out.push_str(&format!("members:\n{}", members(&report.members)));
+    if !report.virtual_sides.is_empty() {
+        out.push_str(&virtual_sides(report));
+    }
     if !report.segment_owners.is_empty() {
         out.push_str(&format!("segments:\n{}", segments(&report.segment_owners)));
     }
@@ -48,6 +52,33 @@ pub(crate) fn render(report: &ClusterReport) -> String {
         out.push_str(&format!("failovers:\n{}", failovers(&report.failovers)));
     }
     out
+}
+
+/// The virtual addresses of both sides and the node that answers ARP and
+/// neighbour solicitations for them.
+fn virtual_sides(report: &ClusterReport) -> String {
+    let by = match report.resolver {
+        Some(node) if node == report.node_id => {
+            format!("node {node} (this node, the view's first)")
+        }
+        Some(node) => format!("node {node} (the view's first)"),
+        None => "nobody (no view yet)".to_owned(),
+    };
+    let mut t = Table::new(&[
+        ("SIDE", Align::Left),
+        ("INTERFACE", Align::Left),
+        ("ADDRESSES", Align::Left),
+        ("MAC", Align::Left),
+    ]);
+    for v in &report.virtual_sides {
+        t.row(vec![
+            v.side.clone(),
+            v.interface.clone(),
+            v.addresses.join(","),
+            v.mac.clone(),
+        ]);
+    }
+    format!("virtual addresses, answered by {by}:\n{}", t.render(2))
 }
 
 /// One line: the policy, whether this side may own traffic, and the
@@ -229,7 +260,7 @@ fn millis(ms: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use phalanx_control::{Direction, NamedCounter, TakeoverBlockReport};
+    use phalanx_control::{Direction, NamedCounter, TakeoverBlockReport, VirtualSideReport};
 
     use super::*;
 
@@ -297,6 +328,21 @@ mod tests {
                 outcome: "confirmed".into(),
                 age_seconds: 9,
             }],
+            virtual_sides: vec![
+                VirtualSideReport {
+                    side: "inside".into(),
+                    interface: "lan0".into(),
+                    addresses: vec!["10.1.0.1".into(), "fd01::1".into()],
+                    mac: "02:00:5e:10:00:02".into(),
+                },
+                VirtualSideReport {
+                    side: "outside".into(),
+                    interface: "wan0".into(),
+                    addresses: vec!["2001:db8:f::1".into()],
+                    mac: "02:00:5e:10:00:01".into(),
+                },
+            ],
+            resolver: Some(1),
         }
     }
 
@@ -346,6 +392,18 @@ mod tests {
             "{out}"
         );
         assert!(has(&["takeovers", "1"]), "{out}");
+        assert!(
+            out.contains("virtual addresses, answered by node 1 (this node, the view's first):\n"),
+            "{out}"
+        );
+        assert!(
+            has(&["inside", "lan0", "10.1.0.1,fd01::1", "02:00:5e:10:00:02"]),
+            "{out}"
+        );
+        assert!(
+            has(&["outside", "wan0", "2001:db8:f::1", "02:00:5e:10:00:01"]),
+            "{out}"
+        );
         assert!(
             out.contains("quorum: majority quorate; base [1,2,3]\n"),
             "{out}"

@@ -127,6 +127,8 @@ fn cluster() -> ClusterReport {
             outcome: "confirmed".into(),
             age_seconds: 61,
         }],
+        virtual_sides: vec![],
+        resolver: None,
     }
 }
 

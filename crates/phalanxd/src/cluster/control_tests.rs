@@ -91,6 +91,8 @@ fn report() -> ClusterReport {
                 age_seconds: 1,
             },
         ],
+        virtual_sides: vec![],
+        resolver: None,
     }
 }
 

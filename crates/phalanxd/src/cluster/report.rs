@@ -10,13 +10,14 @@ use phalanx_cluster::{
 };
 use phalanx_control::{
     ClusterMember, ClusterReport, ClusterSaReport, Direction, FailoverReport, LeaseBlockReport,
-    NamedCounter, QuorumReport, TakeoverBlockReport,
+    NamedCounter, QuorumReport, TakeoverBlockReport, VirtualSideReport,
 };
+use phalanx_wire::ethernet::MacAddress;
 
 use super::corosync::CpgStats;
 use super::heartbeat::HeartbeatStats;
 use super::thread::LoopCounters;
-use crate::config::ClusterSettings;
+use crate::config::{ClusterSettings, ClusterSide};
 
 /// Everything the cluster thread knows, taken at one instant.
 #[derive(Clone, Debug)]
@@ -63,6 +64,21 @@ pub fn cluster_report(
         sas: status.sas.iter().map(|sa| sa_report(sa, at)).collect(),
         counters: counters(snapshot, reports_dropped),
         failovers: status.failovers.iter().map(|f| failover(f, at)).collect(),
+        virtual_sides: vec![
+            virtual_side("inside", &settings.inside),
+            virtual_side("outside", &settings.outside),
+        ],
+        resolver: status.view.first().map(|n| n.0),
+    }
+}
+
+/// A side's virtual addresses as the report shows them.
+fn virtual_side(name: &str, side: &ClusterSide) -> VirtualSideReport {
+    VirtualSideReport {
+        side: name.to_owned(),
+        interface: side.interface.clone(),
+        addresses: side.addresses.iter().map(|a| a.to_string()).collect(),
+        mac: MacAddress(side.mac).to_string(),
     }
 }
 
@@ -362,7 +378,9 @@ mod tests {
 
     #[test]
     fn members_are_configured_and_agreed_nodes() {
-        let report = cluster_report(&settings(), &snapshot(), 0);
+        let mut settings = settings();
+        settings.inside.addresses.v6 = Some("fd01::1".parse().unwrap());
+        let report = cluster_report(&settings, &snapshot(), 0);
         let ids: Vec<u32> = report.members.iter().map(|m| m.node_id).collect();
         assert_eq!(ids, [1, 2, 3]);
         let [one, two, three] = &report.members[..] else {
@@ -378,6 +396,40 @@ mod tests {
             "configured only"
         );
         assert_eq!((report.node_id, report.generation), (1, 3));
+        assert_eq!(
+            report.resolver,
+            Some(1),
+            "the view's first answers ARP and ND"
+        );
+        let sides: Vec<(&str, &str, Vec<String>, &str)> = report
+            .virtual_sides
+            .iter()
+            .map(|v| {
+                (
+                    &v.side[..],
+                    &v.interface[..],
+                    v.addresses.clone(),
+                    &v.mac[..],
+                )
+            })
+            .collect();
+        assert_eq!(
+            sides,
+            [
+                (
+                    "inside",
+                    "if2",
+                    vec!["192.0.2.2".into(), "fd01::1".into()],
+                    "02:00:00:00:00:02"
+                ),
+                (
+                    "outside",
+                    "if1",
+                    vec!["192.0.2.1".to_owned()],
+                    "02:00:00:00:00:01"
+                ),
+            ]
+        );
         assert_eq!(report.scheme, "hash-src-spi");
         assert_eq!(report.segment_owners, vec![1; 256]);
         let quorum = report.quorum.expect("the daemon always reports quorum");

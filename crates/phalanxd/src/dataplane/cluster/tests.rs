@@ -129,8 +129,9 @@ fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, ttl: u8, payload: &[
     p
 }
 
-/// A UDP datagram (checksum filled) from `src`:`ports.0` to `dst`:`ports.1`.
-fn udp(src: Ipv4Addr, dst: Ipv4Addr, ports: (u16, u16), data: &[u8]) -> Vec<u8> {
+/// A UDP datagram (checksum filled, over IPv4 or IPv6) from
+/// `src`:`ports.0` to `dst`:`ports.1`.
+fn udp<A: Into<IpAddr>>(src: A, dst: A, ports: (u16, u16), data: &[u8]) -> Vec<u8> {
     let mut d = vec![0; 8 + data.len()];
     UdpRepr {
         src_port: ports.0,
@@ -139,8 +140,25 @@ fn udp(src: Ipv4Addr, dst: Ipv4Addr, ports: (u16, u16), data: &[u8]) -> Vec<u8> 
     }
     .emit(&mut UdpPacket::new_unchecked(&mut d[..]));
     d[8..].copy_from_slice(data);
-    UdpPacket::new_unchecked(&mut d[..]).fill_checksum_v4(src, dst);
+    let mut packet = UdpPacket::new_unchecked(&mut d[..]);
+    match (src.into(), dst.into()) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => packet.fill_checksum_v4(src, dst),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => packet.fill_checksum_v6(src, dst),
+        _ => panic!("a datagram between two families"),
+    }
     d
+}
+
+/// Every node of `nodes` adopts its state (`states`, in the same order).
+fn begin_all(
+    nodes: &mut [FrameClassifier],
+    states: &[Arc<SharedState>],
+    rt: &crate::install::Runtime,
+) {
+    let mut stats = WorkerStats::default();
+    for (c, state) in nodes.iter_mut().zip(states) {
+        c.begin_batch(state, rt, &mut stats);
+    }
 }
 
 /// Cleartext from a LAN host to `dst` through the inside virtual MAC;

@@ -17,17 +17,17 @@ use phalanx_wire::checksum;
 use phalanx_wire::ethernet::{EtherType, EthernetFrame, MacAddress};
 use phalanx_wire::ipv6::Ipv6Packet;
 use phalanx_wire::ndp::{multicast_mac, parse_advertisement, solicited_node};
-use phalanx_wire::{IpProtocol, UdpPacket, UdpRepr};
+use phalanx_wire::IpProtocol;
 
 use super::super::frames::{decrement_ttl, fill_transport_checksum};
 use super::super::neighbour::announcement_frame;
 use super::{
-    classifier, founded, frame, one, run, sides, store, Shape, HOST_MAC, INSIDE_VIP6, INSIDE_VMAC,
-    IN_SPI, OUTSIDE_VMAC, OUT_SPI, ROUTER_MAC,
+    begin_all, classifier, founded, frame, one, run, sides, store, udp, Shape, HOST_MAC,
+    INSIDE_VIP6, INSIDE_VMAC, IN_SPI, OUTSIDE_VMAC, OUT_SPI, ROUTER_MAC,
 };
 use crate::config::{Config, SideAddresses};
 use crate::dataplane::cluster::{FrameClassifier, Side, VirtualSide};
-use crate::dataplane::{DaemonCounter, Ingress, WorkerStats};
+use crate::dataplane::{DaemonCounter, Ingress};
 use crate::install::SaStore;
 use phalanx_cluster::dispatch::DispatchScheme;
 use phalanx_cluster::NodeId;
@@ -54,24 +54,10 @@ fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next: IpProtocol, hop_limit: u8, payload: 
     p
 }
 
-/// A UDP datagram over IPv6 with its checksum filled (RFC 8200 §8.1).
-fn udp6(src: Ipv6Addr, dst: Ipv6Addr, ports: (u16, u16), data: &[u8]) -> Vec<u8> {
-    let mut d = vec![0; 8 + data.len()];
-    UdpRepr {
-        src_port: ports.0,
-        dst_port: ports.1,
-        payload_len: data.len(),
-    }
-    .emit(&mut UdpPacket::new_unchecked(&mut d[..]));
-    d[8..].copy_from_slice(data);
-    UdpPacket::new_unchecked(&mut d[..]).fill_checksum_v6(src, dst);
-    d
-}
-
 /// IPv6 cleartext from the LAN host to `dst` through the inside virtual
 /// MAC; `n` varies the payload.
 fn cleartext6(dst: Ipv6Addr, hop_limit: u8, n: u8) -> Vec<u8> {
-    let datagram = udp6(HOST6, dst, (5000 + u16::from(n), 53), &[n; 40]);
+    let datagram = udp(HOST6, dst, (5000 + u16::from(n), 53), &[n; 40]);
     let packet = ipv6(HOST6, dst, IpProtocol::UDP, hop_limit, &datagram);
     frame(INSIDE_VMAC, HOST_MAC, EtherType::IPV6, &packet)
 }
@@ -121,10 +107,7 @@ fn only_the_first_node_answers_solicitations_for_the_virtual_address() {
     let (store, (_, states)) = (store(), founded(2));
     let rt = store.load();
     let mut nodes = [classifier(1), classifier(2)];
-    let mut stats = WorkerStats::default();
-    for (c, state) in nodes.iter_mut().zip(&states) {
-        c.begin_batch(state, &rt, &mut stats);
-    }
+    begin_all(&mut nodes, &states, &rt);
     for unicast in [false, true] {
         let ns = solicitation(INSIDE_VIP6, 255, unicast);
         let (shape, moved) = run(&mut nodes[0], Side::Inside, &ns, &rt);
@@ -229,10 +212,7 @@ fn ipv6_cleartext_has_one_owner_per_packet() {
     let (store, (_, states)) = (store(), founded(2));
     let rt = store.load();
     let mut nodes = [classifier(1), classifier(2)];
-    let mut stats = WorkerStats::default();
-    for (c, state) in nodes.iter_mut().zip(&states) {
-        c.begin_batch(state, &rt, &mut stats);
-    }
+    begin_all(&mut nodes, &states, &rt);
     let mut seqs = Vec::new();
     for n in 0..6u8 {
         let f = cleartext6(REMOTE_HOST6, 64, n);
@@ -275,7 +255,7 @@ fn ipv6_cleartext_has_one_owner_per_packet() {
 
 #[test]
 fn ipv6_hop_limit_and_pending_checksum() {
-    let good = udp6(HOST6, REMOTE_HOST6, (1000, 2000), b"payload bytes");
+    let good = udp(HOST6, REMOTE_HOST6, (1000, 2000), b"payload bytes");
     let mut p = ipv6(HOST6, REMOTE_HOST6, IpProtocol::UDP, 64, &good);
     p[46..48].copy_from_slice(&[0x12, 0x34]);
     assert!(fill_transport_checksum(&mut p));
@@ -332,10 +312,7 @@ fn esp_over_ipv6_has_one_owner_per_packet() {
     let (store, (_, states)) = (store6(), founded(2));
     let rt = store.load();
     let mut nodes = [classifier6(1), classifier6(2)];
-    let mut stats = WorkerStats::default();
-    for (c, state) in nodes.iter_mut().zip(&states) {
-        c.begin_batch(state, &rt, &mut stats);
-    }
+    begin_all(&mut nodes, &states, &rt);
     let esp_frame6 = |dst: Ipv6Addr, seq: u32| {
         let packet = ipv6(PEER6, dst, IpProtocol::ESP, 60, &super::esp(IN_SPI, seq));
         frame(OUTSIDE_VMAC, ROUTER_MAC, EtherType::IPV6, &packet)
