@@ -94,6 +94,13 @@ GWB_WAN_MAC = "02:00:00:02:00:fe"
 HOSTA_MAC = "02:00:00:01:00:fa"
 SITE_A_MTU = 1400
 
+# Copies delivered twice up to this long after the failure belong to the
+# takeover (asserted by test_cluster.py); later ones come from false
+# suspicions of live nodes on a loaded machine, which last until the
+# log's Rejoin (delayed while Corosync reforms after the real failure:
+# 1.6 s of copies in a CI dry run of 72a4e11) and are reported only.
+TAKEOVER_WINDOW_S = 0.5
+
 # Corosync totem tuning (token 1000 ms without the per-node coefficient,
 # so 1 s whatever the node count; consensus 1.2 x token, Corosync's own
 # default ratio; knet pings every 200 ms, link down after 500 ms).
@@ -1029,8 +1036,9 @@ def classify_duplicates(res):
     res["replays_accepted"] = replayed
     res["delivered_twice"] = sum(len(v) for v in twice.values())
     # Copies at the takeover itself (the survivors' detectors disagree for
-    # a few milliseconds by design).
-    res["twice_at_failover"] = {k: sum(1 for at in v if t_fail - 0.1 <= at < t_fail + 1.0) for k, v in twice.items()}
+    # a few milliseconds by design; the handover ends within 100 ms).
+    res["twice_at_failover"] = {k: sum(1 for at in v if t_fail - 0.1 <= at < t_fail + TAKEOVER_WINDOW_S)
+                                for k, v in twice.items()}
 
 
 def replays_accepted(res):
