@@ -98,7 +98,7 @@ SITE_A_MTU = 1400
 # takeover (asserted by test_cluster.py); later ones come from false
 # suspicions of live nodes on a loaded machine, which last until the
 # log's Rejoin (delayed while Corosync reforms after the real failure:
-# 1.6 s of copies in a CI dry run of 72a4e11) and are reported only.
+# 1.6 s of copies in a CI dry run of db1a562) and are reported only.
 TAKEOVER_WINDOW_S = 0.5
 
 # Corosync totem tuning (token 1000 ms without the per-node coefficient,
