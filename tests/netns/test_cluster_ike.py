@@ -276,7 +276,7 @@ def test_strongswan_over_ipv6_survives_the_owner(topo6):
             _no_loss(cl, src, dst)
     after = _counters(cl)
     assert wan.drops == 0, "tcpdump dropped {} frames".format(wan.drops)
-    out, w = check_esp_over_ipv6(cl, wan.path, len(pairs))
+    out, back, w = check_esp_over_ipv6(cl, wan.path, len(pairs))
     owned = {n: {d: _delta(before, after, n, "cluster_{}_owned".format(d)) for d in ("outbound", "inbound")}
              for n in before}
     print("ESP over IPv6: {} from {} (IVs per node {}), {} from gwB; owned per node (outbound, inbound): {}".format(

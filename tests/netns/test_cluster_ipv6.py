@@ -262,7 +262,7 @@ def check_esp_over_ipv6(cl, path, pairs):
     virtual address and gwB, gwB's to the outside virtual MAC; the
     cluster's carries the IVs of every node (node-partitioned, matching
     the sender's MAC), no (SPI, IV) or (SPI, seq) twice. Returns the
-    cluster's packets and the wire checks."""
+    cluster's packets, gwB's, and the wire checks."""
     esp = fa.read_esp(path)
     over_v4 = [p for p in esp if ":" not in p.src]
     assert not over_v4, "{} ESP packets over IPv4 (the tunnel is IPv6): {}".format(len(over_v4), over_v4[:3])
@@ -278,7 +278,7 @@ def check_esp_over_ipv6(cl, path, pairs):
         cluster.VIP_OUT6, w["per_node"])
     assert (w["dup_spi_iv"], w["dup_spi_seq"]) == (0, 0), w
     assert w["iv_mac_mismatch"] == 0 and w["iv_seq_mismatch"] == 0, w
-    return out, w
+    return out, back, w
 
 
 # --------------------------------------------------------- 2. IPv6 WAN
@@ -298,7 +298,7 @@ def test_ipv6_wan(clusters):
             _no_loss(cl, src, dst)
     _check_capture(wan)
 
-    out, w = check_esp_over_ipv6(cl, wan.path, len(pairs))
+    out, _, w = check_esp_over_ipv6(cl, wan.path, len(pairs))
 
     nas = _advertisements(wan.path, cluster.VIP_OUT6)
     _check_advertisements(nas, cluster.VIP_OUT6, cluster.VMAC_OUT, cluster.node_mac(1, "wan"))
