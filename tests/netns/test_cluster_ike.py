@@ -111,6 +111,25 @@ def _established(cl):
     return charon, (spi_i, spi_r, children), (owner, others), inits
 
 
+def _kill_owner(cl, charon, nodes, sa):
+    """kill -9 of the node that runs the IKE SA (`nodes`: it and the
+    others): one of the others takes it over with the same SPIs (`sa`:
+    spi_i, spi_r, children), and a Child SA rekey strongSwan starts then
+    keeps the IKE SA. Returns when the kill happened and the successor."""
+    (owner, others), (spi_i, spi_r, children) = nodes, sa
+    t_fail = time.time()
+    cl.crash_node(owner)
+    successor, sas = wait_runner(cl, others, seconds=5)
+    print("owner n{} killed; n{} took over the IKE SA".format(owner, successor))
+    assert ike_counter(cl.gateways["n{}".format(successor)], "takeovers") == 1
+    assert same_spi(sas[0]["spi_i"], spi_i) and same_spi(sas[0]["spi_r"], spi_r), (sas, spi_i, spi_r)
+    time.sleep(1.0)
+    charon.rekey(child="net")
+    now_i, now_r, _ = wait_child_rekeyed(charon, children)
+    assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
+    return t_fail, successor
+
+
 def _check_survived(charon, results, window, inits):
     """After the IKE owner's kill at `window[0]` under `window[1]` seconds
     of UDP (`results`): at most 10 % of each stream lost, strongSwan's
@@ -158,17 +177,7 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
     seconds = 10.0
     streams = traffic(cl, seconds, "udp-b")
     time.sleep(2.0)
-    t_fail = time.time()
-    cl.crash_node(owner)
-    successor, sas = wait_runner(cl, others, seconds=5)
-    print("owner n{} killed; n{} took over the IKE SA".format(owner, successor))
-    gw = cl.gateways["n{}".format(successor)]
-    assert ike_counter(gw, "takeovers") == 1
-    assert same_spi(sas[0]["spi_i"], spi_i) and same_spi(sas[0]["spi_r"], spi_r), (sas, spi_i, spi_r)
-    time.sleep(1.0)
-    charon.rekey(child="net")
-    now_i, now_r, _ = wait_child_rekeyed(charon, children)
-    assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
+    t_fail, successor = _kill_owner(cl, charon, (owner, others), (spi_i, spi_r, children))
     results = [s.result(seconds + 40) for s in streams]
     _check_survived(charon, results, (t_fail, seconds), inits)
     assert cl.wait_ping("hostA", cluster.HOSTB, 10), "ping over the rekeyed Child SA"
@@ -290,16 +299,7 @@ def test_strongswan_over_ipv6_survives_the_owner(topo6):
     streams = traffic(cl, seconds, "udp-b")
     ping = cluster.Ping(cl, seconds, dst=cluster.HOSTB6).start()
     time.sleep(2.0)
-    t_fail = time.time()
-    cl.crash_node(owner)
-    successor, sas = wait_runner(cl, others, seconds=5)
-    print("owner n{} killed; n{} took over the IKE SA".format(owner, successor))
-    assert ike_counter(cl.gateways["n{}".format(successor)], "takeovers") == 1
-    assert same_spi(sas[0]["spi_i"], spi_i) and same_spi(sas[0]["spi_r"], spi_r), (sas, spi_i, spi_r)
-    time.sleep(1.0)
-    charon.rekey(child="net")
-    now_i, now_r, _ = wait_child_rekeyed(charon, children)
-    assert (now_i, now_r) == (spi_i, spi_r), "the IKE SA changed"
+    t_fail, _ = _kill_owner(cl, charon, (owner, others), (spi_i, spi_r, children))
     results = [s.result(seconds + 40) for s in streams]
     pinged = ping.result()
     print("ping -6: lost {} of {}".format(pinged["lost"], pinged["sent"]))
