@@ -32,7 +32,7 @@ use phalanx_cluster::{
 use phalanx_control::ClusterReport;
 use phalanx_io::poll::{Interest, PollSet};
 use phalanxd::cluster::{self, corosync::CpgTransport, ClusterHandle};
-use phalanxd::config::{ClusterSettings, ClusterSide, SideAddresses};
+use phalanxd::config::{ClusterSettings, ClusterSide};
 
 const NODE_ID: u32 = 7;
 const ADDRESS: &str = "10.250.0.1";
@@ -251,10 +251,7 @@ fn no_corosync_is_a_clear_error() {
 fn settings() -> ClusterSettings {
     let side = |last: u8| ClusterSide {
         interface: format!("if{last}"),
-        addresses: SideAddresses {
-            v4: Some(Ipv4Addr::new(192, 0, 2, last)),
-            v6: None,
-        },
+        addresses: IpAddr::V4(Ipv4Addr::new(192, 0, 2, last)).into(),
         mac: [2, 0, 0x5e, 0x10, 0, last],
     };
     ClusterSettings {

@@ -165,17 +165,14 @@ mod tests {
     use phalanx_cluster::DispatchScheme;
 
     use super::*;
-    use crate::config::{ClusterSide, SideAddresses};
+    use crate::config::ClusterSide;
 
     /// Settings for node `local` of nodes on 127.0.0.1..=127.0.0.n (all
     /// loopback), heartbeats on `port`.
     fn settings(local: u32, n: u8, port: u16) -> ClusterSettings {
         let side = |last: u8| ClusterSide {
             interface: format!("if{last}"),
-            addresses: SideAddresses {
-                v4: Some(Ipv4Addr::new(192, 0, 2, last)),
-                v6: None,
-            },
+            addresses: IpAddr::V4(Ipv4Addr::new(192, 0, 2, last)).into(),
             mac: [2, 0, 0, 0, 0, last],
         };
         ClusterSettings {

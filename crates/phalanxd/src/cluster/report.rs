@@ -231,15 +231,12 @@ mod tests {
     };
 
     use super::*;
-    use crate::config::{ClusterSide, SideAddresses};
+    use crate::config::ClusterSide;
 
     fn settings() -> ClusterSettings {
         let side = |last: u8| ClusterSide {
             interface: format!("if{last}"),
-            addresses: SideAddresses {
-                v4: Some(Ipv4Addr::new(192, 0, 2, last)),
-                v6: None,
-            },
+            addresses: IpAddr::V4(Ipv4Addr::new(192, 0, 2, last)).into(),
             mac: [2, 0, 0, 0, 0, last],
         };
         let node = |id: u8| {

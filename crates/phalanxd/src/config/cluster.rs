@@ -186,10 +186,31 @@ impl SideAddresses {
     }
 }
 
+impl From<IpAddr> for SideAddresses {
+    /// A side with `address` alone.
+    fn from(address: IpAddr) -> SideAddresses {
+        match address {
+            IpAddr::V4(a) => SideAddresses {
+                v4: Some(a),
+                v6: None,
+            },
+            IpAddr::V6(a) => SideAddresses {
+                v4: None,
+                v6: Some(a),
+            },
+        }
+    }
+}
+
 impl std::fmt::Display for SideAddresses {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let all: Vec<String> = self.iter().map(|a| a.to_string()).collect();
-        f.write_str(&all.join(","))
+        for (i, address) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{address}")?;
+        }
+        Ok(())
     }
 }
 
@@ -527,7 +548,7 @@ fn check_sides(
     (inside, inside_span, inside_interface): &CheckedSide,
     protected: &ProtectedSettings,
 ) -> Result<(), ConfigError> {
-    if outside.addresses.first() != Some(protected.local) || outside.addresses.iter().count() != 1 {
+    if outside.addresses != SideAddresses::from(protected.local) {
         let msg = format!(
             "the outside virtual address {} must be protected.local ({}) alone: it is the \
              tunnel endpoint of every SA",

@@ -216,6 +216,12 @@ impl FrameClassifier {
         became
     }
 
+    /// The outside virtual address: the tunnel endpoint, where owned
+    /// packets are sent from.
+    pub fn outside_address(&self) -> IpAddr {
+        self.outside_address
+    }
+
     /// Whether this node answers ARP and neighbour solicitations for the
     /// virtual addresses.
     pub fn is_arp_owner(&self) -> bool {
@@ -267,7 +273,10 @@ impl FrameClassifier {
         if ethertype == EtherType::ARP && (dst == mac || dst.is_broadcast()) {
             return self.arp(side, payload, stats);
         }
-        let to_group = ethertype == EtherType::IPV6 && self.is_solicited_group(side, dst);
+        // Not to the virtual MAC: only address resolution's group may be
+        // ours.
+        let to_group =
+            dst != mac && ethertype == EtherType::IPV6 && self.is_solicited_group(side, dst);
         if dst != mac && !to_group {
             return drop(stats, DaemonCounter::ClusterIgnoredOtherMac);
         }

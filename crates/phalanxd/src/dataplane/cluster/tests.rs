@@ -78,10 +78,7 @@ fn sides(id: u8) -> (VirtualSide, VirtualSide) {
         own_mac: own(2),
     };
     let outside = VirtualSide {
-        addresses: SideAddresses {
-            v4: Some(OUTSIDE_VIP),
-            v6: None,
-        },
+        addresses: IpAddr::V4(OUTSIDE_VIP).into(),
         mac: OUTSIDE_VMAC,
         own_mac: own(1),
     };

@@ -219,20 +219,15 @@ impl ClusterWorker {
         slot: Arc<StatsSlot>,
     ) -> ClusterWorker {
         let room = packet_room(settings.mtu.max(ETH_DATA_LEN));
-        // The configuration gives the outside exactly one address.
-        let local = settings
-            .outside
-            .addresses
-            .first()
-            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        let sides = (settings.inside, settings.outside);
+        let mut classifier =
+            FrameClassifier::new(settings.local, settings.scheme, sides, settings.udp_port);
+        let local = classifier.outside_address();
         let clear = PacketBatch::new(TUN_BATCH, room, HEADROOM);
         let esp_udp = PacketBatch::new(SOCKET_BATCH, room, INBOUND_HEADROOM);
         let mut outbound = OutboundPath::new(local, clear.buffer_len(), TUN_BATCH);
         // Node ids are 1..=65535 (validated with the configuration).
         outbound.set_node_partitioned_ivs(u16::try_from(settings.local.0).unwrap_or(u16::MAX));
-        let sides = (settings.inside, settings.outside);
-        let mut classifier =
-            FrameClassifier::new(settings.local, settings.scheme, sides, settings.udp_port);
         if let Some((_, port)) = &link.ike {
             classifier = classifier.with_ike(*port);
         }

@@ -25,7 +25,7 @@ use super::{
     begin_all, classifier, founded, frame, one, run, sides, store, udp, Shape, HOST_MAC,
     INSIDE_VIP6, INSIDE_VMAC, IN_SPI, OUTSIDE_VMAC, OUT_SPI, ROUTER_MAC,
 };
-use crate::config::{Config, SideAddresses};
+use crate::config::Config;
 use crate::dataplane::cluster::{FrameClassifier, Side, VirtualSide};
 use crate::dataplane::{DaemonCounter, Ingress};
 use crate::install::SaStore;
@@ -290,10 +290,7 @@ fn store6() -> SaStore {
 fn classifier6(id: u8) -> FrameClassifier {
     let (inside, outside) = sides(id);
     let outside = VirtualSide {
-        addresses: SideAddresses {
-            v4: None,
-            v6: Some(OUTSIDE_VIP6),
-        },
+        addresses: IpAddr::V6(OUTSIDE_VIP6).into(),
         ..outside
     };
     FrameClassifier::new(
