@@ -159,10 +159,19 @@ pub struct NodeDataPath {
     /// Inbound ownership is not a function of the number and the view
     /// (shortest-queue schemes): marks are due before every owned packet.
     continuous_marks: bool,
+    /// Outbound packets, over the shared state's `view`.
     dispatcher: Dispatcher,
+    /// Inbound ESP, over its `inbound_view` (the base view).
+    inbound_dispatcher: Dispatcher,
+    /// Inbound ESP whose owner is silent: over `inbound_view` without
+    /// `silent`.
+    takeover_dispatcher: Dispatcher,
+    /// The suspects whose inbound share this node takes over.
+    silent: Vec<NodeId>,
     version: Option<u64>,
     generation: u64,
     active: bool,
+    inbound_active: bool,
     suspects: Vec<NodeId>,
     tick: u64,
     transfers: u64,
@@ -192,9 +201,13 @@ impl NodeDataPath {
             spacing,
             continuous_marks,
             dispatcher: Dispatcher::new(scheme, View::default()),
+            inbound_dispatcher: Dispatcher::new(scheme, View::default()),
+            takeover_dispatcher: Dispatcher::new(scheme, View::default()),
+            silent: Vec::new(),
             version: None,
             generation: 0,
             active: false,
+            inbound_active: false,
             suspects: Vec::new(),
             tick: 0,
             transfers: 0,
@@ -281,8 +294,11 @@ impl NodeDataPath {
             flow: 0,
             peer,
         };
-        let owner = self.dispatcher.owner(&key);
-        if self.active && owner == Some(self.local) {
+        let mut owner = self.inbound_dispatcher.owner(&key);
+        if owner.is_some_and(|o| self.silent.contains(&o)) {
+            owner = self.takeover_dispatcher.owner(&key);
+        }
+        if self.inbound_active && owner == Some(self.local) {
             if let Some(o) = observed.filter(|o| o.first) {
                 stream.observer.own(o.seq);
             }
@@ -352,9 +368,20 @@ impl NodeDataPath {
         self.active
     }
 
-    /// The view packets are dispatched over.
+    /// The view outbound packets are dispatched over.
     pub fn view(&self) -> &View {
         self.dispatcher.view()
+    }
+
+    /// The view inbound ESP is dispatched over (see
+    /// [`SharedState::inbound_view`]).
+    pub fn inbound_view(&self) -> &View {
+        self.inbound_dispatcher.view()
+    }
+
+    /// The suspects whose inbound share this node takes over.
+    pub fn silent(&self) -> &[NodeId] {
+        &self.silent
     }
 
     /// This node's counter of outbound SA `spi` (the last packet's `c`).

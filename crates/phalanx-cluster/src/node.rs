@@ -109,6 +109,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::codec::{encode, Heartbeat, Message, MAX_APP_PAYLOAD};
+use crate::datapath::shared::Head;
 use crate::datapath::{DataPathReport, DataPathStats, SharedState};
 use crate::detector::FailureDetector;
 use crate::dispatch::{Direction, DispatchScheme};
@@ -626,16 +627,20 @@ impl ClusterNode {
     /// and `register_sa` / `remove_sa` ends with it).
     fn refresh(&mut self) {
         self.track_quorum();
-        let view = self.dispatch_view();
-        let ready = self.is_ready();
-        let generation = self.log.as_ref().map_or(0, |log| log.generation);
-        let transfers = self.log.as_ref().map_or(0, |log| log.transfers);
         let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
-        let replay_sender = self.log.as_ref().is_some_and(|log| {
-            log.base_view().without(&suspects).first() == Some(self.config.local)
-        });
-        self.publisher
-            .publish(view, generation, suspects, ready, transfers, replay_sender);
+        let head = Head {
+            view: self.dispatch_view(),
+            inbound_view: self.inbound_dispatch_view(),
+            silent: self.silent_suspects(),
+            generation: self.log.as_ref().map_or(0, |log| log.generation),
+            ready: self.is_ready(),
+            transfers: self.log.as_ref().map_or(0, |log| log.transfers),
+            replay_sender: self.log.as_ref().is_some_and(|log| {
+                log.base_view().without(&suspects).first() == Some(self.config.local)
+            }),
+            suspects,
+        };
+        self.publisher.publish(head);
     }
 
     /// True once this node holds the state and owns traffic.
@@ -660,6 +665,30 @@ impl ClusterNode {
             }
             None => View::default(),
         }
+    }
+
+    /// The view inbound ESP is dispatched over: the base view, suspects
+    /// included (a packet of a [silent](Self::silent_suspects) one is
+    /// taken over; see [`SharedState::inbound_view`]); empty while not
+    /// quorate.
+    pub fn inbound_dispatch_view(&self) -> View {
+        match &self.log {
+            Some(log) => self.quorate_view(log.base_view()),
+            None => View::default(),
+        }
+    }
+
+    /// The members of the base view this node suspects that have not
+    /// been heard steadily since: they count for nothing in its quorum,
+    /// and it takes over their inbound share.
+    pub fn silent_suspects(&self) -> Vec<NodeId> {
+        let base = self.log.as_ref().map(|log| log.base_view());
+        self.local_suspects
+            .iter()
+            .copied()
+            .filter(|&n| self.detector.is_silent(n))
+            .filter(|&n| base.as_ref().is_some_and(|b| b.contains(n)))
+            .collect()
     }
 
     /// Queue a message for the group.

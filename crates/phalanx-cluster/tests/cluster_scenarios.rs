@@ -12,7 +12,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_exactly_one, assert_safe, run, run_more, run_with, settle, OUT};
+use common::{
+    assert_exactly_one, assert_inbound_once, assert_safe, run, run_more, run_with, settle, OUT,
+};
 use phalanx_cluster::{ClusterEvent, DispatchScheme, FailoverOutcome, NodeId, QuorumPolicy};
 
 /// "n1,n2,n3 packet-rr; 3000 packets": each packet is sent once, with the
@@ -388,4 +390,46 @@ fn s24_stood_down_node_still_checkpoints() {
     assert!(h.node(NodeId(2)).unwrap().status().counters.quorum_losses >= 1);
     assert_eq!(run.replays_accepted, 0);
     assert_exactly_one(&run, 7, 0, script);
+}
+
+/// A false suspicion while the log is slow (as when Corosync reforms its
+/// ring after a real failure): "n1 deaf to n3 for 60 ms" with every node
+/// reading the log 500 ms late. n3 never knows it is suspected and keeps
+/// processing its inbound share (n1 takes it over meanwhile: 100 inbound
+/// packets while n3 is suspected); once n1 hears it steadily again, n1
+/// hands that share back at once (its inbound view has n3 again) instead of
+/// delivering every such packet a second time until the log's `Rejoin`.
+/// Outbound stays with n1 until the log agrees. Every scheme.
+#[test]
+fn s25_false_suspicion_ends_inbound_before_the_log() {
+    for scheme in DispatchScheme::ALL {
+        let first = format!(
+            "n1,n2,n3 {scheme}; 300 inbound; n1 reads the log 500000 us late; \
+             n2 reads the log 500000 us late; n3 reads the log 500000 us late; \
+             n1 deaf to n3 for 60 ms; idle 40 ms; 100 inbound; idle 60 ms"
+        );
+        let (mut h, mut run) = run(&first);
+        let n1 = h.node(NodeId(1)).unwrap();
+        assert_eq!(n1.status().suspects, [NodeId(3)], "{first}");
+        let shared = n1.shared();
+        assert!(!shared.view().contains(NodeId(3)), "{first}: outbound kept");
+        assert!(
+            shared.inbound_view().contains(NodeId(3)),
+            "{first}: inbound handed back"
+        );
+        run_more(
+            &mut h,
+            &mut run,
+            9,
+            "600 inbound; n1 reads the log 0 us late; n2 reads the log 0 us late; \
+             n3 reads the log 0 us late; settle; 300 inbound; 2000 packets",
+        );
+        assert_safe(&h, &first);
+        assert_inbound_once(&run, 1, &first);
+        assert_inbound_once(&run, 9, &first);
+        assert_inbound_once(&run, 14, &first);
+        assert_exactly_one(&run, 15, 0, &first);
+        let status = h.node(NodeId(1)).unwrap().status();
+        assert_eq!(status.failovers[0].outcome, FailoverOutcome::Corrected, "{first}");
+    }
 }

@@ -22,13 +22,18 @@ impl NodeDataPath {
         self.version = Some(state.version);
         self.checkpoint_every = state.checkpoint_every.max(1);
         self.adopt_sas(state);
-        if state.generation != self.generation {
-            self.new_generation(state.generation);
+        if state.head.generation != self.generation {
+            self.new_generation(state.head.generation);
         }
         self.enter_generations();
         self.merge_replays();
-        if self.dispatcher.view() != &state.view {
+        if self.dispatcher.view() != &state.head.view {
             self.set_view(state);
+        }
+        if self.inbound_dispatcher.view() != &state.head.inbound_view
+            || self.silent != state.head.silent
+        {
+            self.set_inbound_view(state);
         }
         self.take_over(state);
         self.heal();
@@ -56,6 +61,7 @@ impl NodeDataPath {
                 stream.shared = Arc::clone(shared);
             }
         }
+        let mut renewed = Vec::new();
         for (&spi, shared) in &state.inbound {
             let stream = self.inbound.entry(spi).or_insert_with(|| InboundStream {
                 shared: Arc::clone(shared),
@@ -68,10 +74,13 @@ impl NodeDataPath {
                 if shared.incarnation != stream.shared.incarnation {
                     stream.observer = InboundObserver::new(shared.descriptor.esn);
                     stream.merged = 0;
-                    self.dispatcher.forget_stream(Direction::Inbound, spi);
+                    renewed.push(spi);
                 }
                 stream.shared = Arc::clone(shared);
             }
+        }
+        for spi in renewed {
+            self.forget_inbound(spi);
         }
         let gone_out: Vec<u32> = self
             .outbound
@@ -91,7 +100,7 @@ impl NodeDataPath {
             .collect();
         for spi in gone_in {
             self.inbound.remove(&spi);
-            self.dispatcher.forget_stream(Direction::Inbound, spi);
+            self.forget_inbound(spi);
         }
     }
 
@@ -102,9 +111,18 @@ impl NodeDataPath {
         for &spi in self.outbound.keys() {
             self.dispatcher.forget_stream(Direction::Outbound, spi);
         }
-        for &spi in self.inbound.keys() {
-            self.dispatcher.forget_stream(Direction::Inbound, spi);
+        let inbound: Vec<u32> = self.inbound.keys().copied().collect();
+        for spi in inbound {
+            self.forget_inbound(spi);
         }
+    }
+
+    /// Inbound SA `spi`'s dispatch state starts over.
+    fn forget_inbound(&mut self, spi: u32) {
+        self.inbound_dispatcher
+            .forget_stream(Direction::Inbound, spi);
+        self.takeover_dispatcher
+            .forget_stream(Direction::Inbound, spi);
     }
 
     /// Sequencers move to their SA's current lease generation.
@@ -130,11 +148,24 @@ impl NodeDataPath {
         }
     }
 
-    /// Dispatch over the new view; the observed numbers of every inbound
-    /// SA become due as marks for its replay window.
+    /// Dispatch outbound packets over the new view.
     fn set_view(&mut self, state: &SharedState) {
-        self.dispatcher.set_view(state.view.clone());
-        self.active = state.view.contains(self.local);
+        self.dispatcher.set_view(state.head.view.clone());
+        self.active = state.head.view.contains(self.local);
+    }
+
+    /// Dispatch inbound ESP over the new inbound view and silent
+    /// suspects; the observed numbers of every inbound SA become due as
+    /// marks for its replay window.
+    fn set_inbound_view(&mut self, state: &SharedState) {
+        let head = &state.head;
+        if self.inbound_dispatcher.view() != &head.inbound_view {
+            self.inbound_dispatcher.set_view(head.inbound_view.clone());
+        }
+        self.takeover_dispatcher
+            .set_view(head.inbound_view.without(&head.silent));
+        self.silent = head.silent.clone();
+        self.inbound_active = head.inbound_view.contains(self.local);
         for stream in self.inbound.values_mut() {
             stream.armed = true;
         }
@@ -144,12 +175,13 @@ impl NodeDataPath {
     /// suspect's takeover block.
     fn take_over(&mut self, state: &SharedState) {
         let fresh: Vec<_> = state
+            .head
             .suspects
             .iter()
             .filter(|s| !self.suspects.contains(s))
             .copied()
             .collect();
-        self.suspects = state.suspects.clone();
+        self.suspects = state.head.suspects.clone();
         for suspect in fresh {
             for stream in self.outbound.values_mut() {
                 let Some(leases) = stream.shared.leases.as_deref() else {
@@ -189,9 +221,9 @@ impl NodeDataPath {
     /// on each of a few ticks after a state transfer, for the joiner), the
     /// counters.
     fn on_tick(&mut self, state: &SharedState) {
-        let first = state.replay_sender;
-        if state.transfers != self.transfers {
-            self.transfers = state.transfers;
+        let first = state.head.replay_sender;
+        if state.head.transfers != self.transfers {
+            self.transfers = state.head.transfers;
             if first {
                 self.replay_ticks_left = TRANSFER_REPLAY_TICKS;
             }

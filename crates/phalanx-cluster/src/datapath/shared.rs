@@ -42,22 +42,39 @@ pub(crate) struct InboundShared {
     pub(crate) replay: Option<(u64, Arc<ReplayCheckpoint>)>,
 }
 
+/// The node-wide part of a [`SharedState`]: views, generation,
+/// suspects. A new snapshot is published when it changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Head {
+    /// Who owns outbound packets (and answers ARP / ND, runs IKE): the
+    /// base view without every member this node suspects.
+    pub(crate) view: View,
+    /// Who owns inbound ESP: the base view (every member the log has,
+    /// suspected here or not); empty while not quorate. A packet whose
+    /// owner there is in `silent` goes to its owner in this view without
+    /// `silent` (see [`SharedState::inbound_view`]).
+    pub(crate) inbound_view: View,
+    /// The members of `inbound_view` this node suspects that have not
+    /// been heard steadily since.
+    pub(crate) silent: Vec<NodeId>,
+    pub(crate) generation: u64,
+    pub(crate) suspects: Vec<NodeId>,
+    pub(crate) ready: bool,
+    pub(crate) transfers: u64,
+    /// This node sends the observer checkpoints: the first of its view
+    /// before quorum empties it (a node that stands down still observes,
+    /// and a joiner catches up from it).
+    pub(crate) replay_sender: bool,
+}
+
 /// An immutable snapshot of what the data path needs. See the module
 /// docs.
 #[derive(Clone, Debug)]
 pub struct SharedState {
     pub(crate) local: NodeId,
     pub(crate) version: u64,
-    pub(crate) view: View,
-    pub(crate) generation: u64,
-    pub(crate) suspects: Vec<NodeId>,
-    pub(crate) ready: bool,
+    pub(crate) head: Head,
     pub(crate) tick: u64,
-    pub(crate) transfers: u64,
-    /// This node sends the observer checkpoints: the first of its view
-    /// before quorum empties it (a node that stands down still observes,
-    /// and a joiner catches up from it).
-    pub(crate) replay_sender: bool,
     pub(crate) checkpoint_every: u64,
     pub(crate) outbound: BTreeMap<u32, Arc<OutboundShared>>,
     pub(crate) inbound: BTreeMap<u32, Arc<InboundShared>>,
@@ -69,13 +86,8 @@ impl SharedState {
         SharedState {
             local,
             version: 0,
-            view: View::default(),
-            generation: 0,
-            suspects: Vec::new(),
-            ready: false,
+            head: Head::default(),
             tick: 0,
-            transfers: 0,
-            replay_sender: false,
             checkpoint_every: crate::limits::DEFAULT_CHECKPOINT_EVERY,
             outbound: BTreeMap::new(),
             inbound: BTreeMap::new(),
@@ -95,22 +107,48 @@ impl SharedState {
     /// The dispatch view: the members that own traffic, as this node sees
     /// them (its first member answers ARP for the virtual addresses).
     pub fn view(&self) -> &View {
-        &self.view
+        &self.head.view
+    }
+
+    /// The view inbound ESP is dispatched over: the base view, suspects
+    /// included, so that every node computes the same owner (and the
+    /// stateful schemes the same tables) whoever it suspects. Only a
+    /// packet whose owner is one of [`silent`](Self::silent) is taken
+    /// over: it goes to its owner in this view without them.
+    ///
+    /// So a suspicion held by one node alone moves nothing but the
+    /// suspect's share, and it ends here as soon as the suspect is heard
+    /// steadily again, while the log's `Rejoin` may wait for Corosync to
+    /// reform its ring after a real failure: the suspect, which does not
+    /// know it is suspected, goes on processing its inbound share all the
+    /// time, and a suspecter that kept the share would deliver each of
+    /// those packets a second time. Outbound packets stay with the
+    /// suspecter until the log agrees ([`view`](Self::view)): it sends
+    /// them from the suspect's takeover block, ahead of the numbers the
+    /// suspect still uses, which the peer then refuses as too old.
+    pub fn inbound_view(&self) -> &View {
+        &self.head.inbound_view
+    }
+
+    /// The suspects whose inbound share this node takes over: suspected
+    /// here and not heard steadily since.
+    pub fn silent(&self) -> &[NodeId] {
+        &self.head.silent
     }
 
     /// The lease generation (changes with the base view).
     pub fn generation(&self) -> u64 {
-        self.generation
+        self.head.generation
     }
 
     /// The members this node suspects (their share is taken over).
     pub fn suspects(&self) -> &[NodeId] {
-        &self.suspects
+        &self.head.suspects
     }
 
     /// Whether this node owns traffic.
     pub fn is_ready(&self) -> bool {
-        self.ready
+        self.head.ready
     }
 
     /// The outbound SAs.

@@ -21,10 +21,10 @@ fn state(local: u32, ids: &[u32], version: u64) -> SharedState {
     table.add_sa(OUT, false, &mut out);
     let mut s = SharedState::empty(NodeId(local));
     s.version = version;
-    s.view = view(ids);
-    s.replay_sender = ids.first() == Some(&local);
-    s.generation = 1;
-    s.ready = true;
+    set_views(&mut s, ids);
+    s.head.replay_sender = ids.first() == Some(&local);
+    s.head.generation = 1;
+    s.head.ready = true;
     s.checkpoint_every = 4;
     let descriptor = |direction, spi| SaDescriptor {
         direction,
@@ -46,6 +46,12 @@ fn state(local: u32, ids: &[u32], version: u64) -> SharedState {
     s.outbound = BTreeMap::from([(OUT, Arc::new(outbound))]);
     s.inbound = BTreeMap::from([(IN, Arc::new(inbound))]);
     s
+}
+
+/// Both views: no suspect heard again.
+fn set_views(s: &mut SharedState, ids: &[u32]) {
+    s.head.view = view(ids);
+    s.head.inbound_view = view(ids);
 }
 
 fn reports(path: &mut NodeDataPath) -> Vec<DataPathReport> {
@@ -124,8 +130,8 @@ fn takeover_on_suspicion() {
     path.update(&s);
     path.outbound(OUT, PEER, 0, 100, 1);
     s.version = 2;
-    s.suspects = vec![NodeId(2)];
-    s.view = view(&[1]);
+    s.head.suspects = vec![NodeId(2)];
+    set_views(&mut s, &[1]);
     path.update(&s);
     assert!(reports(&mut path).contains(&DataPathReport::TakeoverApplied { suspect: NodeId(2) }));
     assert_eq!(path.stats().takeovers, 1);
@@ -160,7 +166,7 @@ fn takeover_marks() {
     path.drain_takeover_marks(IN, &mut marks);
     assert!(marks.is_empty(), "no change since the first view");
     s.version = 2;
-    s.view = view(&[2]);
+    set_views(&mut s, &[2]);
     path.update(&s);
     path.drain_takeover_marks(IN, &mut marks);
     assert_eq!(marks, vec![2], "n1's number; never n2's own");
@@ -185,7 +191,7 @@ fn absorbed_kernel_cells_become_takeover_marks() {
     }
     assert!(!path.marks_due(IN), "no view change since");
     s.version = 2;
-    s.view = view(&[2]);
+    set_views(&mut s, &[2]);
     path.update(&s);
     assert!(path.marks_due(IN));
     assert_eq!(path.absorb_observed(IN, &[0, 0, 2, 0, 4, 0, 6, 0]), 3);
@@ -212,6 +218,92 @@ fn continuous_marks_with_sqf() {
     let mut all: Vec<u64> = owned.iter().chain(&marks).copied().collect();
     all.sort_unstable();
     assert_eq!(all, (1..=20).collect::<Vec<u64>>());
+}
+
+/// Inbound ESP is dispatched over the base view, outbound packets over
+/// the view without every suspect: a suspect heard again (not silent)
+/// keeps its inbound share; a silent one's is taken over.
+#[test]
+fn inbound_takes_over_only_silent_suspects() {
+    let mut path = NodeDataPath::new(NodeId(1), DispatchScheme::PacketRoundRobin);
+    let mut s = state(1, &[1, 2], 1);
+    s.head.view = view(&[1]);
+    s.head.suspects = vec![NodeId(2)];
+    path.update(&s);
+    assert_eq!(path.inbound_view(), &view(&[1, 2]));
+    for seq in 1..=4u32 {
+        let owned = path.inbound(IN, PEER, seq, 100) == InboundDecision::Process;
+        assert_eq!(owned, seq % 2 == 0, "n1 is member 0 of [1, 2]");
+    }
+    for p in 0..4u64 {
+        assert!(matches!(
+            path.outbound(OUT, PEER, 0, 100, p),
+            OutboundDecision::Send { .. }
+        ));
+    }
+    // Silent: its inbound share is taken over, marks are due.
+    s.version = 2;
+    s.head.silent = vec![NodeId(2)];
+    path.update(&s);
+    assert!(path.marks_due(IN));
+    for seq in 5..=8u32 {
+        assert_eq!(path.inbound(IN, PEER, seq, 100), InboundDecision::Process);
+    }
+    // Heard steadily again: handed back before the log says anything.
+    s.version = 3;
+    s.head.silent = Vec::new();
+    path.update(&s);
+    assert_eq!(path.inbound(IN, PEER, 9, 100), InboundDecision::NotOwned);
+    assert_eq!(path.inbound(IN, PEER, 10, 100), InboundDecision::Process);
+}
+
+/// With three nodes, a suspicion held by n1 alone moves only the
+/// suspect's packets: n1 never takes n2's, nor leaves its own.
+#[test]
+fn one_sided_suspicion_moves_only_the_suspects_share() {
+    let mut path = NodeDataPath::new(NodeId(1), DispatchScheme::PacketRoundRobin);
+    let mut s = state(1, &[1, 2, 3], 1);
+    s.head.view = view(&[1, 2]);
+    s.head.suspects = vec![NodeId(3)];
+    s.head.silent = vec![NodeId(3)];
+    path.update(&s);
+    for seq in 0..60u32 {
+        let owned = path.inbound(IN, PEER, seq, 100) == InboundDecision::Process;
+        // [1, 2, 3][seq % 3]; n3's (2) go to [1, 2][seq % 2].
+        let expected = match seq % 3 {
+            0 => true,
+            1 => false,
+            _ => seq % 2 == 0,
+        };
+        assert_eq!(owned, expected, "seq {seq}");
+    }
+}
+
+/// Session round robin: the inbound SA (one session) n1 took over from a
+/// silent suspect goes back to it when the suspect is heard again, as
+/// the suspect (which never moved it) still sees it; the base view's
+/// table never changed.
+#[test]
+fn inbound_session_goes_back_to_a_returning_member() {
+    let mut path = NodeDataPath::new(NodeId(1), DispatchScheme::SessionRoundRobin);
+    let mut s = state(1, &[1, 2], 1);
+    let spi = 0x21;
+    let mut other = (*s.inbound[&IN]).clone();
+    other.descriptor.spi = spi;
+    s.inbound.insert(spi, Arc::new(other));
+    path.update(&s);
+    // A session's first owner is member SPI % 2: IN = 0x20 is n1's.
+    assert_eq!(path.inbound(IN, PEER, 1, 100), InboundDecision::Process);
+    assert_eq!(path.inbound(spi, PEER, 1, 100), InboundDecision::NotOwned, "n2's");
+    s.version = 2;
+    s.head.silent = vec![NodeId(2)];
+    path.update(&s);
+    assert_eq!(path.inbound(spi, PEER, 2, 100), InboundDecision::Process, "taken over");
+    s.version = 3;
+    s.head.silent = Vec::new();
+    path.update(&s);
+    assert_eq!(path.inbound(spi, PEER, 3, 100), InboundDecision::NotOwned, "handed back");
+    assert_eq!(path.inbound(IN, PEER, 2, 100), InboundDecision::Process, "n1's stays");
 }
 
 /// Another node's checkpoint heals a node that missed a packet.
@@ -253,7 +345,7 @@ fn ticks() {
     reports(&mut path);
     s.version = 2;
     s.tick = 1;
-    s.transfers = 1;
+    s.head.transfers = 1;
     path.update(&s);
     let r = reports(&mut path);
     assert!(r.iter().any(|r| matches!(r, DataPathReport::Checkpoint(_))));

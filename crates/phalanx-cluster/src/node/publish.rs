@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::log::Replicated;
 use super::SaDescriptor;
 use crate::codec::{Checkpoint, ReplayCheckpoint};
-use crate::datapath::shared::{CheckpointNote, InboundShared, OutboundShared, SharedState};
+use crate::datapath::shared::{CheckpointNote, Head, InboundShared, OutboundShared, SharedState};
 use crate::dispatch::Direction;
 use crate::limits::CHECKPOINT_NOTES;
-use crate::view::{NodeId, View};
+use crate::view::NodeId;
 
 /// Builds [`SharedState`] snapshots. See the module docs.
 #[derive(Debug)]
@@ -201,36 +201,16 @@ impl Publisher {
     }
 
     /// Publish a new snapshot when anything changed.
-    pub(super) fn publish(
-        &mut self,
-        view: View,
-        generation: u64,
-        suspects: Vec<NodeId>,
-        ready: bool,
-        transfers: u64,
-        replay_sender: bool,
-    ) {
+    pub(super) fn publish(&mut self, head: Head) {
         let old = &self.current;
-        let same = !self.dirty
-            && old.view == view
-            && old.generation == generation
-            && old.suspects == suspects
-            && old.ready == ready
-            && old.transfers == transfers
-            && old.replay_sender == replay_sender;
-        if same {
+        if !self.dirty && old.head == head {
             return;
         }
         let state = SharedState {
             local: old.local,
             version: old.version + 1,
-            view,
-            generation,
-            suspects,
-            ready,
+            head,
             tick: self.tick,
-            transfers,
-            replay_sender,
             checkpoint_every: old.checkpoint_every,
             outbound: self.outbound.clone(),
             inbound: self.inbound.clone(),

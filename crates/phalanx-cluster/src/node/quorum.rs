@@ -62,12 +62,8 @@ impl ClusterNode {
     /// failure), so a false suspicion costs no more than its silence.
     fn has_quorum(&self) -> bool {
         let Some(log) = &self.log else { return false };
-        let votes: Vec<NodeId> = log
-            .base_members()
-            .into_iter()
-            .filter(|n| !(self.local_suspects.contains(n) && self.detector.is_silent(*n)))
-            .collect();
-        log.quorate_with(&votes)
+        let votes = log.base_view().without(&self.silent_suspects());
+        log.quorate_with(votes.members())
     }
 
     /// Count and report the moments this node stands down or comes back.

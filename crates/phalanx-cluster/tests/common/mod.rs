@@ -48,6 +48,8 @@ pub(crate) struct Run {
     pub(crate) replays_unowned: u64,
     /// New inbound packets accepted by exactly one owner.
     pub(crate) inbound_once: u64,
+    /// Every new inbound packet's accepting nodes, with its clause.
+    pub(crate) inbound: Vec<(usize, Vec<NodeId>)>,
     /// The sides of the current partition and the packet count when it
     /// began.
     pub(crate) split: Option<(Vec<Vec<NodeId>>, usize)>,
@@ -163,6 +165,7 @@ fn step(h: &mut ClusterHarness, run: &mut Run, index: usize, clause: &str) {
                 if outcome.accepted.len() == 1 {
                     run.inbound_once += 1;
                 }
+                run.inbound.push((index, outcome.accepted));
             }
         }
         ["kill", n] => h.kill(node(n)),
@@ -226,6 +229,31 @@ pub(crate) fn assert_safe(h: &ClusterHarness, script: &str) {
         "{script}: {} violations, first: {:?}",
         h.record.violations.len(),
         h.record.violations.first()
+    );
+}
+
+/// In clause `clause` every new inbound packet was accepted by exactly
+/// one node.
+pub(crate) fn assert_inbound_once(run: &Run, clause: usize, script: &str) {
+    let accepted: Vec<&Vec<NodeId>> = run
+        .inbound
+        .iter()
+        .filter(|(c, _)| *c == clause)
+        .map(|(_, a)| a)
+        .collect();
+    assert!(!accepted.is_empty(), "{script}: clause {clause} has no inbound");
+    let wrong: Vec<(usize, &Vec<NodeId>)> = accepted
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.len() != 1)
+        .map(|(i, a)| (i, *a))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{script}: clause {clause}: {} of {} not accepted exactly once, first {:?}",
+        wrong.len(),
+        accepted.len(),
+        wrong.first()
     );
 }
 
