@@ -26,7 +26,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::codec::{Checkpoint, ReplayCheckpoint};
-use crate::dispatch::{Direction, DispatchScheme, Dispatcher, PacketKey};
+use crate::dispatch::{Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey};
 use crate::limits::REPLAY_CHECKPOINT_TICKS;
 use crate::observer::InboundObserver;
 use crate::sequencer::{CounterMark, OutboundSequencer, Spacing, TakeoverOutcome};
@@ -161,13 +161,8 @@ pub struct NodeDataPath {
     continuous_marks: bool,
     /// Outbound packets, over the shared state's `view`.
     dispatcher: Dispatcher,
-    /// Inbound ESP, over its `inbound_view` (the base view).
-    inbound_dispatcher: Dispatcher,
-    /// Inbound ESP whose owner is silent: over `inbound_view` without
-    /// `silent`.
-    takeover_dispatcher: Dispatcher,
-    /// The suspects whose inbound share this node takes over.
-    silent: Vec<NodeId>,
+    /// Inbound ESP, over its `inbound_view` and `silent`.
+    inbound_dispatcher: InboundDispatcher,
     version: Option<u64>,
     generation: u64,
     active: bool,
@@ -201,9 +196,7 @@ impl NodeDataPath {
             spacing,
             continuous_marks,
             dispatcher: Dispatcher::new(scheme, View::default()),
-            inbound_dispatcher: Dispatcher::new(scheme, View::default()),
-            takeover_dispatcher: Dispatcher::new(scheme, View::default()),
-            silent: Vec::new(),
+            inbound_dispatcher: InboundDispatcher::new(scheme, View::default(), &[]),
             version: None,
             generation: 0,
             active: false,
@@ -294,10 +287,7 @@ impl NodeDataPath {
             flow: 0,
             peer,
         };
-        let mut owner = self.inbound_dispatcher.owner(&key);
-        if owner.is_some_and(|o| self.silent.contains(&o)) {
-            owner = self.takeover_dispatcher.owner(&key);
-        }
+        let owner = self.inbound_dispatcher.owner(&key);
         if self.inbound_active && owner == Some(self.local) {
             if let Some(o) = observed.filter(|o| o.first) {
                 stream.observer.own(o.seq);
@@ -381,7 +371,7 @@ impl NodeDataPath {
 
     /// The suspects whose inbound share this node takes over.
     pub fn silent(&self) -> &[NodeId] {
-        &self.silent
+        self.inbound_dispatcher.silent()
     }
 
     /// This node's counter of outbound SA `spi` (the last packet's `c`).

@@ -42,6 +42,7 @@
 
 mod flows;
 pub(crate) mod hash;
+mod inbound;
 mod queue;
 mod scheme;
 #[cfg(test)]
@@ -56,6 +57,7 @@ use flows::FlowTable;
 use queue::QueueModel;
 
 pub use hash::flow_hash;
+pub use inbound::InboundDispatcher;
 pub use scheme::{Direction, DispatchScheme, UnknownScheme};
 
 /// Flows a session-scheme stream remembers; past this the flow least

@@ -32,7 +32,9 @@ pub use datapath::{
     DataPathReport, DataPathStats, InboundDecision, NodeDataPath, OutboundDecision, SharedState,
 };
 pub use detector::FailureDetector;
-pub use dispatch::{flow_hash, Direction, DispatchScheme, Dispatcher, PacketKey};
+pub use dispatch::{
+    flow_hash, Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey,
+};
 pub use lease::{BlockKind, Grant, LeaseBlock, LeaseTable, SaLeases};
 pub use node::{
     AppMessage, ClusterConfig, ClusterCounters, ClusterEvent, ClusterNode, ClusterStatus,

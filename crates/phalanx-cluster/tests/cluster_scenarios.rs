@@ -410,7 +410,10 @@ fn s25_false_suspicion_ends_inbound_before_the_log() {
         );
         let (mut h, mut run) = run(&first);
         let n1 = h.node(NodeId(1)).unwrap();
-        assert_eq!(n1.status().suspects, [NodeId(3)], "{first}");
+        let status = n1.status();
+        assert_eq!(status.suspects, [NodeId(3)], "{first}");
+        let n3 = status.members.iter().find(|m| m.node == NodeId(3)).unwrap();
+        assert!(n3.suspected_here && n3.heard_again && !n3.live, "{first}");
         let shared = n1.shared();
         assert!(!shared.view().contains(NodeId(3)), "{first}: outbound kept");
         assert!(
@@ -430,6 +433,10 @@ fn s25_false_suspicion_ends_inbound_before_the_log() {
         assert_inbound_once(&run, 14, &first);
         assert_exactly_one(&run, 15, 0, &first);
         let status = h.node(NodeId(1)).unwrap().status();
-        assert_eq!(status.failovers[0].outcome, FailoverOutcome::Corrected, "{first}");
+        assert_eq!(
+            status.failovers[0].outcome,
+            FailoverOutcome::Corrected,
+            "{first}"
+        );
     }
 }

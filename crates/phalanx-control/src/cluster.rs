@@ -91,6 +91,10 @@ pub struct ClusterMember {
     pub live: bool,
     /// Its heartbeats stopped and this node took over its share.
     pub suspected: bool,
+    /// Suspected, and heard steadily again since: its inbound share is
+    /// its own again, its outbound share waits for the log's `Rejoin`.
+    #[serde(default)]
+    pub heard_again: bool,
     /// Joined with a state transfer (multicast `Ready`).
     pub ready: bool,
     /// Its heartbeat address, when configured.

@@ -128,7 +128,11 @@ fn members(members: &[ClusterMember]) -> String {
             m.address.clone().unwrap_or_else(|| "-".to_owned()),
             yes_no(m.agreed),
             yes_no(m.live),
-            yes_no(m.suspected),
+            if m.heard_again {
+                "heard again".to_owned()
+            } else {
+                yes_no(m.suspected)
+            },
             yes_no(m.ready),
             heartbeat,
         ]);
@@ -271,6 +275,7 @@ mod tests {
             agreed: true,
             live: !suspected,
             suspected,
+            heard_again: false,
             ready: true,
             address: Some(format!("10.99.0.1{node_id}")),
             last_heartbeat_ms: Some(if suspected { 1500 } else { 2 }),
@@ -295,7 +300,14 @@ mod tests {
                 quorate: true,
                 base: vec![1, 2, 3],
             }),
-            members: vec![member(1, true, false), member(2, false, true)],
+            members: vec![
+                member(1, true, false),
+                member(2, false, true),
+                ClusterMember {
+                    heard_again: true,
+                    ..member(3, false, true)
+                },
+            ],
             segment_owners: vec![],
             sas: vec![ClusterSaReport {
                 spi: 0x1001,
@@ -367,6 +379,21 @@ mod tests {
                 "yes",
                 "no",
                 "yes",
+                "yes",
+                "1500",
+                "ms",
+                "ago"
+            ]),
+            "{out}"
+        );
+        assert!(
+            has(&[
+                "3",
+                "10.99.0.13",
+                "yes",
+                "no",
+                "heard",
+                "again",
                 "yes",
                 "1500",
                 "ms",

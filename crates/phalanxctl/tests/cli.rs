@@ -96,6 +96,7 @@ fn cluster() -> ClusterReport {
             agreed: true,
             live: true,
             suspected: false,
+            heard_again: false,
             ready: true,
             address: Some("10.99.0.13".into()),
             last_heartbeat_ms: None,

@@ -81,7 +81,7 @@ fn node_two_filter() -> KernelFilter {
         peer: IpAddr::V4(PEER),
     };
     let view = View::new(1, [1, 2, 3].map(NodeId));
-    filter.sync(&view, [sa].iter());
+    filter.sync(&view, &[], [sa].iter());
     filter
 }
 

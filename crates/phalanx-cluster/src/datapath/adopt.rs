@@ -30,8 +30,9 @@ impl NodeDataPath {
         if self.dispatcher.view() != &state.head.view {
             self.set_view(state);
         }
-        if self.inbound_dispatcher.view() != &state.head.inbound_view
-            || self.silent != state.head.silent
+        if !self
+            .inbound_dispatcher
+            .is_over(&state.head.inbound_view, &state.head.silent)
         {
             self.set_inbound_view(state);
         }
@@ -119,10 +120,7 @@ impl NodeDataPath {
 
     /// Inbound SA `spi`'s dispatch state starts over.
     fn forget_inbound(&mut self, spi: u32) {
-        self.inbound_dispatcher
-            .forget_stream(Direction::Inbound, spi);
-        self.takeover_dispatcher
-            .forget_stream(Direction::Inbound, spi);
+        self.inbound_dispatcher.forget_stream(spi);
     }
 
     /// Sequencers move to their SA's current lease generation.
@@ -159,12 +157,8 @@ impl NodeDataPath {
     /// marks for its replay window.
     fn set_inbound_view(&mut self, state: &SharedState) {
         let head = &state.head;
-        if self.inbound_dispatcher.view() != &head.inbound_view {
-            self.inbound_dispatcher.set_view(head.inbound_view.clone());
-        }
-        self.takeover_dispatcher
-            .set_view(head.inbound_view.without(&head.silent));
-        self.silent = head.silent.clone();
+        self.inbound_dispatcher
+            .set(&head.inbound_view, &head.silent);
         self.inbound_active = head.inbound_view.contains(self.local);
         for stream in self.inbound.values_mut() {
             stream.armed = true;

@@ -294,16 +294,32 @@ fn inbound_session_goes_back_to_a_returning_member() {
     path.update(&s);
     // A session's first owner is member SPI % 2: IN = 0x20 is n1's.
     assert_eq!(path.inbound(IN, PEER, 1, 100), InboundDecision::Process);
-    assert_eq!(path.inbound(spi, PEER, 1, 100), InboundDecision::NotOwned, "n2's");
+    assert_eq!(
+        path.inbound(spi, PEER, 1, 100),
+        InboundDecision::NotOwned,
+        "n2's"
+    );
     s.version = 2;
     s.head.silent = vec![NodeId(2)];
     path.update(&s);
-    assert_eq!(path.inbound(spi, PEER, 2, 100), InboundDecision::Process, "taken over");
+    assert_eq!(
+        path.inbound(spi, PEER, 2, 100),
+        InboundDecision::Process,
+        "taken over"
+    );
     s.version = 3;
     s.head.silent = Vec::new();
     path.update(&s);
-    assert_eq!(path.inbound(spi, PEER, 3, 100), InboundDecision::NotOwned, "handed back");
-    assert_eq!(path.inbound(IN, PEER, 2, 100), InboundDecision::Process, "n1's stays");
+    assert_eq!(
+        path.inbound(spi, PEER, 3, 100),
+        InboundDecision::NotOwned,
+        "handed back"
+    );
+    assert_eq!(
+        path.inbound(IN, PEER, 2, 100),
+        InboundDecision::Process,
+        "n1's stays"
+    );
 }
 
 /// Another node's checkpoint heals a node that missed a packet.

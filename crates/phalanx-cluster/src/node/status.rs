@@ -67,6 +67,9 @@ pub struct MemberStatus {
     pub live: bool,
     /// This node's failure detector suspects it.
     pub suspected_here: bool,
+    /// Suspected here, and heard steadily since: its inbound share is its
+    /// own again; its outbound share waits for the log's `Rejoin`.
+    pub heard_again: bool,
     /// The log suspects it (out of the base view).
     pub suspected_in_log: bool,
     /// Its last heartbeat.
@@ -259,6 +262,7 @@ impl ClusterNode {
                 ready: log.is_some_and(|l| l.ready.contains(&node)),
                 live: view.contains(node),
                 suspected_here: self.local_suspects.contains(&node),
+                heard_again: self.local_suspects.contains(&node) && !self.detector.is_silent(node),
                 suspected_in_log: log.is_some_and(|l| l.suspects.contains_key(&node)),
                 last_heartbeat: self.detector.last_heard(node),
             })

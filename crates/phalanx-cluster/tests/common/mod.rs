@@ -241,7 +241,10 @@ pub(crate) fn assert_inbound_once(run: &Run, clause: usize, script: &str) {
         .filter(|(c, _)| *c == clause)
         .map(|(_, a)| a)
         .collect();
-    assert!(!accepted.is_empty(), "{script}: clause {clause} has no inbound");
+    assert!(
+        !accepted.is_empty(),
+        "{script}: clause {clause} has no inbound"
+    );
     let wrong: Vec<(usize, &Vec<NodeId>)> = accepted
         .iter()
         .enumerate()

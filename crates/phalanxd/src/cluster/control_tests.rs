@@ -42,6 +42,7 @@ fn member(node_id: u32, suspected: bool) -> ClusterMember {
         agreed: true,
         live: !suspected,
         suspected,
+        heard_again: false,
         ready: true,
         address: None,
         last_heartbeat_ms: None,

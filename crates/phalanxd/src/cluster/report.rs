@@ -110,6 +110,7 @@ fn members(settings: &ClusterSettings, status: &ClusterStatus, at: Instant) -> V
                 live: status.view.contains(id),
                 suspected: status.suspects.contains(&id)
                     || member.is_some_and(|m| m.suspected_here || m.suspected_in_log),
+                heard_again: member.is_some_and(|m| m.heard_again),
                 ready: member.is_some_and(|m| m.ready),
                 address: settings.address_of(id).map(|a| a.to_string()),
                 last_heartbeat_ms: member
@@ -271,6 +272,7 @@ mod tests {
             ready: true,
             live: !suspected,
             suspected_here: suspected,
+            heard_again: false,
             suspected_in_log: false,
             last_heartbeat: (node != 1).then(|| at - Duration::from_millis(40)),
         }

@@ -195,7 +195,7 @@ impl FrameClassifier {
     /// Once per batch, before its frames: adopts the cluster thread's
     /// latest state and `rt`'s policies. True when this node has just
     /// become the view's first member, which then announces the virtual
-    /// addresses ([`super::arp::announcement_frame`]).
+    /// addresses ([`super::neighbour::announcement_frame`]).
     pub fn begin_batch(
         &mut self,
         state: &SharedState,
@@ -206,7 +206,11 @@ impl FrameClassifier {
         if let Some(filter) = &mut self.kernel_filter {
             if self.filter_synced != Some(state.version()) {
                 self.filter_synced = Some(state.version());
-                filter.sync(self.datapath.view(), state.inbound_sas());
+                filter.sync(
+                    self.datapath.inbound_view(),
+                    self.datapath.silent(),
+                    state.inbound_sas(),
+                );
             }
         }
         stats.policy_hits.sync(rt);

@@ -58,7 +58,7 @@ use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 
-use phalanx_cluster::dispatch::{Direction, DispatchScheme, Dispatcher, PacketKey};
+use phalanx_cluster::dispatch::{Direction, DispatchScheme, InboundDispatcher, PacketKey};
 use phalanx_cluster::{NodeDataPath, NodeId, SaDescriptor, View};
 use phalanx_io::bpf::{map_fd, LoadError, Map, MappedArray, Program, ProgramType};
 use phalanx_io::packet::PacketSocket;
@@ -150,8 +150,8 @@ pub struct KernelFilter {
     /// SPIs not registered because their bucket is taken (logged once).
     shared_bucket: HashSet<u32>,
     free: Vec<u32>,
-    /// The view last written to the header (`None`: none yet).
-    view: Option<View>,
+    /// The view and silent suspects last written (`None`: none yet).
+    view: Option<(View, Vec<NodeId>)>,
     /// Scratch for one SA's cells.
     cells: Vec<u32>,
 }
@@ -209,7 +209,7 @@ impl KernelFilter {
             view: None,
             cells: vec![0; CELLS],
         };
-        filter.write_view(&View::default());
+        filter.write_view(&View::default(), &[]);
         Ok(filter)
     }
 
@@ -281,14 +281,23 @@ impl KernelFilter {
     }
 
     /// Brings the maps in line with the data path after it adopted a
-    /// state: the view (`NodeDataPath::view`), the inbound SAs `sas`
-    /// (others ignored), the
-    /// ownership of whole-SA slots. Cheap when nothing changed.
-    pub fn sync<'a>(&mut self, view: &View, sas: impl Iterator<Item = &'a SaDescriptor>) {
-        let view_changed = self.view.as_ref() != Some(view);
+    /// state: the inbound view and its silent suspects
+    /// (`NodeDataPath::inbound_view`, `NodeDataPath::silent`), the
+    /// inbound SAs `sas` (others ignored), the ownership of whole-SA
+    /// slots. Cheap when nothing changed.
+    pub fn sync<'a>(
+        &mut self,
+        view: &View,
+        silent: &[NodeId],
+        sas: impl Iterator<Item = &'a SaDescriptor>,
+    ) {
+        let view_changed = self
+            .view
+            .as_ref()
+            .is_none_or(|(v, s)| v != view || s != silent);
         if view_changed {
-            self.write_view(view);
-            self.view = Some(view.clone());
+            self.write_view(view, silent);
+            self.view = Some((view.clone(), silent.to_vec()));
         }
         let inbound: Vec<&SaDescriptor> = sas
             .filter(|sa| sa.direction == Direction::Inbound)
@@ -305,21 +314,29 @@ impl KernelFilter {
         self.shared_bucket.retain(|spi| seen.contains(spi));
         for sa in inbound {
             if !self.registered.contains_key(&sa.spi) {
-                self.register(sa, view);
+                self.register(sa, view, silent);
             }
         }
         if view_changed {
-            self.update_ownership(view);
+            self.update_ownership(view, silent);
         }
     }
 
-    /// Writes `view` as `n` and this node's position in one store.
-    fn write_view(&self, view: &View) {
-        let n = u32::try_from(view.len()).unwrap_or(u32::MAX);
-        let position = view
-            .index_of(self.local)
-            .and_then(|i| u32::try_from(i).ok())
-            .unwrap_or(NOT_ACTIVE);
+    /// Writes `view` as `n` and this node's position in one store. While
+    /// a member of the view is silent (its share is taken over, see
+    /// `SharedState::inbound_view`) the word is "a view of one: this
+    /// node", so every frame passes and user space applies the two-level
+    /// rule: until the suspect is heard again or the log removes it, the
+    /// other nodes' ESP costs user-space time again.
+    fn write_view(&self, view: &View, silent: &[NodeId]) {
+        let (n, position) = match view.index_of(self.local) {
+            Some(_) if !silent.is_empty() => (1, 0),
+            Some(i) => (
+                u32::try_from(view.len()).unwrap_or(u32::MAX),
+                u32::try_from(i).unwrap_or(NOT_ACTIVE),
+            ),
+            None => (u32::try_from(view.len()).unwrap_or(u32::MAX), NOT_ACTIVE),
+        };
         let word = u64::from(n) | (u64::from(position) << 32);
         self.slots.store_u64(0, global::VIEW, word);
         let generation = self.slots.load_u32(0, global::GENERATION).unwrap_or(0);
@@ -328,9 +345,9 @@ impl KernelFilter {
     }
 
     /// Whether this node owns every packet of SA `spi` from `peer` under
-    /// `view` (hash schemes: the Dispatcher's decision, which then
-    /// depends only on the peer and the SPI).
-    fn owns_whole_sa(&self, view: &View, spi: u32, peer: Ipv4Addr) -> bool {
+    /// `view` and `silent` (hash schemes: the inbound dispatcher's
+    /// decision, which then depends only on the peer and the SPI).
+    fn owns_whole_sa(&self, view: &View, silent: &[NodeId], spi: u32, peer: Ipv4Addr) -> bool {
         let key = PacketKey {
             direction: Direction::Inbound,
             spi,
@@ -339,13 +356,13 @@ impl KernelFilter {
             flow: 0,
             peer: IpAddr::V4(peer),
         };
-        Dispatcher::new(self.scheme, view.clone()).owner(&key) == Some(self.local)
+        InboundDispatcher::new(self.scheme, view.clone(), silent).owner(&key) == Some(self.local)
     }
 
     /// Gives `sa` a slot (cleared) unless its mode is PASS, no slot is
     /// free or another SA has its bucket; the bucket is published last,
     /// so the program never sees a half written slot.
-    fn register(&mut self, sa: &SaDescriptor, view: &View) {
+    fn register(&mut self, sa: &SaDescriptor, view: &View, silent: &[NodeId]) {
         let mode = self.mode_of(sa);
         if mode == SlotMode::PASS {
             return;
@@ -368,7 +385,7 @@ impl KernelFilter {
             IpAddr::V4(v4) => v4,
             IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
         };
-        let owned = mode == SlotMode::WHOLE_SA && self.owns_whole_sa(view, sa.spi, peer);
+        let owned = mode == SlotMode::WHOLE_SA && self.owns_whole_sa(view, silent, sa.spi, peer);
         self.slots.zero_u32s(element, slot::CELLS, CELLS);
         self.slots.store_u32(element, slot::MODE, mode.0);
         self.slots.store_u32(element, slot::OWNED, u32::from(owned));
@@ -413,10 +430,10 @@ impl KernelFilter {
     }
 
     /// Whole-SA slots: ownership under the new view.
-    fn update_ownership(&self, view: &View) {
+    fn update_ownership(&self, view: &View, silent: &[NodeId]) {
         for (&spi, r) in &self.registered {
             if r.mode == SlotMode::WHOLE_SA {
-                let owned = self.owns_whole_sa(view, spi, r.peer);
+                let owned = self.owns_whole_sa(view, silent, spi, r.peer);
                 self.slots
                     .store_u32(r.element, slot::OWNED, u32::from(owned));
             }

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::time::{Duration, Instant};
 
 use nix::sched::{setns, CloneFlags};
+use phalanx_cluster::dispatch::Dispatcher;
 use phalanx_io::packet::PacketSocketConfig;
 use phalanx_testkit::netns::VethNamespace;
 
@@ -124,8 +125,8 @@ fn round_robin_matches_the_dispatcher() {
             });
             let view = view_of(ids);
             assert_eq!(view.index_of(NodeId(100)), Some(position as usize));
-            filter.sync(&view, std::iter::empty());
-            filter.sync(&view, [sa].iter());
+            filter.sync(&view, &[], std::iter::empty());
+            filter.sync(&view, &[], [sa].iter());
             let mut dispatcher = Dispatcher::new(DispatchScheme::PacketRoundRobin, view);
             for seq in (0..200u32).chain([u32::MAX - 3, u32::MAX, 1 << 31]) {
                 let key = PacketKey {
@@ -171,7 +172,7 @@ fn hash_schemes_match_the_dispatcher() {
             .collect();
         for ids in [vec![1, 2], vec![1, 2, 3], vec![2, 4, 5, 6, 7], vec![2]] {
             let view = view_of(ids);
-            filter.sync(&view, sas.iter());
+            filter.sync(&view, &[], sas.iter());
             let mut dispatcher = Dispatcher::new(scheme, view);
             for sa in &sas {
                 let IpAddr::V4(peer) = sa.peer else {
@@ -204,13 +205,76 @@ fn hash_schemes_match_the_dispatcher() {
     let Some(mut filter) = load(2, DispatchScheme::PacketRoundRobin) else {
         return;
     };
-    filter.sync(&view_of([1, 2]), [inbound(SPI, true, PEER)].iter());
+    filter.sync(&view_of([1, 2]), &[], [inbound(SPI, true, PEER)].iter());
     assert_eq!(filter.registered(), 0, "ESN SAs are not registered");
     let Some(mut filter) = load(2, DispatchScheme::SessionRoundRobin) else {
         return;
     };
-    filter.sync(&view_of([1, 2]), [inbound(SPI, false, PEER)].iter());
+    filter.sync(&view_of([1, 2]), &[], [inbound(SPI, false, PEER)].iter());
     assert_eq!(filter.registered(), 0, "session schemes pass everything");
+}
+
+/// While a member is silent (its inbound share taken over), round robin
+/// frames all pass (user space applies the two-level rule), whole-SA
+/// ownership follows the `InboundDispatcher`, and once it is heard again
+/// the program filters as before.
+#[test]
+fn silent_suspects_leave_the_decision_to_user_space() {
+    let Some(mut filter) = load(2, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    let sa = inbound(SPI, false, PEER);
+    let view = view_of([1, 2, 3]);
+    filter.sync(&view, &[NodeId(3)], [sa].iter());
+    for seq in 1..=9u32 {
+        let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 200);
+        assert!(passes(&filter, &f), "seq {seq} passes while n3 is silent");
+    }
+    filter.sync(&view, &[], [sa].iter());
+    for seq in 10..=18u32 {
+        let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 200);
+        assert_eq!(passes(&filter, &f), seq % 3 == 1, "seq {seq}");
+    }
+    let scheme = DispatchScheme::HashSegments { with_spi: true };
+    let Some(mut filter) = load(2, scheme) else {
+        return;
+    };
+    let sas: Vec<SaDescriptor> = (0..64u32)
+        .map(|i| inbound(0x100 + i, false, Ipv4Addr::new(203, 0, 113, i as u8)))
+        .collect();
+    for silent in [vec![NodeId(3)], vec![NodeId(1), NodeId(3)], vec![]] {
+        filter.sync(&view, &silent, sas.iter());
+        let mut dispatcher = InboundDispatcher::new(scheme, view.clone(), &silent);
+        let mut moved = 0;
+        for sa in &sas {
+            let IpAddr::V4(peer) = sa.peer else {
+                unreachable!()
+            };
+            let key = PacketKey {
+                direction: Direction::Inbound,
+                spi: sa.spi,
+                index: 9,
+                len: 1400,
+                flow: 0,
+                peer: sa.peer,
+            };
+            let owned = dispatcher.owner(&key) == Some(NodeId(2));
+            let base = Dispatcher::new(scheme, view.clone()).owner(&key) == Some(NodeId(2));
+            moved += usize::from(owned != base);
+            let f = frame(Carrier::Esp, peer, VIP, sa.spi, 9, 120);
+            assert_eq!(
+                passes(&filter, &f),
+                owned,
+                "silent {silent:?} spi {:#x}",
+                sa.spi
+            );
+        }
+        assert_eq!(
+            moved > 0,
+            !silent.is_empty(),
+            "silent {silent:?}: {moved} SAs moved"
+        );
+    }
 }
 
 /// Two SAs whose SPIs share an `index` bucket: the first is filtered,
@@ -227,7 +291,7 @@ fn a_shared_bucket_leaves_the_second_sa_to_user_space() {
         .unwrap();
     let view = view_of([2]);
     let both = [inbound(first, false, PEER), inbound(second, false, PEER)];
-    filter.sync(&view, both.iter());
+    filter.sync(&view, &[], both.iter());
     assert_eq!(filter.registered(), 1);
     assert!(!passes(
         &filter,
@@ -237,7 +301,7 @@ fn a_shared_bucket_leaves_the_second_sa_to_user_space() {
         &filter,
         &frame(Carrier::Esp, PEER, VIP, second, 7, 100)
     ));
-    filter.sync(&view, both[1..].iter());
+    filter.sync(&view, &[], both[1..].iter());
     assert_eq!(filter.registered(), 1);
     assert!(passes(
         &filter,
@@ -258,7 +322,7 @@ fn everything_else_passes() {
         return;
     };
     // A view without this node: every registered packet is not owned.
-    filter.sync(&view_of([2]), [inbound(SPI, false, PEER)].iter());
+    filter.sync(&view_of([2]), &[], [inbound(SPI, false, PEER)].iter());
     let dropped = frame(Carrier::Esp, PEER, VIP, SPI, 7, 100);
     assert!(!passes(&filter, &dropped));
     let drops = filter.drops();
@@ -311,7 +375,7 @@ fn everything_else_passes() {
     assert!(!passes(&filter, &other), "another unicast MAC is dropped");
     assert_eq!((filter.drops(), filter.other_mac_drops()), (drops, 1));
     assert_eq!(filter.cells(SPI).unwrap()[7], 7);
-    filter.sync(&view_of([2]), std::iter::empty());
+    filter.sync(&view_of([2]), &[], std::iter::empty());
     assert!(passes(&filter, &dropped), "unregistered");
 }
 
@@ -372,7 +436,7 @@ fn veth_ring_receives_only_owned_frames() {
             .join()
             .unwrap()
     });
-    filter.sync(&view_of([1, 2, 3]), [inbound(SPI, false, PEER)].iter());
+    filter.sync(&view_of([1, 2, 3]), &[], [inbound(SPI, false, PEER)].iter());
     filter.attach(&rx).unwrap();
     // Frames that reached the ring before the attach (IPv6 neighbour
     // discovery of the new links): let their block retire, give it back.
