@@ -891,14 +891,16 @@ class StaticPeer:
 
 
 def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=False, tcp_rate=None,
-                 replay=True, rejoin=False, out_dir=None, peer=None):
+                 replay=True, rejoin=False, out_dir=None, peer=None, stall=None):
     """The failover experiment on a running cluster: a WAN capture, a 10 ms
     ping, fixed-rate UDP both ways (and an iperf3 TCP download), node
     `victim` killed (mode "kill": phalanxd and Corosync, SIGKILL) or cut
     off (mode "cut": its three cables down at the switch) at 30 % of the
     run; captured ESP from gwB re-sent 0.1 s later; optionally the node
-    brought back. `peer`: site B's hooks (default StaticPeer). Returns a
-    dict of everything measured."""
+    brought back. `stall`: (node, seconds): that node's phalanxd is also
+    stopped (SIGSTOP) for that long right after the failure, so that the
+    others suspect it falsely while Corosync reforms. `peer`: site B's
+    hooks (default StaticPeer). Returns a dict of everything measured."""
     out_dir = out_dir or cl.run_dir
     peer = peer or StaticPeer(cl)
     out_spi = peer.out_spi()            # what the cluster sends
@@ -927,6 +929,8 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
             cl.crash_node(victim)
         else:
             cl.set_links(victim, "down")
+        if stall:
+            res["stall"] = _stall(cl, *stall)
         trange = _takeover_block(cl, survivors, out_spi, victim) or trange
         time.sleep(max(0.0, t_fail + 0.1 - time.time()))
         if replay:
@@ -967,6 +971,19 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
     with open(os.path.join(out_dir, "result.json"), "w") as f:
         json.dump(res, f, indent=1, default=str)
     return res
+
+
+def _stall(cl, node, seconds):
+    """Stops node's phalanxd for `seconds` (SIGSTOP, SIGCONT): its
+    heartbeats stop, its ring keeps the frames. Returns (stopped, resumed)."""
+    pid = cl.gateways["n{}".format(node)].proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    stopped = time.time()
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    return stopped, time.time()
 
 
 def _takeover_block(cl, survivors, spi, victim, seconds=1.0):

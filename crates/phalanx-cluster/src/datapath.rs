@@ -8,7 +8,9 @@
 //! (`c`), dispatched by `c` (or its flow), and its owner gets its ESP
 //! sequence number from the leases (see `sequencer`). Inbound: the
 //! sequence number is observed (see `observer`) and the packet dispatched
-//! by it (or its SA, or its peer). A node that is not in the dispatch view
+//! by it (or its SA, or its peer) over the base view, taking over only
+//! the share of silent suspects (`InboundDispatcher`,
+//! `SharedState::inbound_view`). A node that is not in the dispatch view
 //! (not ready yet, or suspected) owns nothing but keeps counting and
 //! observing.
 //!

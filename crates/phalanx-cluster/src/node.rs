@@ -49,6 +49,17 @@
 //! data path stays in its takeover block, which stays safe; counted as
 //! `deferred_takeovers`).
 //!
+//! Inbound ESP takes over less: it is dispatched over the base view,
+//! suspects included, and only a packet whose owner there is a suspect
+//! still silent goes to the others (`InboundDispatcher`). A suspect heard
+//! steadily again owns its inbound share at once, before the log's
+//! `Rejoin`, which may wait seconds for Corosync to reform its ring after
+//! a real failure: a falsely suspected node never stops processing its
+//! share, so keeping it would deliver each of those packets twice. Its
+//! outbound share stays with the suspecter until the log agrees (the
+//! suspecter's numbers come from the takeover block, ahead of the
+//! suspect's, which the peer then refuses as too old).
+//!
 //! # Quorum and partitions
 //! A node owns traffic only while the members it hears are quorate: the
 //! base view without the suspects still silent must hold a strict

@@ -27,8 +27,11 @@
 //! and reach user space).
 //!
 //! Kept in step with the data path by [`KernelFilter::sync`] after every
-//! adopted state: the view (`n` and this node's position, one 64-bit
-//! store), the registered SAs and, for whole-SA modes, their ownership.
+//! adopted state: the inbound view (`n` and this node's position, one
+//! 64-bit store), the registered SAs and, for whole-SA modes, their
+//! ownership. While a member is silent (its inbound share taken over,
+//! see `phalanx_cluster::InboundDispatcher`) round robin frames all pass
+//! and user space decides: the program knows one view, not two.
 //!
 //! Races, honestly:
 //! - The kernel decides when a frame arrives, user space when it reads
