@@ -102,6 +102,18 @@ fn inbound(spi: u32, esn: bool, peer: Ipv4Addr) -> SaDescriptor {
     }
 }
 
+/// The dispatcher's key of an inbound packet of `spi` from `peer`.
+fn inbound_key(spi: u32, index: u64, peer: IpAddr) -> PacketKey {
+    PacketKey {
+        direction: Direction::Inbound,
+        spi,
+        index,
+        len: 1400,
+        flow: 0,
+        peer,
+    }
+}
+
 fn view_of(ids: impl IntoIterator<Item = u32>) -> View {
     View::new(1, ids.into_iter().map(NodeId))
 }
@@ -129,14 +141,7 @@ fn round_robin_matches_the_dispatcher() {
             filter.sync(&view, &[], [sa].iter());
             let mut dispatcher = Dispatcher::new(DispatchScheme::PacketRoundRobin, view);
             for seq in (0..200u32).chain([u32::MAX - 3, u32::MAX, 1 << 31]) {
-                let key = PacketKey {
-                    direction: Direction::Inbound,
-                    spi: SPI,
-                    index: u64::from(seq),
-                    len: 1400,
-                    flow: 0,
-                    peer: IpAddr::V4(PEER),
-                };
+                let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
                 let owned = dispatcher.owner(&key) == Some(NodeId(100));
                 let carrier = if seq % 2 == 0 {
                     Carrier::Esp
@@ -178,14 +183,7 @@ fn hash_schemes_match_the_dispatcher() {
                 let IpAddr::V4(peer) = sa.peer else {
                     unreachable!()
                 };
-                let key = PacketKey {
-                    direction: Direction::Inbound,
-                    spi: sa.spi,
-                    index: 9,
-                    len: 1400,
-                    flow: 0,
-                    peer: sa.peer,
-                };
+                let key = inbound_key(sa.spi, 9, sa.peer);
                 let owned = dispatcher.owner(&key) == Some(NodeId(2));
                 let f = frame(Carrier::Esp, peer, VIP, sa.spi, 9, 120);
                 assert_eq!(passes(&filter, &f), owned, "{scheme} spi {:#x}", sa.spi);
@@ -250,14 +248,7 @@ fn silent_suspects_leave_the_decision_to_user_space() {
             let IpAddr::V4(peer) = sa.peer else {
                 unreachable!()
             };
-            let key = PacketKey {
-                direction: Direction::Inbound,
-                spi: sa.spi,
-                index: 9,
-                len: 1400,
-                flow: 0,
-                peer: sa.peer,
-            };
+            let key = inbound_key(sa.spi, 9, sa.peer);
             let owned = dispatcher.owner(&key) == Some(NodeId(2));
             let base = Dispatcher::new(scheme, view.clone()).owner(&key) == Some(NodeId(2));
             moved += usize::from(owned != base);
