@@ -10,9 +10,11 @@
 //! sequence number is observed (see `observer`) and the packet dispatched
 //! by it (or its SA, or its peer) over the base view, taking over only
 //! the share of silent suspects (`InboundDispatcher`,
-//! `SharedState::inbound_view`). A node that is not in the dispatch view
-//! (not ready yet, or suspected) owns nothing but keeps counting and
-//! observing.
+//! `SharedState::inbound_view`), by the packet's arrival time. A node
+//! that is not in the dispatch view (not ready yet, or suspected) owns
+//! nothing but keeps counting and observing; one that stopped sending
+//! heartbeats for longer than `suspect_after` drops its inbound share
+//! that arrived while the others may have taken it over (`fence`).
 //!
 //! Before each owned inbound packet the daemon marks in the SA's replay
 //! window the numbers other nodes owned that this node observed
@@ -26,9 +28,11 @@ pub(crate) mod shared;
 use core::net::IpAddr;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::codec::{Checkpoint, ReplayCheckpoint};
 use crate::dispatch::{Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey};
+use crate::fence::Fence;
 use crate::limits::REPLAY_CHECKPOINT_TICKS;
 use crate::observer::InboundObserver;
 use crate::sequencer::{CounterMark, OutboundSequencer, Spacing, TakeoverOutcome};
@@ -67,6 +71,10 @@ pub enum InboundDecision {
     Process,
     /// Another node processes it.
     NotOwned,
+    /// This node owns it, but it arrived while this node sent no
+    /// heartbeats and another node may have processed it (see `fence`):
+    /// drop, counted.
+    Fenced,
     /// The SA is not known to the cluster.
     UnknownSa,
 }
@@ -110,6 +118,9 @@ pub struct DataPathStats {
     pub inbound_owned: u64,
     /// Inbound packets another node processed.
     pub inbound_not_owned: u64,
+    /// Owned inbound packets dropped because they arrived while this
+    /// node sent no heartbeats (see `fence`).
+    pub inbound_fenced: u64,
     /// Inbound packets of an unknown SA.
     pub inbound_unknown_sa: u64,
     /// Counter heals from other nodes' checkpoints.
@@ -169,6 +180,8 @@ pub struct NodeDataPath {
     generation: u64,
     active: bool,
     inbound_active: bool,
+    /// This node's fence, from the first state adopted.
+    fence: Option<Arc<Fence>>,
     suspects: Vec<NodeId>,
     tick: u64,
     transfers: u64,
@@ -203,6 +216,7 @@ impl NodeDataPath {
             generation: 0,
             active: false,
             inbound_active: false,
+            fence: None,
             suspects: Vec::new(),
             tick: 0,
             transfers: 0,
@@ -272,9 +286,18 @@ impl NodeDataPath {
 
     /// Decide an inbound ESP packet of SA `spi` from `peer` with sequence
     /// number field `seq_low` (RFC 4303 §2.2; with ESN the high half is
-    /// inferred) and length `len`.
+    /// inferred) and length `len`, which arrived at `arrival` (when the
+    /// kernel received it: a suspect's share is taken over, and this
+    /// node's own fenced, by arrival time).
     #[inline]
-    pub fn inbound(&mut self, spi: u32, peer: IpAddr, seq_low: u32, len: u32) -> InboundDecision {
+    pub fn inbound(
+        &mut self,
+        spi: u32,
+        peer: IpAddr,
+        seq_low: u32,
+        len: u32,
+        arrival: Instant,
+    ) -> InboundDecision {
         let Some(stream) = self.inbound.get_mut(&spi) else {
             self.stats.inbound_unknown_sa += 1;
             return InboundDecision::UnknownSa;
@@ -289,8 +312,16 @@ impl NodeDataPath {
             flow: 0,
             peer,
         };
-        let owner = self.inbound_dispatcher.owner(&key);
+        let owner = self.inbound_dispatcher.owner_at(&key, arrival);
         if self.inbound_active && owner == Some(self.local) {
+            let alone = self.inbound_dispatcher.view().len() < 2;
+            if !alone && self.fence.as_ref().is_some_and(|f| f.fenced(arrival)) {
+                // Its number is marked in the replay window like another
+                // node's, before the next owned packet.
+                stream.armed = true;
+                self.stats.inbound_fenced += 1;
+                return InboundDecision::Fenced;
+            }
             if let Some(o) = observed.filter(|o| o.first) {
                 stream.observer.own(o.seq);
             }

@@ -16,6 +16,7 @@ pub mod codec;
 pub mod datapath;
 pub mod detector;
 pub mod dispatch;
+pub mod fence;
 pub mod lease;
 pub mod limits;
 pub mod node;
@@ -32,6 +33,7 @@ pub use datapath::{
     DataPathReport, DataPathStats, InboundDecision, NodeDataPath, OutboundDecision, SharedState,
 };
 pub use detector::FailureDetector;
+pub use fence::Fence;
 pub use dispatch::{
     flow_hash, Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey,
 };

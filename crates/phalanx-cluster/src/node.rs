@@ -124,6 +124,7 @@ use crate::datapath::shared::Head;
 use crate::datapath::{DataPathReport, DataPathStats, SharedState};
 use crate::detector::FailureDetector;
 use crate::dispatch::{Direction, DispatchScheme};
+use crate::fence::FenceWriter;
 use crate::lease::Grant;
 use crate::limits::{
     CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_EVERY, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE_LEN,
@@ -358,6 +359,8 @@ pub struct ClusterNode {
     events: VecDeque<ClusterEvent>,
     heartbeat_next: Instant,
     heartbeats_sent: u64,
+    /// The gaps between heartbeats sent, for the data path (see `fence`).
+    fence: FenceWriter,
     tick: u64,
     tick_next: Instant,
     publisher: Publisher,
@@ -375,6 +378,8 @@ pub struct ClusterNode {
 impl ClusterNode {
     /// A fresh node at `now`: no state, not in the group yet.
     pub fn new(config: ClusterConfig, now: Instant) -> ClusterNode {
+        let fence = FenceWriter::new(now, config.suspect_after);
+        let shared_fence = Arc::clone(fence.fence());
         ClusterNode {
             config,
             log: None,
@@ -391,9 +396,10 @@ impl ClusterNode {
             events: VecDeque::new(),
             heartbeat_next: now,
             heartbeats_sent: 0,
+            fence,
             tick: 0,
             tick_next: now + CHECKPOINT_INTERVAL,
-            publisher: Publisher::new(config.local, config.checkpoint_every),
+            publisher: Publisher::new(config.local, config.checkpoint_every, shared_fence),
             counters: ClusterCounters::default(),
             failovers: VecDeque::new(),
             progress: BTreeMap::new(),
@@ -594,6 +600,7 @@ impl ClusterNode {
             ready: self.is_ready(),
         };
         self.heartbeats_sent += 1;
+        self.fence.sent(now);
         let message = if heartbeat.counter == 0 {
             Message::Hello(heartbeat)
         } else {
@@ -639,10 +646,17 @@ impl ClusterNode {
     fn refresh(&mut self) {
         self.track_quorum();
         let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
+        let silent = self.silent_suspects();
+        let silent_since = silent
+            .iter()
+            .filter_map(|&n| self.detector.silent_since(n))
+            .map(|last_heard| last_heard + self.config.suspect_after)
+            .collect();
         let head = Head {
             view: self.dispatch_view(),
             inbound_view: self.inbound_dispatch_view(),
-            silent: self.silent_suspects(),
+            silent,
+            silent_since,
             generation: self.log.as_ref().map_or(0, |log| log.generation),
             ready: self.is_ready(),
             transfers: self.log.as_ref().map_or(0, |log| log.transfers),

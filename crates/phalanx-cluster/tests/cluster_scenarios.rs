@@ -440,3 +440,57 @@ fn s25_false_suspicion_ends_inbound_before_the_log() {
         );
     }
 }
+
+/// "n1,n2,n3 <scheme>; nX stalls for 100 ms; ...": a node that owns
+/// inbound packets runs nothing for 100 ms (SIGSTOP) while they keep
+/// arriving (n2; with the whole-SA schemes the SA's owner). The others
+/// suspect it after 30 ms and take over its share by arrival time; when
+/// it runs again it first works off the 2,000 packets queued for it,
+/// before it hears anything, and fences its own share that arrived after
+/// its last heartbeat + 30 ms. No packet is accepted twice. What is lost
+/// is its share between the suspecters' hand-back (its third heartbeat
+/// after the stall) and the end of its fence (that heartbeat + 30 ms):
+/// 30 ms of it here plus the link's delay (packet schemes: one packet in
+/// three every 50 us, about 200; whole-SA schemes: all, about 600).
+#[test]
+fn s26_a_stalled_node_fences_its_backlog() {
+    for scheme in DispatchScheme::ALL {
+        let (_, probe) = run(&format!("n1,n2,n3 {scheme}; 30 inbound"));
+        let owners: std::collections::BTreeSet<NodeId> =
+            probe.inbound.iter().flat_map(|(_, a)| a.clone()).collect();
+        let stalled = if owners.len() == 1 {
+            owners.first().copied().unwrap()
+        } else {
+            NodeId(2)
+        };
+        let share = 1.0 / owners.len() as f64;
+        let first = format!(
+            "n1,n2,n3 {scheme}; 300 inbound; n{} stalls for 100 ms; 3000 inbound; settle; \
+             300 inbound; 1000 packets",
+            stalled.0
+        );
+        let (h, run) = run(&first);
+        assert_safe(&h, &first);
+        let twice: Vec<_> = run.inbound.iter().filter(|(_, a)| a.len() > 1).collect();
+        assert!(
+            twice.is_empty(),
+            "{first}: {} accepted twice, first {:?}",
+            twice.len(),
+            twice.first()
+        );
+        let lost = run.inbound.iter().filter(|(_, a)| a.is_empty()).count();
+        // 32 ms of its share at 20 packets per ms.
+        let bound = (32.0 * 20.0 * share) as usize;
+        assert!(lost <= bound, "{first}: {lost} lost, more than {bound}");
+        assert_inbound_once(&run, 1, &first);
+        assert_inbound_once(&run, 5, &first);
+        let fenced = h.path(stalled).unwrap().stats().inbound_fenced;
+        assert!(fenced > 0, "{first}: nothing fenced");
+        let gaps = h.node(stalled).unwrap().status().counters.heartbeat_gaps;
+        assert_eq!(gaps, 1, "{first}");
+        assert!(
+            !h.record.late_inbound.is_empty(),
+            "{first}: none of the backlog from before the suspicion processed"
+        );
+    }
+}

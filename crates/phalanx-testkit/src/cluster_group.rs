@@ -38,6 +38,13 @@
 //! grants equal and disjoint, and no node owning traffic before it is
 //! ready. Violations are collected in [`Record::violations`].
 //!
+//! A stalled node ([`ClusterHarness::stall`]) runs nothing for a while:
+//! its heartbeats, log deliveries and packets queue, and when it runs
+//! again its data path first works off the packets that arrived
+//! meanwhile, with their arrival times, before its control side reads
+//! anything (the order that gives it the least knowledge). What its
+//! owners accept then is in [`Record::late_inbound`].
+//!
 //! Like the cores, nothing here reads the clock but once, for the start.
 
 use core::net::{IpAddr, Ipv4Addr};
@@ -404,6 +411,28 @@ pub struct Record {
     pub no_lease: u64,
     /// Safety violations, in words.
     pub violations: Vec<String>,
+    /// Inbound packets a stalled node's replay window accepted when it
+    /// ran again: `(spi, seq, node)`.
+    pub late_inbound: Vec<(u32, u64, NodeId)>,
+    /// Outbound packets a stalled node sent when it ran again:
+    /// `(packet, node, seq)`.
+    pub late_outbound: Vec<(u64, NodeId, u64)>,
+}
+
+/// A packet that reached a stalled node, in arrival order.
+#[derive(Clone, Copy, Debug)]
+enum Queued {
+    Inbound {
+        spi: u32,
+        seq: u64,
+        arrival: Instant,
+    },
+    Outbound {
+        spi: u32,
+        flow: u64,
+        len: u32,
+        packet: u64,
+    },
 }
 
 /// The outcome of one outbound packet.
@@ -441,6 +470,46 @@ struct Member {
     heartbeat_delay: Duration,
     windows: BTreeMap<u32, ReplayWindow>,
     events: Vec<ClusterEvent>,
+    /// Runs nothing until then (see the module docs).
+    stalled_until: Option<Instant>,
+    /// What arrived during the stall.
+    backlog: Vec<Queued>,
+}
+
+impl Member {
+    fn stalled(&self, now: Instant) -> bool {
+        self.stalled_until.is_some_and(|until| now < until)
+    }
+
+    /// Runs inbound packet `seq` of `spi`, arrived at `arrival`, through
+    /// the data path and, if owned, the replay window model: `None` when
+    /// not owned, else whether the window accepted it.
+    fn inbound(
+        &mut self,
+        id: NodeId,
+        spi: u32,
+        seq: u64,
+        arrival: Instant,
+        violations: &mut Vec<String>,
+    ) -> Option<bool> {
+        let decision = self.path.inbound(spi, PEER, seq as u32, 100, arrival);
+        if decision != InboundDecision::Process {
+            return None;
+        }
+        if !self.node.is_ready() {
+            violations.push(format!("{id} processed inbound {seq} before it was ready"));
+        }
+        let mut marks = Vec::new();
+        self.path.drain_takeover_marks(spi, &mut marks);
+        let window = self.windows.get_mut(&spi)?;
+        for mark in marks {
+            // "Already seen" and "too old" are expected here.
+            let _ = window.commit(mark);
+        }
+        // With ESN the ICV covers the inferred high half (RFC 4303
+        // §2.2.1): a number inferred wrong fails authentication.
+        Some(window.check(seq as u32) == Ok(seq) && window.commit(seq).is_ok())
+    }
 }
 
 /// A heartbeat on its way.
@@ -528,6 +597,8 @@ impl ClusterHarness {
             heartbeat_delay: Duration::ZERO,
             windows: BTreeMap::new(),
             events: Vec::new(),
+            stalled_until: None,
+            backlog: Vec::new(),
         };
         for sa in self
             .sas
@@ -606,6 +677,14 @@ impl ClusterHarness {
             member.alive = false;
             self.removals
                 .push((self.now + self.config.corosync_delay, id));
+        }
+    }
+
+    /// `node` stops running for `duration` (SIGSTOP, or a starved CPU):
+    /// see the module docs.
+    pub fn stall(&mut self, node: NodeId, duration: Duration) {
+        if let Some(member) = self.members.get_mut(&node) {
+            member.stalled_until = Some(self.now + duration);
         }
     }
 
@@ -730,9 +809,19 @@ impl ClusterHarness {
             packet,
             ..Outcome::default()
         };
+        let now = self.now;
         for (&id, member) in self.members.iter_mut().filter(|(_, m)| m.alive) {
             if member.miss > 0 {
                 member.miss -= 1;
+                continue;
+            }
+            if member.stalled(now) {
+                member.backlog.push(Queued::Outbound {
+                    spi,
+                    flow,
+                    len,
+                    packet,
+                });
                 continue;
             }
             match member.path.outbound(spi, PEER, flow, len, fingerprint) {
@@ -787,36 +876,24 @@ impl ClusterHarness {
     /// (after marking the takeover marks).
     pub fn inbound(&mut self, spi: u32, seq: u64) -> InboundOutcome {
         let mut outcome = InboundOutcome::default();
+        let now = self.now;
         for (&id, member) in self.members.iter_mut().filter(|(_, m)| m.alive) {
             if member.miss > 0 {
                 member.miss -= 1;
                 continue;
             }
-            let decision = member.path.inbound(spi, PEER, seq as u32, 100);
-            if decision != InboundDecision::Process {
+            if member.stalled(now) {
+                member.backlog.push(Queued::Inbound {
+                    spi,
+                    seq,
+                    arrival: now,
+                });
                 continue;
             }
-            if !member.node.is_ready() {
-                self.record
-                    .violations
-                    .push(format!("{id} processed inbound {seq} before it was ready"));
-            }
-            let mut marks = Vec::new();
-            member.path.drain_takeover_marks(spi, &mut marks);
-            let Some(window) = member.windows.get_mut(&spi) else {
-                continue;
-            };
-            for mark in marks {
-                // "Already seen" and "too old" are expected here.
-                let _ = window.commit(mark);
-            }
-            // With ESN the ICV covers the inferred high half (RFC 4303
-            // §2.2.1): a number inferred wrong fails authentication.
-            let accepted = window.check(seq as u32) == Ok(seq) && window.commit(seq).is_ok();
-            if accepted {
-                outcome.accepted.push(id);
-            } else {
-                outcome.refused.push(id);
+            match member.inbound(id, spi, seq, now, &mut self.record.violations) {
+                Some(true) => outcome.accepted.push(id),
+                Some(false) => outcome.refused.push(id),
+                None => {}
             }
         }
         self.tick_packet();
@@ -831,6 +908,7 @@ impl ClusterHarness {
     /// Run everything due at the current time until nothing moves.
     pub fn pump(&mut self) {
         self.group.set_now(self.now);
+        self.resume_stalled();
         loop {
             let mut moved = self.corosync_removals() | self.corosync_rings();
             let ids: Vec<NodeId> = self.alive();
@@ -841,6 +919,47 @@ impl ClusterHarness {
             if !moved {
                 break;
             }
+        }
+    }
+
+    /// Members whose stall is over work off their backlog first (see the
+    /// module docs).
+    fn resume_stalled(&mut self) {
+        let now = self.now;
+        let mut sent = Vec::new();
+        for (&id, member) in &mut self.members {
+            if member.stalled_until.is_none_or(|until| now < until) {
+                continue;
+            }
+            member.stalled_until = None;
+            for queued in std::mem::take(&mut member.backlog) {
+                if !member.alive {
+                    break;
+                }
+                match queued {
+                    Queued::Inbound { spi, seq, arrival } => {
+                        let violations = &mut self.record.violations;
+                        if member.inbound(id, spi, seq, arrival, violations) == Some(true) {
+                            self.record.late_inbound.push((spi, seq, id));
+                        }
+                    }
+                    Queued::Outbound {
+                        spi,
+                        flow,
+                        len,
+                        packet,
+                    } => {
+                        let decision = member.path.outbound(spi, PEER, flow, len, mix(packet));
+                        if let OutboundDecision::Send { seq } = decision {
+                            sent.push((spi, id, seq, packet));
+                        }
+                    }
+                }
+            }
+        }
+        for (spi, id, seq, packet) in sent {
+            self.record_send(spi, id, seq, packet);
+            self.record.late_outbound.push((packet, id, seq));
         }
     }
 
@@ -889,6 +1008,9 @@ impl ClusterHarness {
         let Some(member) = self.members.get_mut(&id) else {
             return false;
         };
+        if member.stalled(now) {
+            return false;
+        }
         let mut moved = false;
         if member.node.poll_timeout().is_some_and(|t| t <= now) {
             member.node.handle_timeout(now);
@@ -951,6 +1073,15 @@ impl ClusterHarness {
         self.flights = later;
         let mut moved = false;
         for flight in due {
+            if self
+                .members
+                .get(&flight.to)
+                .is_some_and(|m| m.stalled(now))
+            {
+                // Queued in its socket until it runs again.
+                self.flights.push(flight);
+                continue;
+            }
             let apart = self.sides.as_ref().is_some_and(|sides| {
                 !sides
                     .iter()

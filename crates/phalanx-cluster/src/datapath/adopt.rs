@@ -20,6 +20,11 @@ impl NodeDataPath {
             return;
         }
         self.version = Some(state.version);
+        if let Some(fence) = &state.fence {
+            if self.fence.as_ref().is_none_or(|f| !Arc::ptr_eq(f, fence)) {
+                self.fence = Some(Arc::clone(fence));
+            }
+        }
         self.checkpoint_every = state.checkpoint_every.max(1);
         self.adopt_sas(state);
         if state.head.generation != self.generation {
@@ -32,7 +37,11 @@ impl NodeDataPath {
         }
         if !self
             .inbound_dispatcher
-            .is_over(&state.head.inbound_view, &state.head.silent)
+            .is_over(
+                &state.head.inbound_view,
+                &state.head.silent,
+                &state.head.silent_since,
+            )
         {
             self.set_inbound_view(state);
         }
@@ -158,7 +167,7 @@ impl NodeDataPath {
     fn set_inbound_view(&mut self, state: &SharedState) {
         let head = &state.head;
         self.inbound_dispatcher
-            .set(&head.inbound_view, &head.silent);
+            .set(&head.inbound_view, &head.silent, &head.silent_since);
         self.inbound_active = head.inbound_view.contains(self.local);
         for stream in self.inbound.values_mut() {
             stream.armed = true;

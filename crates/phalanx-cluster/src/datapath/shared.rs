@@ -5,8 +5,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::codec::ReplayCheckpoint;
+use crate::fence::Fence;
 use crate::lease::SaLeases;
 use crate::node::SaDescriptor;
 use crate::view::{NodeId, View};
@@ -57,6 +59,9 @@ pub(crate) struct Head {
     /// The members of `inbound_view` this node suspects that have not
     /// been heard steadily since.
     pub(crate) silent: Vec<NodeId>,
+    /// Per member of `silent`: its packets that arrived from here on
+    /// are taken over (its last heartbeat heard plus `suspect_after`).
+    pub(crate) silent_since: Vec<Instant>,
     pub(crate) generation: u64,
     pub(crate) suspects: Vec<NodeId>,
     pub(crate) ready: bool,
@@ -76,6 +81,9 @@ pub struct SharedState {
     pub(crate) head: Head,
     pub(crate) tick: u64,
     pub(crate) checkpoint_every: u64,
+    /// This node's own fence (see `fence`); `None` in a state not
+    /// published by a node.
+    pub(crate) fence: Option<Arc<Fence>>,
     pub(crate) outbound: BTreeMap<u32, Arc<OutboundShared>>,
     pub(crate) inbound: BTreeMap<u32, Arc<InboundShared>>,
 }
@@ -89,6 +97,7 @@ impl SharedState {
             head: Head::default(),
             tick: 0,
             checkpoint_every: crate::limits::DEFAULT_CHECKPOINT_EVERY,
+            fence: None,
             outbound: BTreeMap::new(),
             inbound: BTreeMap::new(),
         }
@@ -134,6 +143,12 @@ impl SharedState {
     /// here and not heard steadily since.
     pub fn silent(&self) -> &[NodeId] {
         &self.head.silent
+    }
+
+    /// Per [`silent`](Self::silent) suspect, the arrival time from which
+    /// its inbound share is taken over.
+    pub fn silent_since(&self) -> &[Instant] {
+        &self.head.silent_since
     }
 
     /// The lease generation (changes with the base view).

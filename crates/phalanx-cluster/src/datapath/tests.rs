@@ -9,6 +9,13 @@ const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
 const OUT: u32 = 0x10;
 const IN: u32 = 0x20;
 
+/// One arrival time for every packet (nothing here is fenced: no state
+/// carries a fence).
+fn t0() -> Instant {
+    static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *T0.get_or_init(Instant::now)
+}
+
 fn view(ids: &[u32]) -> View {
     View::new(1, ids.iter().map(|&i| NodeId(i)))
 }
@@ -65,7 +72,7 @@ fn unknown_sa_and_inactive_node() {
         path.outbound(OUT, PEER, 0, 100, 1),
         OutboundDecision::UnknownSa
     );
-    assert_eq!(path.inbound(IN, PEER, 1, 100), InboundDecision::UnknownSa);
+    assert_eq!(path.inbound(IN, PEER, 1, 100, t0()), InboundDecision::UnknownSa);
     path.update(&state(3, &[1, 2], 1));
     assert!(!path.is_active());
     for p in 0..6 {
@@ -160,7 +167,7 @@ fn takeover_marks() {
     path.drain_takeover_marks(IN, &mut marks);
     assert!(marks.is_empty(), "nothing observed yet");
     for seq in [1u32, 2, 3, 5] {
-        let owned = path.inbound(IN, PEER, seq, 100) == InboundDecision::Process;
+        let owned = path.inbound(IN, PEER, seq, 100, t0()) == InboundDecision::Process;
         assert_eq!(owned, seq % 2 == 1, "n2 is member 1 of 2");
     }
     path.drain_takeover_marks(IN, &mut marks);
@@ -173,7 +180,7 @@ fn takeover_marks() {
     marks.clear();
     path.drain_takeover_marks(IN, &mut marks);
     assert!(marks.is_empty());
-    assert_eq!(path.inbound(IN, PEER, 7, 100), InboundDecision::Process);
+    assert_eq!(path.inbound(IN, PEER, 7, 100, t0()), InboundDecision::Process);
 }
 
 /// A kernel filter dropped n1's packets on n2 (2, 4, 6): after the view
@@ -187,7 +194,7 @@ fn absorbed_kernel_cells_become_takeover_marks() {
     assert!(path.marks_due(IN), "the first view is a change");
     path.drain_takeover_marks(IN, &mut marks);
     for seq in [1u32, 3, 5] {
-        assert_eq!(path.inbound(IN, PEER, seq, 100), InboundDecision::Process);
+        assert_eq!(path.inbound(IN, PEER, seq, 100, t0()), InboundDecision::Process);
     }
     assert!(!path.marks_due(IN), "no view change since");
     s.version = 2;
@@ -209,7 +216,7 @@ fn continuous_marks_with_sqf() {
     let mut marks = Vec::new();
     let mut owned = Vec::new();
     for seq in 1..=20u32 {
-        if path.inbound(IN, PEER, seq, 1000) == InboundDecision::Process {
+        if path.inbound(IN, PEER, seq, 1000, t0()) == InboundDecision::Process {
             owned.push(u64::from(seq));
         }
         path.drain_takeover_marks(IN, &mut marks);
@@ -232,7 +239,7 @@ fn inbound_takes_over_only_silent_suspects() {
     path.update(&s);
     assert_eq!(path.inbound_view(), &view(&[1, 2]));
     for seq in 1..=4u32 {
-        let owned = path.inbound(IN, PEER, seq, 100) == InboundDecision::Process;
+        let owned = path.inbound(IN, PEER, seq, 100, t0()) == InboundDecision::Process;
         assert_eq!(owned, seq % 2 == 0, "n1 is member 0 of [1, 2]");
     }
     for p in 0..4u64 {
@@ -247,14 +254,14 @@ fn inbound_takes_over_only_silent_suspects() {
     path.update(&s);
     assert!(path.marks_due(IN));
     for seq in 5..=8u32 {
-        assert_eq!(path.inbound(IN, PEER, seq, 100), InboundDecision::Process);
+        assert_eq!(path.inbound(IN, PEER, seq, 100, t0()), InboundDecision::Process);
     }
     // Heard steadily again: handed back before the log says anything.
     s.version = 3;
     s.head.silent = Vec::new();
     path.update(&s);
-    assert_eq!(path.inbound(IN, PEER, 9, 100), InboundDecision::NotOwned);
-    assert_eq!(path.inbound(IN, PEER, 10, 100), InboundDecision::Process);
+    assert_eq!(path.inbound(IN, PEER, 9, 100, t0()), InboundDecision::NotOwned);
+    assert_eq!(path.inbound(IN, PEER, 10, 100, t0()), InboundDecision::Process);
 }
 
 /// With three nodes, a suspicion held by n1 alone moves only the
@@ -268,7 +275,7 @@ fn one_sided_suspicion_moves_only_the_suspects_share() {
     s.head.silent = vec![NodeId(3)];
     path.update(&s);
     for seq in 0..60u32 {
-        let owned = path.inbound(IN, PEER, seq, 100) == InboundDecision::Process;
+        let owned = path.inbound(IN, PEER, seq, 100, t0()) == InboundDecision::Process;
         // [1, 2, 3][seq % 3]; n3's (2) go to [1, 2][seq % 2].
         let expected = match seq % 3 {
             0 => true,
@@ -293,9 +300,9 @@ fn inbound_session_goes_back_to_a_returning_member() {
     s.inbound.insert(spi, Arc::new(other));
     path.update(&s);
     // A session's first owner is member SPI % 2: IN = 0x20 is n1's.
-    assert_eq!(path.inbound(IN, PEER, 1, 100), InboundDecision::Process);
+    assert_eq!(path.inbound(IN, PEER, 1, 100, t0()), InboundDecision::Process);
     assert_eq!(
-        path.inbound(spi, PEER, 1, 100),
+        path.inbound(spi, PEER, 1, 100, t0()),
         InboundDecision::NotOwned,
         "n2's"
     );
@@ -303,7 +310,7 @@ fn inbound_session_goes_back_to_a_returning_member() {
     s.head.silent = vec![NodeId(2)];
     path.update(&s);
     assert_eq!(
-        path.inbound(spi, PEER, 2, 100),
+        path.inbound(spi, PEER, 2, 100, t0()),
         InboundDecision::Process,
         "taken over"
     );
@@ -311,12 +318,12 @@ fn inbound_session_goes_back_to_a_returning_member() {
     s.head.silent = Vec::new();
     path.update(&s);
     assert_eq!(
-        path.inbound(spi, PEER, 3, 100),
+        path.inbound(spi, PEER, 3, 100, t0()),
         InboundDecision::NotOwned,
         "handed back"
     );
     assert_eq!(
-        path.inbound(IN, PEER, 2, 100),
+        path.inbound(IN, PEER, 2, 100, t0()),
         InboundDecision::Process,
         "n1's stays"
     );
@@ -357,7 +364,7 @@ fn ticks() {
     let mut s = state(1, &[1, 2], 1);
     path.update(&s);
     path.outbound(OUT, PEER, 0, 100, 1);
-    path.inbound(IN, PEER, 9, 100);
+    path.inbound(IN, PEER, 9, 100, t0());
     reports(&mut path);
     s.version = 2;
     s.tick = 1;

@@ -9,6 +9,7 @@ use super::SaDescriptor;
 use crate::codec::{Checkpoint, ReplayCheckpoint};
 use crate::datapath::shared::{CheckpointNote, Head, InboundShared, OutboundShared, SharedState};
 use crate::dispatch::Direction;
+use crate::fence::Fence;
 use crate::limits::CHECKPOINT_NOTES;
 use crate::view::NodeId;
 
@@ -27,9 +28,10 @@ pub(super) struct Publisher {
 }
 
 impl Publisher {
-    pub(super) fn new(local: NodeId, checkpoint_every: u64) -> Publisher {
+    pub(super) fn new(local: NodeId, checkpoint_every: u64, fence: Arc<Fence>) -> Publisher {
         let mut state = SharedState::empty(local);
         state.checkpoint_every = checkpoint_every.max(1);
+        state.fence = Some(fence);
         Publisher {
             current: Arc::new(state),
             dirty: false,
@@ -212,6 +214,7 @@ impl Publisher {
             head,
             tick: self.tick,
             checkpoint_every: old.checkpoint_every,
+            fence: old.fence.clone(),
             outbound: self.outbound.clone(),
             inbound: self.inbound.clone(),
         };

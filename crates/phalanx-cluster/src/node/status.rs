@@ -114,6 +114,9 @@ pub struct ClusterCounters {
     /// Checks of the failure detector that found this node had stalled
     /// (it then suspected nobody new).
     pub stalls: u64,
+    /// Gaps longer than `suspect_after` between two heartbeats this node
+    /// sent: its inbound share that arrived then is fenced (see `fence`).
+    pub heartbeat_gaps: u64,
     /// Takeovers the data path applied.
     pub takeovers: u64,
     /// Suspicions Corosync confirmed.
@@ -159,11 +162,12 @@ pub struct ClusterCounters {
 
 impl ClusterCounters {
     /// Every counter with its name, for metrics and `phalanxctl`.
-    pub fn named(&self) -> [(&'static str, u64); 23] {
+    pub fn named(&self) -> [(&'static str, u64); 24] {
         [
             ("lease_grants", self.lease_grants),
             ("suspicions", self.suspicions),
             ("stalls", self.stalls),
+            ("heartbeat_gaps", self.heartbeat_gaps),
             ("takeovers", self.takeovers),
             ("confirmed", self.confirmed),
             ("corrected", self.corrected),
@@ -244,7 +248,10 @@ impl ClusterNode {
             view,
             suspects: self.local_suspects.iter().copied().collect(),
             segment_owners,
-            counters: self.counters,
+            counters: ClusterCounters {
+                heartbeat_gaps: self.fence.gaps(),
+                ..self.counters
+            },
             datapath: self.datapath,
             failovers: self.failovers.iter().copied().collect(),
             quorum: self.quorum(),

@@ -465,7 +465,7 @@ mod hostile {
                 path.update(&node.shared());
                 if packet {
                     path.outbound(1, IpAddr::V4(Ipv4Addr::LOCALHOST), 0, 100, from.into());
-                    path.inbound(2, IpAddr::V4(Ipv4Addr::LOCALHOST), from, 100);
+                    path.inbound(2, IpAddr::V4(Ipv4Addr::LOCALHOST), from, 100, now);
                 }
                 let status = node.status();
                 prop_assert!(status.view.members().iter().all(|m| status.agreed.contains(m)));

@@ -8,6 +8,9 @@
 //! replay inbound            every inbound packet sent so far, again
 //! kill n2                   kill -9 (Corosync removes it later)
 //! n1 deaf to n3 for 80 ms   n1 drops n3's heartbeats (false suspicion)
+//! n2 stalls for 100 ms      n2 runs nothing (SIGSTOP); what arrives
+//!                           queues, and it works that off first when it
+//!                           runs again
 //! join n4                   a fresh node joins (a restart if n4 existed),
 //!                           time passes until it is ready (at most 1 s)
 //! join n4 at once           the same, without waiting
@@ -56,6 +59,8 @@ pub(crate) struct Run {
     /// Packets sent by two sides of a partition, once both sides'
     /// detectors had time to fire (`SIDE_GRACE` packets after the split).
     pub(crate) side_overlaps: u64,
+    /// Late acceptances (`Record::late_inbound`) already in `inbound`.
+    late_merged: usize,
 }
 
 /// Packets after a split before the sides must no longer overlap: the
@@ -115,7 +120,23 @@ pub(crate) fn run_with(
     for (index, clause) in clauses.enumerate() {
         step(&mut h, &mut run, index + 1, clause);
     }
+    merge_late(&h, &mut run);
     (h, run)
+}
+
+/// What stalled nodes accepted when they ran again joins the packets'
+/// acceptances.
+fn merge_late(h: &ClusterHarness, run: &mut Run) {
+    let late = &h.record.late_inbound[run.late_merged..];
+    for &(spi, seq, node) in late {
+        let packet = usize::try_from(seq).ok().and_then(|s| s.checked_sub(1));
+        if let Some((_, accepted)) = packet.and_then(|p| run.inbound.get_mut(p)) {
+            if spi == IN {
+                accepted.push(node);
+            }
+        }
+    }
+    run.late_merged = h.record.late_inbound.len();
 }
 
 /// Run more clauses of a script (numbered from `first`) on a harness.
@@ -123,6 +144,7 @@ pub(crate) fn run_more(h: &mut ClusterHarness, run: &mut Run, first: usize, clau
     for (index, clause) in clauses.split(';').map(str::trim).enumerate() {
         step(h, run, first + index, clause);
     }
+    merge_late(h, run);
 }
 
 /// Run `script` with the default configuration.
@@ -169,6 +191,7 @@ fn step(h: &mut ClusterHarness, run: &mut Run, index: usize, clause: &str) {
             }
         }
         ["kill", n] => h.kill(node(n)),
+        [n, "stalls", "for", ms, "ms"] => h.stall(node(n), Duration::from_millis(number(ms))),
         [a, "deaf", "to", b, "for", ms, "ms"] => {
             h.deafen(node(a), node(b), Duration::from_millis(number(ms)));
         }

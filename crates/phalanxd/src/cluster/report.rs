@@ -186,6 +186,7 @@ fn counters(snapshot: &ClusterSnapshot, reports_dropped: u64) -> Vec<NamedCounte
         ("outbound_unknown_sa", d.outbound_unknown_sa),
         ("inbound_owned", d.inbound_owned),
         ("inbound_not_owned", d.inbound_not_owned),
+        ("inbound_fenced", d.inbound_fenced),
         ("inbound_unknown_sa", d.inbound_unknown_sa),
         ("heals", d.heals),
         ("sa_takeovers", d.takeovers),

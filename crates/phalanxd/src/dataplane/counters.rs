@@ -190,11 +190,17 @@ pub enum DaemonCounter {
     /// Cluster mode: 1 when the kernel filter was asked for but could not
     /// be loaded or attached (the node runs without it; see the log).
     ClusterKernelFilterUnavailable,
+    /// Cluster mode: ESP packets this node owns that arrived while it sent
+    /// no heartbeats for longer than `suspect_after` (stopped, or starved
+    /// of CPU): another node may have processed them, so they are dropped
+    /// and their numbers marked like another node's (see
+    /// `phalanx_cluster::fence`).
+    ClusterInboundFenced,
 }
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 64] = [
+    pub const ALL: [DaemonCounter; 65] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -259,6 +265,7 @@ impl DaemonCounter {
         DaemonCounter::ClusterInboundNotOwnedKernel,
         DaemonCounter::ClusterIgnoredOtherMacKernel,
         DaemonCounter::ClusterKernelFilterUnavailable,
+        DaemonCounter::ClusterInboundFenced,
     ];
 
     /// Number of counters.
@@ -331,6 +338,7 @@ impl DaemonCounter {
             DaemonCounter::ClusterInboundNotOwnedKernel => "cluster_inbound_not_owned_kernel",
             DaemonCounter::ClusterIgnoredOtherMacKernel => "cluster_ignored_other_mac_kernel",
             DaemonCounter::ClusterKernelFilterUnavailable => "cluster_kernel_filter_unavailable",
+            DaemonCounter::ClusterInboundFenced => "cluster_inbound_fenced",
         }
     }
 }

@@ -13,6 +13,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Instant;
 
 use phalanx_cluster::dispatch::{flow_hash, DispatchScheme};
 use phalanx_cluster::{
@@ -251,12 +252,14 @@ impl FrameClassifier {
         self.datapath.poll_report()
     }
 
-    /// Decides what to do with `frame`, received on `side`; counts
-    /// everything that is not carried out in `stats`.
+    /// Decides what to do with `frame`, received on `side` at `arrival`
+    /// (the ring's timestamp: inbound ESP is dispatched by arrival time);
+    /// counts everything that is not carried out in `stats`.
     pub fn classify<'f>(
         &mut self,
         side: Side,
         frame: &'f [u8],
+        arrival: Instant,
         rt: &Runtime,
         stats: &mut WorkerStats,
     ) -> Decision<'f> {
@@ -304,7 +307,7 @@ impl FrameClassifier {
         }
         match side {
             Side::Inside => self.cleartext(packet, &head, rt, stats),
-            Side::Outside => self.protected(packet, &head, rt, stats),
+            Side::Outside => self.protected(packet, &head, arrival, rt, stats),
         }
     }
 
@@ -444,6 +447,7 @@ impl FrameClassifier {
         &mut self,
         packet: &'f [u8],
         head: &IpHead,
+        arrival: Instant,
         rt: &Runtime,
         stats: &mut WorkerStats,
     ) -> Decision<'f> {
@@ -468,7 +472,7 @@ impl FrameClassifier {
         };
         let (spi, seq) = (view.spi(), view.sequence_number());
         let len = u32::try_from(esp.len()).unwrap_or(u32::MAX);
-        match self.datapath.inbound(spi, src, seq, len) {
+        match self.datapath.inbound(spi, src, seq, len, arrival) {
             InboundDecision::Process => {
                 self.take_over_marks(spi, rt, stats);
                 stats.daemon.bump(DaemonCounter::ClusterInboundOwned);
@@ -485,6 +489,7 @@ impl FrameClassifier {
                 }
             }
             InboundDecision::NotOwned => drop(stats, DaemonCounter::ClusterInboundNotOwned),
+            InboundDecision::Fenced => drop(stats, DaemonCounter::ClusterInboundFenced),
             InboundDecision::UnknownSa => drop(stats, DaemonCounter::ClusterInboundUnknownSa),
         }
     }

@@ -211,7 +211,7 @@ fn run(
     rt: &crate::install::Runtime,
 ) -> (Shape, Vec<(DaemonCounter, u64)>) {
     let mut stats = WorkerStats::default();
-    let shape = Shape::of(c.classify(side, frame, rt, &mut stats));
+    let shape = Shape::of(c.classify(side, frame, Instant::now(), rt, &mut stats));
     let moved = stats.daemon.iter().filter(|(_, n)| *n > 0).collect();
     (shape, moved)
 }
@@ -875,7 +875,7 @@ fn ike_messages_go_to_the_ike_thread() {
     marked.extend_from_slice(&message);
     for (port, payload) in [(500, &message[..]), (4500, &marked[..])] {
         let frame = natt_frame(payload, port);
-        match c.classify(Side::Outside, &frame, &rt, &mut stats) {
+        match c.classify(Side::Outside, &frame, Instant::now(), &rt, &mut stats) {
             Decision::Ike {
                 local,
                 remote,
@@ -891,7 +891,7 @@ fn ike_messages_go_to_the_ike_thread() {
     assert_eq!(stats.daemon.get(DaemonCounter::ClusterIkeUnsupported), 0);
     let keepalive = natt_frame(&[0xff], 4500);
     assert!(matches!(
-        c.classify(Side::Outside, &keepalive, &rt, &mut stats),
+        c.classify(Side::Outside, &keepalive, Instant::now(), &rt, &mut stats),
         Decision::Drop
     ));
 }

@@ -24,7 +24,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use phalanx_cluster::dispatch::DispatchScheme;
@@ -376,7 +376,8 @@ impl ClusterWorker {
             Side::Inside => (&mut self.inside, &mut self.plane),
             Side::Outside => (&mut self.outside, &mut self.plane),
         };
-        socket.recv_batch(|frame, meta| plane.frame(side, frame, meta, rt));
+        let clock = ArrivalClock::now();
+        socket.recv_batch(|frame, meta| plane.frame(side, frame, meta, clock, rt));
         plane.flush_clear();
         plane.flush_esp(Ingress::Udp, rt);
         plane.flush_esp(Ingress::Raw, rt);
@@ -388,9 +389,48 @@ impl ClusterWorker {
     }
 }
 
+/// Turns the rings' receive timestamps (`CLOCK_REALTIME`) into the
+/// monotonic `Instant`s the cluster logic runs on, from one reading of
+/// both clocks per ring walk. A timestamp later than that reading (a
+/// frame that arrived during the walk) is "now"; a step of the real-time
+/// clock between a frame's arrival and the walk misplaces that frame's
+/// arrival by the step (its dispatch by arrival time, see
+/// `phalanx_cluster::fence`, is then judged at the wrong moment).
+#[derive(Clone, Copy, Debug)]
+struct ArrivalClock {
+    monotonic: Instant,
+    real: Duration,
+}
+
+impl ArrivalClock {
+    fn now() -> ArrivalClock {
+        ArrivalClock {
+            monotonic: Instant::now(),
+            real: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The monotonic time of a frame received at real time `timestamp`.
+    fn arrival(&self, timestamp: Duration) -> Instant {
+        self.real
+            .checked_sub(timestamp)
+            .and_then(|ago| self.monotonic.checked_sub(ago))
+            .unwrap_or(self.monotonic)
+    }
+}
+
 impl Plane {
     /// One frame of `side`'s ring.
-    fn frame(&mut self, side: Side, frame: &[u8], meta: FrameMeta, rt: &Runtime) {
+    fn frame(
+        &mut self,
+        side: Side,
+        frame: &[u8],
+        meta: FrameMeta,
+        clock: ArrivalClock,
+        rt: &Runtime,
+    ) {
         let counter = match side {
             Side::Inside => DaemonCounter::ClusterInsideFrames,
             Side::Outside => DaemonCounter::ClusterOutsideFrames,
@@ -409,7 +449,8 @@ impl Plane {
             self.stats.daemon.bump(counter);
             return;
         }
-        match self.classifier.classify(side, frame, rt, &mut self.stats) {
+        let arrival = clock.arrival(meta.timestamp);
+        match self.classifier.classify(side, frame, arrival, rt, &mut self.stats) {
             Decision::Reply(reply) if self.replies.len() < MAX_REPLIES => self.replies.push(reply),
             Decision::Reply(_) => self.stats.daemon.bump(DaemonCounter::ClusterOversize),
             Decision::Protect { packet, sa, seq } => {
