@@ -211,7 +211,10 @@ mod tests {
         w.sent(t0 + 110 * MS);
         w.sent(t0 + 115 * MS);
         w.sent(t0 + 120 * MS);
-        assert!(f.fenced(t0 + 144 * MS), "peers hand back before the third + 30 ms");
+        assert!(
+            f.fenced(t0 + 144 * MS),
+            "peers hand back before the third + 30 ms"
+        );
         assert!(!f.fenced(t0 + 145 * MS));
         assert_eq!(w.gaps(), 1);
     }

@@ -33,10 +33,10 @@ pub use datapath::{
     DataPathReport, DataPathStats, InboundDecision, NodeDataPath, OutboundDecision, SharedState,
 };
 pub use detector::FailureDetector;
-pub use fence::Fence;
 pub use dispatch::{
     flow_hash, Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey,
 };
+pub use fence::Fence;
 pub use lease::{BlockKind, Grant, LeaseBlock, LeaseTable, SaLeases};
 pub use node::{
     AppMessage, ClusterConfig, ClusterCounters, ClusterEvent, ClusterNode, ClusterStatus,

@@ -1073,11 +1073,7 @@ impl ClusterHarness {
         self.flights = later;
         let mut moved = false;
         for flight in due {
-            if self
-                .members
-                .get(&flight.to)
-                .is_some_and(|m| m.stalled(now))
-            {
+            if self.members.get(&flight.to).is_some_and(|m| m.stalled(now)) {
                 // Queued in its socket until it runs again.
                 self.flights.push(flight);
                 continue;

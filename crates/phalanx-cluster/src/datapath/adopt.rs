@@ -35,14 +35,11 @@ impl NodeDataPath {
         if self.dispatcher.view() != &state.head.view {
             self.set_view(state);
         }
-        if !self
-            .inbound_dispatcher
-            .is_over(
-                &state.head.inbound_view,
-                &state.head.silent,
-                &state.head.silent_since,
-            )
-        {
+        if !self.inbound_dispatcher.is_over(
+            &state.head.inbound_view,
+            &state.head.silent,
+            &state.head.silent_since,
+        ) {
             self.set_inbound_view(state);
         }
         self.take_over(state);

@@ -72,7 +72,10 @@ fn unknown_sa_and_inactive_node() {
         path.outbound(OUT, PEER, 0, 100, 1),
         OutboundDecision::UnknownSa
     );
-    assert_eq!(path.inbound(IN, PEER, 1, 100, t0()), InboundDecision::UnknownSa);
+    assert_eq!(
+        path.inbound(IN, PEER, 1, 100, t0()),
+        InboundDecision::UnknownSa
+    );
     path.update(&state(3, &[1, 2], 1));
     assert!(!path.is_active());
     for p in 0..6 {
@@ -180,7 +183,10 @@ fn takeover_marks() {
     marks.clear();
     path.drain_takeover_marks(IN, &mut marks);
     assert!(marks.is_empty());
-    assert_eq!(path.inbound(IN, PEER, 7, 100, t0()), InboundDecision::Process);
+    assert_eq!(
+        path.inbound(IN, PEER, 7, 100, t0()),
+        InboundDecision::Process
+    );
 }
 
 /// A kernel filter dropped n1's packets on n2 (2, 4, 6): after the view
@@ -194,7 +200,10 @@ fn absorbed_kernel_cells_become_takeover_marks() {
     assert!(path.marks_due(IN), "the first view is a change");
     path.drain_takeover_marks(IN, &mut marks);
     for seq in [1u32, 3, 5] {
-        assert_eq!(path.inbound(IN, PEER, seq, 100, t0()), InboundDecision::Process);
+        assert_eq!(
+            path.inbound(IN, PEER, seq, 100, t0()),
+            InboundDecision::Process
+        );
     }
     assert!(!path.marks_due(IN), "no view change since");
     s.version = 2;
@@ -254,14 +263,23 @@ fn inbound_takes_over_only_silent_suspects() {
     path.update(&s);
     assert!(path.marks_due(IN));
     for seq in 5..=8u32 {
-        assert_eq!(path.inbound(IN, PEER, seq, 100, t0()), InboundDecision::Process);
+        assert_eq!(
+            path.inbound(IN, PEER, seq, 100, t0()),
+            InboundDecision::Process
+        );
     }
     // Heard steadily again: handed back before the log says anything.
     s.version = 3;
     s.head.silent = Vec::new();
     path.update(&s);
-    assert_eq!(path.inbound(IN, PEER, 9, 100, t0()), InboundDecision::NotOwned);
-    assert_eq!(path.inbound(IN, PEER, 10, 100, t0()), InboundDecision::Process);
+    assert_eq!(
+        path.inbound(IN, PEER, 9, 100, t0()),
+        InboundDecision::NotOwned
+    );
+    assert_eq!(
+        path.inbound(IN, PEER, 10, 100, t0()),
+        InboundDecision::Process
+    );
 }
 
 /// With three nodes, a suspicion held by n1 alone moves only the
@@ -300,7 +318,10 @@ fn inbound_session_goes_back_to_a_returning_member() {
     s.inbound.insert(spi, Arc::new(other));
     path.update(&s);
     // A session's first owner is member SPI % 2: IN = 0x20 is n1's.
-    assert_eq!(path.inbound(IN, PEER, 1, 100, t0()), InboundDecision::Process);
+    assert_eq!(
+        path.inbound(IN, PEER, 1, 100, t0()),
+        InboundDecision::Process
+    );
     assert_eq!(
         path.inbound(spi, PEER, 1, 100, t0()),
         InboundDecision::NotOwned,

@@ -450,7 +450,10 @@ impl Plane {
             return;
         }
         let arrival = clock.arrival(meta.timestamp);
-        match self.classifier.classify(side, frame, arrival, rt, &mut self.stats) {
+        match self
+            .classifier
+            .classify(side, frame, arrival, rt, &mut self.stats)
+        {
             Decision::Reply(reply) if self.replies.len() < MAX_REPLIES => self.replies.push(reply),
             Decision::Reply(_) => self.stats.daemon.bump(DaemonCounter::ClusterOversize),
             Decision::Protect { packet, sa, seq } => {
