@@ -417,14 +417,14 @@ def test_kill_with_a_stalled_survivor(binaries, request, record_property):
     print("  n2 stopped {:+.3f} s .. {:+.3f} s after the failure; Corosync confirmed after {} s; "
           "n2 fenced {} inbound packets ({} heartbeat gaps)".format(
               stopped - res["t_fail"], resumed - res["t_fail"], _s(res["corosync_confirm_s"]),
-              n2.get("cluster_inbound_fenced", 0), res["counters_after"].get(2, {}).get("heartbeat_gaps")))
+              n2.get("daemon.cluster_inbound_fenced", 0), res["counters_after"].get(2, {}).get("heartbeat_gaps")))
     assert any(f["suspect"] == 2 for f in res["false_suspicions"][1]), \
         "n1 never suspected the stopped n2: {}".format(res["false_suspicions"])
     twice = [at - res["t_fail"] for _, at in res["udp_in"]["dup_list"]]
     assert not twice, \
         "{} inbound packets delivered twice ({:+.3f} s .. {:+.3f} s after the failure; n2 resumed at {:+.3f} s)" \
         .format(len(twice), min(twice), max(twice), resumed - res["t_fail"])
-    assert n2.get("cluster_inbound_fenced", 0) > 0, "n2 fenced nothing after its stall: {}".format(n2)
+    assert n2.get("daemon.cluster_inbound_fenced", 0) > 0, "n2 fenced nothing after its stall: {}".format(n2)
     w = res["wire"]
     assert res["capture_drops"] == 0 and w["packets"] > 1000, (res["capture_drops"], w["packets"])
     assert w["dup_spi_iv"] == 0, "(SPI, IV) pairs sent twice: {}".format(w["dup_spi_iv_examples"])
