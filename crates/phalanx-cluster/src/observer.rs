@@ -5,9 +5,16 @@
 //! the ones it owns; of the others it only *observes* the sequence number
 //! field (RFC 4303 §2.2), unauthenticated, in a bitmap of the last
 //! [`OBSERVER_WINDOW`] numbers below the highest one seen. With ESN the
-//! high half is inferred from the observer's own highest number the way
-//! the receiver does it (RFC 4303 Appendix A2.2), so every node expands a
-//! packet's number the same way and dispatches it the same way.
+//! high half is inferred from the observer's own highest number, the same
+//! way on every node, so every node expands a packet's number the same
+//! way and dispatches it the same way: as the candidate nearest to that
+//! number (serial number arithmetic, RFC 1982), not as the receiver does
+//! (RFC 4303 Appendix A2.2, where a number below the window belongs to
+//! the next 2^32). The receiver learns from the ICV whether its guess was
+//! right; the observer cannot, and with the receiver's rule an old
+//! packet replayed, or any packet with a small forged number, would move
+//! its window 2^32 ahead and wipe every number it kept for the next
+//! takeover.
 //!
 //! When ownership moves (a takeover, a view change; with the
 //! shortest-queue schemes, any packet), the node feeds the numbers it
@@ -93,34 +100,21 @@ impl InboundObserver {
     }
 
     /// The full number of a received low half: the field itself without
-    /// ESN; with ESN, RFC 4303 App. A2.2 with `W = OBSERVER_WINDOW` and
-    /// `T = top`. `None` for 0 (never sent, RFC 4303 §3.3.3) and for a
-    /// number before the start of the space.
+    /// ESN; with ESN, of the numbers with that low half in the subspace
+    /// of `top` and its two neighbours, the nearest to `top` (see the
+    /// module docs). `None` for 0 (never sent, RFC 4303 §3.3.3).
     pub fn expand(&self, seq_low: u32) -> Option<u64> {
         if !self.esn {
             return (seq_low != 0).then_some(u64::from(seq_low));
         }
-        let window = OBSERVER_WINDOW;
-        let tl = self.top & u64::from(u32::MAX);
         let th = self.top >> 32;
         let seql = u64::from(seq_low);
-        let seqh = if tl + 1 >= window {
-            // Case A: the window lies inside one 2^32 subspace.
-            if seql + window > tl {
-                th
-            } else {
-                th.checked_add(1).filter(|&h| h <= u64::from(u32::MAX))?
-            }
-        } else {
-            // Case B: the window reaches into the previous subspace.
-            let lower_edge = (tl + (1 << 32) + 1 - window) & u64::from(u32::MAX);
-            if seql >= lower_edge {
-                th.checked_sub(1)?
-            } else {
-                th
-            }
-        };
-        let seq = (seqh << 32) | seql;
+        let seq = [th.checked_sub(1), Some(th), th.checked_add(1)]
+            .into_iter()
+            .flatten()
+            .filter(|&h| h <= u64::from(u32::MAX))
+            .map(|h| (h << 32) | seql)
+            .min_by_key(|&seq| seq.abs_diff(self.top))?;
         (seq != 0).then_some(seq)
     }
 
@@ -331,14 +325,18 @@ mod tests {
     #[test]
     fn esn_expansion_table() {
         const W: u64 = OBSERVER_WINDOW;
-        let rows: [(u64, u32, Option<u64>); 7] = [
+        let rows: [(u64, u32, Option<u64>); 10] = [
             (0, 1, Some(1)),
             (0, 0, None),
             (10_000, 9_000, Some(9_000)),
-            (10_000, 5, Some((1 << 32) | 5)),
+            // Far behind: an old packet or a forgery, not the next 2^32.
+            (10_000, 5, Some(5)),
+            ((1 << 32) - 10, 5, Some((1 << 32) + 5)),
             ((1 << 32) + 10, u32::MAX - 3, Some((1 << 32) - 4)),
             ((1 << 32) + 10, 20, Some((1 << 32) + 20)),
             ((1 << 32) + W, 3, Some((1 << 32) + 3)),
+            (0, u32::MAX, Some(u64::from(u32::MAX))),
+            ((1 << 32) + 5, 0, Some(1 << 32)),
         ];
         for (row, (top, low, want)) in rows.into_iter().enumerate() {
             let mut obs = InboundObserver::new(true);

@@ -494,3 +494,24 @@ fn s26_a_stalled_node_fences_its_backlog() {
         );
     }
 }
+
+/// "...; 5000 inbound; replay inbound; kill n2; ...; replay inbound": a
+/// replay of packets older than the observers' window (4,096 numbers,
+/// ESN SAs) must not move the observers: with the receiver's ESN rule
+/// (RFC 4303 A2.2) they took the old numbers for the next 2^32, slid
+/// 2^32 ahead and lost every number they kept, so after the kill the
+/// survivors accepted replays of n2's share (found by the property tests
+/// once runs had more than 4,096 inbound packets).
+#[test]
+fn s27_old_replays_do_not_move_the_observers() {
+    for scheme in DispatchScheme::ALL {
+        let script = format!(
+            "n1,n2,n3 {scheme}; 5000 inbound; replay inbound; kill n2; idle 400 ms; settle; \
+             replay inbound"
+        );
+        let (h, run) = run(&script);
+        assert_safe(&h, &script);
+        assert_eq!(run.replays_accepted, 0, "{script}");
+        assert_inbound_once(&run, 1, &script);
+    }
+}
