@@ -16,6 +16,13 @@
 //!
 //! Hello 0x01, Heartbeat 0x02 (UDP only):
 //!   Node (32) | Counter (64) | Flags (8: bit 0 synced, bit 1 ready)
+//! Hearing 0x03 (UDP only, with each heartbeat; older nodes ignore it):
+//!   Node (32) | Peers (16) x { Node (32) | Flags (8: bit 0 heard ever,
+//!   bit 1 silent) | Heard (64) | Silent after (64) | Handbacks (32) }
+//!   (what the sender's detector knows of each peer: the counter of the
+//!   last heartbeat heard; whether it takes over the peer's inbound share
+//!   now; the counter of the last heartbeat heard before it last did;
+//!   how many times it handed the share back)
 //! LeaseRequest 0x10:      SPI (32) | After end (64)
 //! Checkpoint 0x11:        SPI (32) | Lineage (64) | C (64) | Fingerprint (64)
 //! ReplayCheckpoint 0x12:  SPI (32) | Top (64) | Words (8, <= 64) | Word (64) ...
@@ -62,6 +69,8 @@ impl MessageType {
     pub const HELLO: MessageType = MessageType(0x01);
     /// Heartbeat.
     pub const HEARTBEAT: MessageType = MessageType(0x02);
+    /// What a node's detector knows of its peers (see [`Hearing`]).
+    pub const HEARING: MessageType = MessageType(0x03);
     /// Ask for the next lease block of a lineage.
     pub const LEASE_REQUEST: MessageType = MessageType(0x10);
     /// An outbound counter checkpoint.
@@ -132,6 +141,38 @@ pub struct Heartbeat {
     /// The sender owns traffic (Ready applied).
     pub ready: bool,
 }
+
+/// What a node's failure detector knows of one peer, sent to every peer
+/// with each heartbeat, so that a node learns whether another may have
+/// taken over its inbound share (see `fence`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeardPeer {
+    /// The peer.
+    pub node: NodeId,
+    /// The counter of its last heartbeat heard (`None`: never heard).
+    pub heard: Option<u64>,
+    /// The sender takes over the peer's inbound share now (suspected and
+    /// not heard steadily since).
+    pub silent: bool,
+    /// The counter of the peer's last heartbeat heard before the sender
+    /// last started to take over its share (0: never did).
+    pub silent_after: u64,
+    /// How many times the sender handed the peer's share back.
+    pub handbacks: u32,
+}
+
+/// A node's report of what it hears from its peers (UDP, never through
+/// the log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hearing {
+    /// The sender.
+    pub node: NodeId,
+    /// One entry per peer.
+    pub peers: Vec<HeardPeer>,
+}
+
+/// Entries of a [`Hearing`]: more than any cluster has members.
+pub const MAX_HEARD_PEERS: usize = 1024;
 
 /// An outbound counter checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,6 +293,8 @@ pub enum Message {
     Hello(Heartbeat),
     /// Heartbeat (UDP).
     Heartbeat(Heartbeat),
+    /// What the sender hears from its peers (UDP).
+    Hearing(Hearing),
     /// Grant the successor of the block ending at `after_end`.
     LeaseRequest {
         /// The outbound SA.
@@ -321,6 +364,7 @@ impl Message {
         match self {
             Message::Hello(_) => MessageType::HELLO,
             Message::Heartbeat(_) => MessageType::HEARTBEAT,
+            Message::Hearing(_) => MessageType::HEARING,
             Message::LeaseRequest { .. } => MessageType::LEASE_REQUEST,
             Message::Checkpoint(_) => MessageType::CHECKPOINT,
             Message::ReplayCheckpoint(_) => MessageType::REPLAY_CHECKPOINT,
@@ -344,6 +388,18 @@ pub fn encode(message: &Message) -> Vec<u8> {
         Message::Hello(hb) | Message::Heartbeat(hb) => {
             let flags = u8::from(hb.synced) | u8::from(hb.ready) << 1;
             w.node(hb.node).u64(hb.counter).u8(flags);
+        }
+        Message::Hearing(hearing) => {
+            let peers = &hearing.peers[..hearing.peers.len().min(MAX_HEARD_PEERS)];
+            w.node(hearing.node).count16(peers.len());
+            for p in peers {
+                let flags = u8::from(p.heard.is_some()) | u8::from(p.silent) << 1;
+                w.node(p.node)
+                    .u8(flags)
+                    .u64(p.heard.unwrap_or(0))
+                    .u64(p.silent_after)
+                    .u32(p.handbacks);
+            }
         }
         Message::LeaseRequest { spi, after_end } => {
             w.u32(*spi).u64(*after_end);
@@ -388,6 +444,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
     let message = match kind {
         MessageType::HELLO => Message::Hello(heartbeat(&mut r)?),
         MessageType::HEARTBEAT => Message::Heartbeat(heartbeat(&mut r)?),
+        MessageType::HEARING => Message::Hearing(hearing(&mut r)?),
         MessageType::LEASE_REQUEST => Message::LeaseRequest {
             spi: r.u32()?,
             after_end: r.u64()?,
@@ -439,6 +496,34 @@ fn yield_body(r: &mut Reader<'_>) -> Result<Message, DecodeError> {
         marks.push((r.u32()?, r.u64()?));
     }
     Ok(Message::Yield { node, marks })
+}
+
+fn hearing(r: &mut Reader<'_>) -> Result<Hearing, DecodeError> {
+    let node = r.node()?;
+    let n = r.count16(25)?;
+    if n > MAX_HEARD_PEERS {
+        return Err(DecodeError::InvalidField("hearing peers"));
+    }
+    let mut peers = Vec::with_capacity(n);
+    for _ in 0..n {
+        let node = r.node()?;
+        let flags = r.u8()?;
+        if flags & !0b11 != 0 {
+            return Err(DecodeError::InvalidField("hearing flags"));
+        }
+        let heard = r.u64()?;
+        if flags & 1 == 0 && heard != 0 {
+            return Err(DecodeError::InvalidField("hearing heard"));
+        }
+        peers.push(HeardPeer {
+            node,
+            heard: (flags & 1 != 0).then_some(heard),
+            silent: flags & 2 != 0,
+            silent_after: r.u64()?,
+            handbacks: r.u32()?,
+        });
+    }
+    Ok(Hearing { node, peers })
 }
 
 fn heartbeat(r: &mut Reader<'_>) -> Result<Heartbeat, DecodeError> {

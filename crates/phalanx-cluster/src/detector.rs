@@ -175,6 +175,15 @@ impl FailureDetector {
         self.peers.get(&node).is_some_and(|p| p.suspected)
     }
 
+    /// Whether this node's silence clock for `node` restarted after a
+    /// stall of its own and `node` was not heard since: how long ago it
+    /// was last heard then says nothing about when it may be suspected.
+    pub fn in_stall_grace(&self, node: NodeId) -> bool {
+        self.peers
+            .get(&node)
+            .is_some_and(|p| !p.suspected && p.silence_from > p.last_heard)
+    }
+
     /// When `node` was last heard (`None`: never, or not a peer).
     pub fn last_heard(&self, node: NodeId) -> Option<Instant> {
         self.peers

@@ -30,8 +30,30 @@
 //! window like another node's. If nobody took it over (no peer was
 //! running), it is lost, never accepted twice.
 //!
-//! Not covered: heartbeats lost on the link while this node sends them
-//! (a peer then suspects it without a gap here).
+//! A peer may also stop hearing this node while it sends (heartbeats
+//! lost on the link, a peer's socket full). Every node reports with each
+//! heartbeat what its detector knows of each peer ([`Hearing`]): the last
+//! heartbeat of it heard, whether it takes over its share now, and how
+//! often it handed the share back. From a peer whose reports arrive (one
+//! within the last `suspect_after / 2`), this node knows:
+//!
+//! - the peer cannot take its share over before the last heartbeat it
+//!   reports heard was sent + `suspect_after`: arrivals from then on are
+//!   fenced until a newer report moves that on;
+//! - while the peer reports it takes the share over, every arrival from
+//!   its last heartbeat heard before that + `suspect_after` is fenced;
+//! - when it reports it handed the share back, that spell ends at the
+//!   report's arrival here (the hand-back happened before it was sent).
+//!
+//! A peer whose reports stopped arriving is dead or cut off: it is left
+//! out, and this node's own detector and quorum take over from there (a
+//! cut in both directions makes both sides take over until the minority
+//! stands down). Reports of a node whose heartbeats this node does not
+//! hear are judged as above; the cost is the loss of the share from the
+//! suspecter's hand-back to its report arriving here, and from the last
+//! heartbeat it heard + `suspect_after` to its suspicion.
+//!
+//! [`Hearing`]: crate::codec::Hearing
 //!
 //! The cluster thread writes, the data-plane threads read, without
 //! locks: each spell's `from` is stored before its `until`, and both
@@ -40,11 +62,14 @@
 //! arrival after the gap's start anyway; every torn read of a spell
 //! fences more, never less, or nothing that `open_from` does not.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::codec::HeardPeer;
 use crate::limits::REJOIN_HEARTBEATS;
+use crate::view::NodeId;
 
 /// Past gaps remembered: frames older than the fourth last gap are long
 /// out of every ring.
@@ -52,6 +77,24 @@ const SPELLS: usize = 4;
 
 /// Nanoseconds since the epoch of "never" (no heartbeat sent yet).
 const NEVER: u64 = u64::MAX;
+
+/// Heartbeats sent whose time is kept, to read the peers' reports: 1.3 s
+/// at the default interval. A report of an older one is judged by the
+/// oldest kept (fencing more, never less).
+const SENT_LOG: usize = 256;
+
+/// What a peer last reported of this node.
+#[derive(Clone, Copy, Debug)]
+struct PeerReport {
+    /// When the report arrived.
+    received: Instant,
+    /// The peer cannot take the share over before this (`None`: it never
+    /// heard this node, so it cannot).
+    earliest: Option<Instant>,
+    /// The peer takes the share over from here on, now.
+    silent_from: Option<Instant>,
+    handbacks: u32,
+}
 
 /// One fenced interval of arrival times, `[from, until)` in nanoseconds
 /// since the fence's epoch.
@@ -112,6 +155,11 @@ pub(crate) struct FenceWriter {
     open: Option<(usize, u32)>,
     /// Gaps found (for the status).
     gaps: u64,
+    /// The last heartbeats sent: counter and time.
+    sent_log: VecDeque<(u64, Instant)>,
+    reports: BTreeMap<NodeId, PeerReport>,
+    /// Spells of arrival times a peer reported it had taken over.
+    handbacks: u64,
 }
 
 impl FenceWriter {
@@ -123,7 +171,16 @@ impl FenceWriter {
             next: 0,
             open: None,
             gaps: 0,
+            sent_log: VecDeque::with_capacity(SENT_LOG),
+            reports: BTreeMap::new(),
+            handbacks: 0,
         }
+    }
+
+    /// Times a peer reported it had taken over this node's share and
+    /// handed it back (for the status).
+    pub(crate) fn handbacks(&self) -> u64 {
+        self.handbacks
     }
 
     /// The fence the data path reads.
@@ -136,31 +193,35 @@ impl FenceWriter {
         self.gaps
     }
 
-    /// A heartbeat was sent at `now`.
-    pub(crate) fn sent(&mut self, now: Instant) {
-        let fence = &*self.fence;
+    /// Heartbeat `counter` was sent at `now`.
+    pub(crate) fn sent(&mut self, now: Instant, counter: u64) {
+        if self.sent_log.len() == SENT_LOG {
+            self.sent_log.pop_front();
+        }
+        self.sent_log.push_back((counter, now));
         let gap = self
             .last_sent
             .filter(|&prev| now.saturating_duration_since(prev) > self.suspect_after);
         if let Some(prev) = gap {
             self.gaps += 1;
-            match &mut self.open {
+            if let Some((_, heard)) = &mut self.open {
                 // Silent again before the peers could hand back: the same
                 // spell goes on.
-                Some((_, heard)) => *heard = 1,
-                None => {
-                    let spell = &fence.spells[self.next];
-                    spell
-                        .from
-                        .store(fence.nanos(prev + self.suspect_after), Ordering::Relaxed);
-                    spell.until.store(NEVER, Ordering::Relaxed);
-                    self.open = Some((self.next, 1));
-                    self.next = (self.next + 1) % SPELLS;
-                }
+                *heard = 1;
+            } else {
+                let slot = self.take_slot();
+                let fence = &*self.fence;
+                let spell = &fence.spells[slot];
+                spell
+                    .from
+                    .store(fence.nanos(prev + self.suspect_after), Ordering::Relaxed);
+                spell.until.store(NEVER, Ordering::Relaxed);
+                self.open = Some((slot, 1));
             }
         } else if let Some((slot, heard)) = &mut self.open {
             *heard += 1;
             if *heard >= REJOIN_HEARTBEATS {
+                let fence = &*self.fence;
                 fence.spells[*slot]
                     .until
                     .store(fence.nanos(now + self.suspect_after), Ordering::Relaxed);
@@ -168,9 +229,108 @@ impl FenceWriter {
             }
         }
         self.last_sent = Some(self.last_sent.map_or(now, |prev| prev.max(now)));
-        fence
-            .open_from
-            .store(fence.nanos(now + self.suspect_after), Ordering::Release);
+        self.publish(now);
+    }
+
+    /// When heartbeat `counter` was sent: `None` for one not sent by this
+    /// incarnation (a report about a former one); the oldest kept for an
+    /// older one.
+    fn sent_at(&self, counter: u64) -> Option<Instant> {
+        let &(newest, _) = self.sent_log.back()?;
+        if counter > newest {
+            return None;
+        }
+        let &(oldest, oldest_at) = self.sent_log.front()?;
+        if counter <= oldest {
+            return Some(oldest_at);
+        }
+        let i = self
+            .sent_log
+            .partition_point(|&(c, _)| c < counter)
+            .min(self.sent_log.len() - 1);
+        Some(self.sent_log[i].1)
+    }
+
+    /// Peer `from`'s report of this node arrived at `now`.
+    pub(crate) fn report(&mut self, now: Instant, from: NodeId, heard: &HeardPeer) {
+        let sa = self.suspect_after;
+        let earliest = heard.heard.and_then(|k| self.sent_at(k)).map(|s| s + sa);
+        // 0: it never took the share over (or last heard only the first
+        // heartbeat); the oldest time kept covers both.
+        let silent_start = self.sent_at(heard.silent_after).map(|s| s + sa);
+        let entry = self.reports.entry(from).or_insert(PeerReport {
+            received: now,
+            earliest: None,
+            silent_from: None,
+            handbacks: heard.handbacks,
+        });
+        let mut ended = None;
+        if heard.silent {
+            if let Some(start) = silent_start {
+                entry.silent_from = Some(entry.silent_from.map_or(start, |f| f.min(start)));
+            }
+        } else {
+            ended = entry
+                .silent_from
+                .take()
+                .or_else(|| silent_start.filter(|_| heard.handbacks != entry.handbacks));
+        }
+        entry.handbacks = heard.handbacks;
+        entry.received = now;
+        entry.earliest = earliest;
+        if let Some(start) = ended {
+            self.handbacks += 1;
+            self.close_spell(start, now);
+        }
+        self.publish(now);
+    }
+
+    /// The peers whose reports are kept.
+    pub(crate) fn reporters(&self) -> Vec<NodeId> {
+        self.reports.keys().copied().collect()
+    }
+
+    /// Peer `peer` left: its reports no longer count.
+    pub(crate) fn forget(&mut self, peer: NodeId) {
+        self.reports.remove(&peer);
+    }
+
+    /// The slot for a new spell: the oldest, but never the gap's spell
+    /// whose end is not known yet.
+    fn take_slot(&mut self) -> usize {
+        if self.open.is_some_and(|(slot, _)| slot == self.next) {
+            self.next = (self.next + 1) % SPELLS;
+        }
+        let slot = self.next;
+        self.next = (self.next + 1) % SPELLS;
+        slot
+    }
+
+    /// A spell `[from, until)` that is over.
+    fn close_spell(&mut self, from: Instant, until: Instant) {
+        let slot = self.take_slot();
+        let fence = &*self.fence;
+        let spell = &fence.spells[slot];
+        spell.from.store(fence.nanos(from), Ordering::Relaxed);
+        spell.until.store(fence.nanos(until), Ordering::Relaxed);
+    }
+
+    /// Every arrival from the earliest moment a peer may take over the
+    /// share, as far as this node knows at `now`, is fenced.
+    fn publish(&self, now: Instant) {
+        let sa = self.suspect_after;
+        let own = self.last_sent.map(|s| s + sa);
+        let peers = self
+            .reports
+            .values()
+            .filter(|r| now.saturating_duration_since(r.received) <= sa / 2)
+            .filter_map(|r| r.silent_from.or(r.earliest));
+        let open_from = own.into_iter().chain(peers).min();
+        let fence = &*self.fence;
+        fence.open_from.store(
+            open_from.map_or(NEVER, |t| fence.nanos(t)),
+            Ordering::Release,
+        );
     }
 }
 
@@ -180,13 +340,19 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// Sends the writer's next heartbeat at `at`.
+    fn send(w: &mut FenceWriter, at: Instant) {
+        let counter = w.sent_log.back().map_or(0, |&(c, _)| c + 1);
+        w.sent(at, counter);
+    }
+
     #[test]
     fn nothing_is_fenced_while_heartbeats_go_out() {
         let t0 = Instant::now();
         let mut w = FenceWriter::new(t0, 30 * MS);
         assert!(!w.fence().fenced(t0 + 100 * MS), "no heartbeat yet");
         for i in 0..20 {
-            w.sent(t0 + i * 5 * MS);
+            send(&mut w, t0 + i * 5 * MS);
         }
         let f = w.fence();
         assert!(!f.fenced(t0), "before the heartbeats");
@@ -199,18 +365,18 @@ mod tests {
     fn a_gap_fences_from_its_start_to_the_third_heartbeat_after() {
         let t0 = Instant::now();
         let mut w = FenceWriter::new(t0, 30 * MS);
-        w.sent(t0);
-        w.sent(t0 + 5 * MS);
+        send(&mut w, t0);
+        send(&mut w, t0 + 5 * MS);
         // Stopped for 100 ms.
-        w.sent(t0 + 105 * MS);
+        send(&mut w, t0 + 105 * MS);
         let f = Arc::clone(w.fence());
         assert!(!f.fenced(t0 + 34 * MS), "the peers still heard it");
         assert!(f.fenced(t0 + 35 * MS), "a peer may have suspected it");
         assert!(f.fenced(t0 + 104 * MS), "the backlog of the stall");
         assert!(f.fenced(t0 + 200 * MS), "the end is not known yet");
-        w.sent(t0 + 110 * MS);
-        w.sent(t0 + 115 * MS);
-        w.sent(t0 + 120 * MS);
+        send(&mut w, t0 + 110 * MS);
+        send(&mut w, t0 + 115 * MS);
+        send(&mut w, t0 + 120 * MS);
         assert!(
             f.fenced(t0 + 144 * MS),
             "peers hand back before the third + 30 ms"
@@ -223,15 +389,15 @@ mod tests {
     fn a_second_gap_before_the_hand_back_extends_the_spell() {
         let t0 = Instant::now();
         let mut w = FenceWriter::new(t0, 30 * MS);
-        w.sent(t0);
-        w.sent(t0 + 100 * MS);
-        w.sent(t0 + 105 * MS);
-        w.sent(t0 + 200 * MS);
-        w.sent(t0 + 205 * MS);
+        send(&mut w, t0);
+        send(&mut w, t0 + 100 * MS);
+        send(&mut w, t0 + 105 * MS);
+        send(&mut w, t0 + 200 * MS);
+        send(&mut w, t0 + 205 * MS);
         let f = Arc::clone(w.fence());
         assert!(f.fenced(t0 + 150 * MS), "the first spell never ended");
-        w.sent(t0 + 210 * MS);
-        w.sent(t0 + 215 * MS);
+        send(&mut w, t0 + 210 * MS);
+        send(&mut w, t0 + 215 * MS);
         assert!(f.fenced(t0 + 239 * MS) && !f.fenced(t0 + 240 * MS));
         assert!(f.fenced(t0 + 30 * MS) && !f.fenced(t0 + 29 * MS));
     }
@@ -241,11 +407,11 @@ mod tests {
         let t0 = Instant::now();
         let mut w = FenceWriter::new(t0, 30 * MS);
         let mut t = t0;
-        w.sent(t);
+        send(&mut w, t);
         for _ in 0..(SPELLS + 2) {
             t += 100 * MS;
             for k in 0..3 {
-                w.sent(t + k * 5 * MS);
+                send(&mut w, t + k * 5 * MS);
             }
         }
         let f = w.fence();

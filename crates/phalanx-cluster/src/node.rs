@@ -119,7 +119,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::codec::{encode, Heartbeat, Message, MAX_APP_PAYLOAD};
+use crate::codec::{encode, HeardPeer, Hearing, Heartbeat, Message, MAX_APP_PAYLOAD};
 use crate::datapath::shared::Head;
 use crate::datapath::{DataPathReport, DataPathStats, SharedState};
 use crate::detector::FailureDetector;
@@ -325,6 +325,18 @@ impl std::error::Error for ReplicateError {}
 struct PeerFlags {
     synced: bool,
     at: Instant,
+    /// Its counter.
+    counter: u64,
+}
+
+/// What this node reports of a peer in its [`Hearing`]s besides the last
+/// heartbeat heard: when it last took over the peer's inbound share, and
+/// how often it handed it back.
+#[derive(Clone, Copy, Debug, Default)]
+struct Holding {
+    silent: bool,
+    silent_after: u64,
+    handbacks: u32,
 }
 
 /// Own progress per outbound SA, from the data path's checkpoints.
@@ -359,8 +371,12 @@ pub struct ClusterNode {
     events: VecDeque<ClusterEvent>,
     heartbeat_next: Instant,
     heartbeats_sent: u64,
-    /// The gaps between heartbeats sent, for the data path (see `fence`).
+    /// The gaps between heartbeats sent and the peers' reports, for the
+    /// data path (see `fence`).
     fence: FenceWriter,
+    /// Per peer: whether this node takes over its inbound share (for the
+    /// hearing reports).
+    holding: BTreeMap<NodeId, Holding>,
     tick: u64,
     tick_next: Instant,
     publisher: Publisher,
@@ -397,6 +413,7 @@ impl ClusterNode {
             heartbeat_next: now,
             heartbeats_sent: 0,
             fence,
+            holding: BTreeMap::new(),
             tick: 0,
             tick_next: now + CHECKPOINT_INTERVAL,
             publisher: Publisher::new(config.local, config.checkpoint_every, shared_fence),
@@ -477,6 +494,12 @@ impl ClusterNode {
             .collect();
         self.detector.set_peers(now, &peers);
         self.peers.retain(|node, _| members.contains(node));
+        self.holding.retain(|node, _| members.contains(node));
+        for node in self.known_reporters() {
+            if !members.contains(&node) {
+                self.fence.forget(node);
+            }
+        }
         self.on_membership(now, members, was_member);
         self.refresh();
     }
@@ -499,6 +522,10 @@ impl ClusterNode {
     pub fn handle_heartbeat(&mut self, now: Instant, from: NodeId, message: &[u8]) {
         let heartbeat = match crate::codec::decode(message) {
             Ok(Message::Hello(hb) | Message::Heartbeat(hb)) => hb,
+            Ok(Message::Hearing(hearing)) => {
+                self.on_hearing(now, from, &hearing);
+                return;
+            }
             Ok(Message::Checkpoint(checkpoint)) if from != self.config.local => {
                 self.counters.datagram_checkpoints += 1;
                 self.publisher.note(&checkpoint);
@@ -523,6 +550,7 @@ impl ClusterNode {
             PeerFlags {
                 synced: heartbeat.synced,
                 at: now,
+                counter: heartbeat.counter,
             },
         );
         self.join.seen_state |= heartbeat.synced;
@@ -600,13 +628,65 @@ impl ClusterNode {
             ready: self.is_ready(),
         };
         self.heartbeats_sent += 1;
-        self.fence.sent(now);
+        self.fence.sent(now, heartbeat.counter);
         let message = if heartbeat.counter == 0 {
             Message::Hello(heartbeat)
         } else {
             Message::Heartbeat(heartbeat)
         };
+        let hearing = self.hearing();
+        if !hearing.peers.is_empty() && self.datagrams.len() < MAX_DATAGRAMS {
+            self.datagrams.push_back(encode(&Message::Hearing(hearing)));
+        }
         Some(encode(&message))
+    }
+
+    /// What this node hears from each member (see [`Hearing`]).
+    fn hearing(&self) -> Hearing {
+        let peers = self
+            .members
+            .iter()
+            .filter(|&&n| n != self.config.local)
+            .map(|&node| {
+                let holding = self.holding.get(&node).copied().unwrap_or_default();
+                // After a stall of its own this node has not read what
+                // arrived meanwhile: it reports nothing heard rather than
+                // a last heartbeat that would make the peer fence itself.
+                let heard = match self.detector.in_stall_grace(node) {
+                    true => None,
+                    false => self.peers.get(&node).map(|p| p.counter),
+                };
+                HeardPeer {
+                    node,
+                    heard,
+                    silent: holding.silent,
+                    silent_after: holding.silent_after,
+                    handbacks: holding.handbacks,
+                }
+            })
+            .collect();
+        Hearing {
+            node: self.config.local,
+            peers,
+        }
+    }
+
+    /// A peer's hearing report: what it says of this node goes to the
+    /// fence.
+    fn on_hearing(&mut self, now: Instant, from: NodeId, hearing: &Hearing) {
+        if hearing.node != from || from == self.config.local || !self.members.contains(&from) {
+            self.counters.heartbeats_refused += 1;
+            return;
+        }
+        self.counters.hearings += 1;
+        if let Some(me) = hearing.peers.iter().find(|p| p.node == self.config.local) {
+            self.fence.report(now, from, me);
+        }
+    }
+
+    /// Peers whose reports the fence may hold.
+    fn known_reporters(&self) -> Vec<NodeId> {
+        self.fence.reporters()
     }
 
     /// A datagram to send to every peer over the heartbeat channel (not
@@ -647,6 +727,7 @@ impl ClusterNode {
         self.track_quorum();
         let suspects: Vec<NodeId> = self.local_suspects.iter().copied().collect();
         let silent = self.silent_suspects();
+        self.track_holding(&silent);
         let silent_since = silent
             .iter()
             .filter_map(|&n| self.detector.silent_since(n))
@@ -714,6 +795,26 @@ impl ClusterNode {
             .filter(|&n| self.detector.is_silent(n))
             .filter(|&n| base.as_ref().is_some_and(|b| b.contains(n)))
             .collect()
+    }
+
+    /// Which peers' inbound share this node takes over now (`silent`),
+    /// for the hearing reports: when it started to, the counter of the
+    /// peer's last heartbeat heard; when it stops, one more hand-back.
+    fn track_holding(&mut self, silent: &[NodeId]) {
+        for (&node, holding) in &mut self.holding {
+            if holding.silent && !silent.contains(&node) {
+                holding.silent = false;
+                holding.handbacks = holding.handbacks.wrapping_add(1);
+            }
+        }
+        for &node in silent {
+            let heard = self.peers.get(&node).map_or(0, |p| p.counter);
+            let holding = self.holding.entry(node).or_default();
+            if !holding.silent {
+                holding.silent = true;
+                holding.silent_after = heard;
+            }
+        }
     }
 
     /// Queue a message for the group.

@@ -137,6 +137,25 @@ fn samples() -> Vec<Message> {
             node: NodeId(3),
             marks: vec![(7, 1 << 47), (0xffff_ffff, 1)],
         },
+        Message::Hearing(Hearing {
+            node: NodeId(3),
+            peers: vec![
+                HeardPeer {
+                    node: NodeId(1),
+                    heard: Some(40),
+                    silent: false,
+                    silent_after: 0,
+                    handbacks: 0,
+                },
+                HeardPeer {
+                    node: NodeId(2),
+                    heard: None,
+                    silent: true,
+                    silent_after: 12,
+                    handbacks: 3,
+                },
+            ],
+        }),
     ]
 }
 
@@ -262,6 +281,32 @@ fn message() -> impl Strategy<Value = Message> {
                 })
             }
         ),
+        (
+            node.clone(),
+            proptest::collection::vec(
+                (
+                    node.clone(),
+                    any::<Option<u64>>(),
+                    any::<bool>(),
+                    any::<u64>(),
+                    any::<u32>()
+                ),
+                0..8
+            )
+        )
+            .prop_map(|(node, peers)| {
+                let peers = peers
+                    .into_iter()
+                    .map(|(node, heard, silent, silent_after, handbacks)| HeardPeer {
+                        node,
+                        heard,
+                        silent,
+                        silent_after,
+                        handbacks,
+                    })
+                    .collect();
+                Message::Hearing(Hearing { node, peers })
+            }),
         (any::<u32>(), any::<u64>())
             .prop_map(|(spi, after_end)| Message::LeaseRequest { spi, after_end }),
         (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
@@ -335,7 +380,7 @@ proptest! {
     /// Mutations of valid messages (a state transfer included) never panic
     /// it either, and what decodes encodes back to the same bytes.
     #[test]
-    fn mutated_messages_never_panic(pick in 0usize..15, at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
+    fn mutated_messages_never_panic(pick in 0usize..samples().len(), at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
         let mut bytes = encode(&samples()[pick]);
         let i = at % bytes.len();
         bytes[i] = byte;

@@ -117,6 +117,11 @@ pub struct ClusterCounters {
     /// Gaps longer than `suspect_after` between two heartbeats this node
     /// sent: its inbound share that arrived then is fenced (see `fence`).
     pub heartbeat_gaps: u64,
+    /// Hearing reports received from peers.
+    pub hearings: u64,
+    /// Times a peer reported it had taken over this node's inbound share
+    /// and handed it back (that share was fenced meanwhile).
+    pub fenced_handbacks: u64,
     /// Takeovers the data path applied.
     pub takeovers: u64,
     /// Suspicions Corosync confirmed.
@@ -162,12 +167,14 @@ pub struct ClusterCounters {
 
 impl ClusterCounters {
     /// Every counter with its name, for metrics and `phalanxctl`.
-    pub fn named(&self) -> [(&'static str, u64); 24] {
+    pub fn named(&self) -> [(&'static str, u64); 26] {
         [
             ("lease_grants", self.lease_grants),
             ("suspicions", self.suspicions),
             ("stalls", self.stalls),
             ("heartbeat_gaps", self.heartbeat_gaps),
+            ("hearings", self.hearings),
+            ("fenced_handbacks", self.fenced_handbacks),
             ("takeovers", self.takeovers),
             ("confirmed", self.confirmed),
             ("corrected", self.corrected),
@@ -250,6 +257,7 @@ impl ClusterNode {
             segment_owners,
             counters: ClusterCounters {
                 heartbeat_gaps: self.fence.gaps(),
+                fenced_handbacks: self.fence.handbacks(),
                 ..self.counters
             },
             datapath: self.datapath,
