@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use crate::codec::{Checkpoint, ReplayCheckpoint};
 use crate::dispatch::{Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey};
-use crate::fence::Fence;
+use crate::fence::{Fence, Takers};
 use crate::limits::REPLAY_CHECKPOINT_TICKS;
 use crate::observer::InboundObserver;
 use crate::sequencer::{CounterMark, OutboundSequencer, Spacing, TakeoverOutcome};
@@ -182,6 +182,10 @@ pub struct NodeDataPath {
     inbound_active: bool,
     /// This node's fence, from the first state adopted.
     fence: Option<Arc<Fence>>,
+    /// Stateless schemes: inbound dispatch over the inbound view without
+    /// this node, the owner a peer that takes over from this node alone
+    /// computes (see `fence`).
+    without_me: Option<Dispatcher>,
     suspects: Vec<NodeId>,
     tick: u64,
     transfers: u64,
@@ -217,6 +221,7 @@ impl NodeDataPath {
             active: false,
             inbound_active: false,
             fence: None,
+            without_me: None,
             suspects: Vec::new(),
             tick: 0,
             transfers: 0,
@@ -315,7 +320,15 @@ impl NodeDataPath {
         let owner = self.inbound_dispatcher.owner_at(&key, arrival);
         if self.inbound_active && owner == Some(self.local) {
             let alone = self.inbound_dispatcher.view().len() < 2;
-            if !alone && self.fence.as_ref().is_some_and(|f| f.fenced(arrival)) {
+            let fenced = match self.fence.as_deref().map(|f| (f, f.takers(arrival))) {
+                None | Some((_, Takers::Nobody)) => false,
+                Some((_, Takers::Anyone)) => true,
+                Some((fence, Takers::Peers(mask))) => match &mut self.without_me {
+                    Some(d) => d.owner(&key).is_some_and(|t| fence.is_among(mask, t)),
+                    None => true,
+                },
+            };
+            if !alone && fenced {
                 // Its number is marked in the replay window like another
                 // node's, before the next owned packet.
                 stream.armed = true;

@@ -45,6 +45,12 @@
 //! - when it reports it handed the share back, that spell ends at the
 //!   report's arrival here (the hand-back happened before it was sent).
 //!
+//! A peer that reports takes over only the packets it owns among the
+//! members without this node, so only those are fenced for it (the
+//! stateless schemes, packet round robin and the hash segments, compute
+//! that owner here as the peer does when this node is the only one it
+//! takes over from; with the stateful ones every packet is fenced).
+//!
 //! A peer whose reports stopped arriving is dead or cut off: it is left
 //! out, and this node's own detector and quorum take over from there (a
 //! cut in both directions makes both sides take over until the minority
@@ -83,9 +89,15 @@ const NEVER: u64 = u64::MAX;
 /// oldest kept (fencing more, never less).
 const SENT_LOG: usize = 256;
 
+/// Reporting peers kept apart (one slot each); what more report fences
+/// every packet.
+const PEER_SLOTS: usize = 32;
+
 /// What a peer last reported of this node.
 #[derive(Clone, Copy, Debug)]
 struct PeerReport {
+    /// Its slot in the fence (`None`: all taken).
+    slot: Option<usize>,
     /// When the report arrived.
     received: Instant,
     /// The peer cannot take the share over before this (`None`: it never
@@ -104,6 +116,42 @@ struct Spell {
     until: AtomicU64,
 }
 
+impl Spell {
+    fn empty() -> Spell {
+        Spell {
+            from: AtomicU64::new(NEVER),
+            until: AtomicU64::new(0),
+        }
+    }
+
+    fn covers(&self, at: u64) -> bool {
+        at >= self.from.load(Ordering::Relaxed) && at < self.until.load(Ordering::Relaxed)
+    }
+}
+
+/// What one reporting peer may take over: the arrivals from `from` on,
+/// and those of the last spell it reported it handed back.
+#[derive(Debug)]
+struct PeerSlot {
+    /// The peer's node id (0: a free slot).
+    node: AtomicU64,
+    from: AtomicU64,
+    spell: Spell,
+}
+
+/// Who may have taken over a packet of this node's share that arrived
+/// at a given time ([`Fence::takers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takers {
+    /// Nobody: this node processes it.
+    Nobody,
+    /// Any peer (this node sent no heartbeats then).
+    Anyone,
+    /// The reporting peers of these fence slots, each the packets it owns
+    /// among the members without this node ([`Fence::is_among`]).
+    Peers(u32),
+}
+
 /// The arrival times at which this node must not process its own inbound
 /// share. See the module docs.
 #[derive(Debug)]
@@ -112,6 +160,7 @@ pub struct Fence {
     /// Every arrival from here on ([`NEVER`]: none yet).
     open_from: AtomicU64,
     spells: [Spell; SPELLS],
+    peers: [PeerSlot; PEER_SLOTS],
 }
 
 impl Fence {
@@ -119,9 +168,11 @@ impl Fence {
         Fence {
             epoch,
             open_from: AtomicU64::new(NEVER),
-            spells: std::array::from_fn(|_| Spell {
+            spells: std::array::from_fn(|_| Spell::empty()),
+            peers: std::array::from_fn(|_| PeerSlot {
+                node: AtomicU64::new(0),
                 from: AtomicU64::new(NEVER),
-                until: AtomicU64::new(0),
+                spell: Spell::empty(),
             }),
         }
     }
@@ -130,16 +181,42 @@ impl Fence {
         u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(NEVER - 1)
     }
 
-    /// Whether a packet that arrived at `arrival` may have been taken
-    /// over by another node while this one did not send heartbeats.
+    /// Who may have taken over a packet of this node's share that
+    /// arrived at `arrival`.
     #[inline]
-    pub fn fenced(&self, arrival: Instant) -> bool {
+    pub fn takers(&self, arrival: Instant) -> Takers {
         let open_from = self.open_from.load(Ordering::Acquire);
         let at = self.nanos(arrival);
-        at >= open_from
-            || self.spells.iter().any(|s| {
-                at >= s.from.load(Ordering::Relaxed) && at < s.until.load(Ordering::Relaxed)
-            })
+        if at >= open_from || self.spells.iter().any(|s| s.covers(at)) {
+            return Takers::Anyone;
+        }
+        let mut mask = 0u32;
+        for (i, p) in self.peers.iter().enumerate() {
+            if p.node.load(Ordering::Relaxed) != 0
+                && (at >= p.from.load(Ordering::Relaxed) || p.spell.covers(at))
+            {
+                mask |= 1 << i;
+            }
+        }
+        match mask {
+            0 => Takers::Nobody,
+            mask => Takers::Peers(mask),
+        }
+    }
+
+    /// Whether `node` is the peer of one of the slots in `mask`.
+    pub fn is_among(&self, mask: u32, node: NodeId) -> bool {
+        let id = u64::from(node.0);
+        self.peers
+            .iter()
+            .enumerate()
+            .any(|(i, p)| mask & (1 << i) != 0 && p.node.load(Ordering::Relaxed) == id)
+    }
+
+    /// Whether anyone may have taken over a packet that arrived at
+    /// `arrival`.
+    pub fn fenced(&self, arrival: Instant) -> bool {
+        self.takers(arrival) != Takers::Nobody
     }
 }
 
@@ -258,7 +335,21 @@ impl FenceWriter {
         // 0: it never took the share over (or last heard only the first
         // heartbeat); the oldest time kept covers both.
         let silent_start = self.sent_at(heard.silent_after).map(|s| s + sa);
+        if !self.reports.contains_key(&from) {
+            let slot = self.free_slot(from);
+            self.reports.insert(
+                from,
+                PeerReport {
+                    slot,
+                    received: now,
+                    earliest: None,
+                    silent_from: None,
+                    handbacks: heard.handbacks,
+                },
+            );
+        }
         let entry = self.reports.entry(from).or_insert(PeerReport {
+            slot: None,
             received: now,
             earliest: None,
             silent_from: None,
@@ -278,11 +369,35 @@ impl FenceWriter {
         entry.handbacks = heard.handbacks;
         entry.received = now;
         entry.earliest = earliest;
+        let slot = entry.slot;
         if let Some(start) = ended {
             self.handbacks += 1;
-            self.close_spell(start, now);
+            match slot {
+                Some(i) => {
+                    let fence = &*self.fence;
+                    let spell = &fence.peers[i].spell;
+                    spell.from.store(fence.nanos(start), Ordering::Relaxed);
+                    spell.until.store(fence.nanos(now), Ordering::Relaxed);
+                }
+                None => self.close_spell(start, now),
+            }
         }
         self.publish(now);
+    }
+
+    /// A free slot for peer `node`'s reports (`None`: all taken).
+    fn free_slot(&self, node: NodeId) -> Option<usize> {
+        let fence = &*self.fence;
+        let i = fence
+            .peers
+            .iter()
+            .position(|p| p.node.load(Ordering::Relaxed) == 0)?;
+        let slot = &fence.peers[i];
+        slot.from.store(NEVER, Ordering::Relaxed);
+        slot.spell.from.store(NEVER, Ordering::Relaxed);
+        slot.spell.until.store(0, Ordering::Relaxed);
+        slot.node.store(u64::from(node.0), Ordering::Relaxed);
+        Some(i)
     }
 
     /// The peers whose reports are kept.
@@ -292,7 +407,11 @@ impl FenceWriter {
 
     /// Peer `peer` left: its reports no longer count.
     pub(crate) fn forget(&mut self, peer: NodeId) {
-        self.reports.remove(&peer);
+        if let Some(slot) = self.reports.remove(&peer).and_then(|r| r.slot) {
+            let p = &self.fence.peers[slot];
+            p.node.store(0, Ordering::Relaxed);
+            p.from.store(NEVER, Ordering::Relaxed);
+        }
     }
 
     /// The slot for a new spell: the oldest, but never the gap's spell
@@ -316,17 +435,22 @@ impl FenceWriter {
     }
 
     /// Every arrival from the earliest moment a peer may take over the
-    /// share, as far as this node knows at `now`, is fenced.
+    /// share, as far as this node knows at `now`, is fenced (for that
+    /// peer, in its slot); `open_from` last.
     fn publish(&self, now: Instant) {
         let sa = self.suspect_after;
-        let own = self.last_sent.map(|s| s + sa);
-        let peers = self
-            .reports
-            .values()
-            .filter(|r| now.saturating_duration_since(r.received) <= sa / 2)
-            .filter_map(|r| r.silent_from.or(r.earliest));
-        let open_from = own.into_iter().chain(peers).min();
         let fence = &*self.fence;
+        let mut open_from = self.last_sent.map(|s| s + sa);
+        for r in self.reports.values() {
+            let recent = now.saturating_duration_since(r.received) <= sa / 2;
+            let from = r.silent_from.or(r.earliest).filter(|_| recent);
+            match r.slot {
+                Some(i) => fence.peers[i]
+                    .from
+                    .store(from.map_or(NEVER, |t| fence.nanos(t)), Ordering::Relaxed),
+                None => open_from = open_from.into_iter().chain(from).min(),
+            }
+        }
         fence.open_from.store(
             open_from.map_or(NEVER, |t| fence.nanos(t)),
             Ordering::Release,
@@ -418,5 +542,61 @@ mod tests {
         assert!(f.fenced(t - 20 * MS), "the last gap");
         assert!(!f.fenced(t0 + 30 * MS), "the first gap is forgotten");
         assert_eq!(w.gaps(), SPELLS as u64 + 2);
+    }
+
+    fn heard(heard: Option<u64>, silent: bool, silent_after: u64, handbacks: u32) -> HeardPeer {
+        HeardPeer {
+            node: NodeId(1),
+            heard,
+            silent,
+            silent_after,
+            handbacks,
+        }
+    }
+
+    /// A peer that stops hearing this node, takes its share over and
+    /// hands it back: fenced for that peer alone, from its last heartbeat
+    /// heard + 30 ms until its report of the hand-back arrives.
+    #[test]
+    fn a_peers_reports_fence_for_that_peer() {
+        let t0 = Instant::now();
+        let mut w = FenceWriter::new(t0, 30 * MS);
+        let p = NodeId(7);
+        for i in 0..10u32 {
+            send(&mut w, t0 + i * 5 * MS);
+        }
+        // Heard up to heartbeat 2 (sent at 10 ms), still.
+        w.report(t0 + 44 * MS, p, &heard(Some(2), false, 0, 0));
+        let f = Arc::clone(w.fence());
+        assert_eq!(f.takers(t0 + 39 * MS), Takers::Nobody);
+        let Takers::Peers(mask) = f.takers(t0 + 40 * MS) else {
+            panic!("not fenced for the peer");
+        };
+        assert!(f.is_among(mask, p) && !f.is_among(mask, NodeId(8)));
+        // It takes over, then hands back at 60 ms.
+        w.report(t0 + 46 * MS, p, &heard(Some(2), true, 2, 0));
+        send(&mut w, t0 + 50 * MS);
+        w.report(t0 + 60 * MS, p, &heard(Some(11), false, 2, 1));
+        assert!(matches!(f.takers(t0 + 59 * MS), Takers::Peers(_)));
+        assert_eq!(f.takers(t0 + 60 * MS), Takers::Nobody);
+        assert_eq!(w.handbacks(), 1);
+        // Its reports stop (dead or cut off): it no longer counts.
+        for i in 11..=20u32 {
+            send(&mut w, t0 + i * 5 * MS);
+        }
+        assert_eq!(f.takers(t0 + 100 * MS), Takers::Nobody);
+        w.forget(p);
+        assert_eq!(f.takers(t0 + 45 * MS), Takers::Nobody);
+    }
+
+    /// A report about a former incarnation (a counter this one never
+    /// sent) fences nothing.
+    #[test]
+    fn reports_of_a_former_incarnation_are_ignored() {
+        let t0 = Instant::now();
+        let mut w = FenceWriter::new(t0, 30 * MS);
+        send(&mut w, t0);
+        w.report(t0 + MS, NodeId(2), &heard(Some(5000), true, 4000, 3));
+        assert_eq!(w.fence().takers(t0 + 2 * MS), Takers::Nobody);
     }
 }

@@ -8,7 +8,7 @@ use super::{
     SharedState, TakeoverOutcome, REPLAY_CHECKPOINT_TICKS, TRANSFER_REPLAY_TICKS,
 };
 use crate::codec::ReplayCheckpoint;
-use crate::dispatch::Direction;
+use crate::dispatch::{Direction, DispatchScheme, Dispatcher};
 use crate::observer::InboundObserver;
 use crate::sequencer::OutboundSequencer;
 
@@ -166,6 +166,14 @@ impl NodeDataPath {
         self.inbound_dispatcher
             .set(&head.inbound_view, &head.silent, &head.silent_since);
         self.inbound_active = head.inbound_view.contains(self.local);
+        let scheme = self.inbound_dispatcher.scheme();
+        if matches!(
+            scheme,
+            DispatchScheme::PacketRoundRobin | DispatchScheme::HashSegments { .. }
+        ) {
+            let others = head.inbound_view.without(&[self.local]);
+            self.without_me = Some(Dispatcher::new(scheme, others));
+        }
         for stream in self.inbound.values_mut() {
             stream.armed = true;
         }

@@ -53,6 +53,11 @@ impl InboundDispatcher {
         self.since = (0..silent.len()).map(|i| since.get(i).copied()).collect();
     }
 
+    /// The scheme.
+    pub fn scheme(&self) -> DispatchScheme {
+        self.primary.scheme()
+    }
+
     /// The base view.
     pub fn view(&self) -> &View {
         self.primary.view()
