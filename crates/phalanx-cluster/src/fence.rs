@@ -43,7 +43,10 @@
 //! - while the peer reports it takes the share over, every arrival from
 //!   its last heartbeat heard before that + `suspect_after` is fenced;
 //! - when it reports it handed the share back, that spell ends at the
-//!   report's arrival here (the hand-back happened before it was sent).
+//!   report's arrival here (the hand-back happened before it was sent),
+//!   plus a sixth of `suspect_after` (5 ms), the time its data-plane
+//!   threads may still take to adopt the hand-back (they take over by
+//!   arrival time, but decide with the state they last adopted).
 //!
 //! A peer that reports takes over only the packets it owns among the
 //! members without this node, so only those are fenced for it (the
@@ -372,14 +375,15 @@ impl FenceWriter {
         let slot = entry.slot;
         if let Some(start) = ended {
             self.handbacks += 1;
+            let until = now + sa / 6;
             match slot {
                 Some(i) => {
                     let fence = &*self.fence;
                     let spell = &fence.peers[i].spell;
                     spell.from.store(fence.nanos(start), Ordering::Relaxed);
-                    spell.until.store(fence.nanos(now), Ordering::Relaxed);
+                    spell.until.store(fence.nanos(until), Ordering::Relaxed);
                 }
-                None => self.close_spell(start, now),
+                None => self.close_spell(start, until),
             }
         }
         self.publish(now);
@@ -556,7 +560,7 @@ mod tests {
 
     /// A peer that stops hearing this node, takes its share over and
     /// hands it back: fenced for that peer alone, from its last heartbeat
-    /// heard + 30 ms until its report of the hand-back arrives.
+    /// heard + 30 ms until its report of the hand-back arrives + 5 ms.
     #[test]
     fn a_peers_reports_fence_for_that_peer() {
         let t0 = Instant::now();
@@ -577,8 +581,8 @@ mod tests {
         w.report(t0 + 46 * MS, p, &heard(Some(2), true, 2, 0));
         send(&mut w, t0 + 50 * MS);
         w.report(t0 + 60 * MS, p, &heard(Some(11), false, 2, 1));
-        assert!(matches!(f.takers(t0 + 59 * MS), Takers::Peers(_)));
-        assert_eq!(f.takers(t0 + 60 * MS), Takers::Nobody);
+        assert!(matches!(f.takers(t0 + 64 * MS), Takers::Peers(_)));
+        assert_eq!(f.takers(t0 + 65 * MS), Takers::Nobody);
         assert_eq!(w.handbacks(), 1);
         // Its reports stop (dead or cut off): it no longer counts.
         for i in 11..=20u32 {
