@@ -57,19 +57,24 @@
 //! A peer whose reports stopped arriving is dead or cut off: it is left
 //! out, and this node's own detector and quorum take over from there (a
 //! cut in both directions makes both sides take over until the minority
-//! stands down). Reports of a node whose heartbeats this node does not
-//! hear are judged as above; the cost is the loss of the share from the
-//! suspecter's hand-back to its report arriving here, and from the last
-//! heartbeat it heard + `suspect_after` to its suspicion.
+//! stands down). A node that has just stalled itself reports nothing
+//! heard of the peers it has not heard since (its last heartbeat heard
+//! of them is old only because it did not read), so that its report
+//! does not make them fence. The cost of the reports is loss: the share
+//! a peer takes over, from the last heartbeat of this node its latest
+//! report says it heard (up to two report intervals before the one it
+//! heard last) + `suspect_after` to its suspicion, and from its
+//! hand-back to its report of it arriving here + 5 ms.
 //!
 //! [`Hearing`]: crate::codec::Hearing
 //!
 //! The cluster thread writes, the data-plane threads read, without
-//! locks: each spell's `from` is stored before its `until`, and both
-//! before `open_from` (release); a reader loads `open_from` first
-//! (acquire). A reader that sees the old `open_from` fences every
-//! arrival after the gap's start anyway; every torn read of a spell
-//! fences more, never less, or nothing that `open_from` does not.
+//! locks: each spell's `from` is stored before its `until`, the peer
+//! slots' fields before `open_from` (release, on every change); a reader
+//! loads `open_from` first (acquire). A reader that sees the old
+//! `open_from` fences every arrival after the gap's start anyway; every
+//! torn read of a spell fences more, never less, or nothing that
+//! `open_from` does not.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
