@@ -22,7 +22,10 @@
 //!   delay is far below that).
 //!
 //! So a gap longer than `suspect_after` between two heartbeats sent
-//! fences the arrivals in `[S + suspect_after, S' + suspect_after)`, and
+//! fences the arrivals in `[S + suspect_after, S' + suspect_after)`, or
+//! only until every peer that reported before the gap has reported again
+//! having heard a heartbeat sent after it (from then on its reports say
+//! what it took over: see below), and
 //! while no heartbeat has been sent for `suspect_after`, every arrival
 //! after the last one's `+ suspect_after` is fenced (the data path may
 //! run while the cluster thread is stopped). A fenced packet is dropped
@@ -76,7 +79,7 @@
 //! torn read of a spell fences more, never less, or nothing that
 //! `open_from` does not.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -238,6 +241,10 @@ pub(crate) struct FenceWriter {
     /// The spell whose end is not known yet, and the heartbeats sent
     /// since its gap.
     open: Option<(usize, u32)>,
+    /// The last gap's spell, the first heartbeat after the gap, and the
+    /// peers that reported before it and have not reported hearing that
+    /// heartbeat yet.
+    gap_waiting: Option<(usize, u64, BTreeSet<NodeId>)>,
     /// Gaps found (for the status).
     gaps: u64,
     /// The last heartbeats sent: counter and time.
@@ -255,6 +262,7 @@ impl FenceWriter {
             last_sent: None,
             next: 0,
             open: None,
+            gap_waiting: None,
             gaps: 0,
             sent_log: VecDeque::with_capacity(SENT_LOG),
             reports: BTreeMap::new(),
@@ -302,6 +310,8 @@ impl FenceWriter {
                     .store(fence.nanos(prev + self.suspect_after), Ordering::Relaxed);
                 spell.until.store(NEVER, Ordering::Relaxed);
                 self.open = Some((slot, 1));
+                let waiting = self.reports.keys().copied().collect();
+                self.gap_waiting = Some((slot, counter, waiting));
             }
         } else if let Some((slot, heard)) = &mut self.open {
             *heard += 1;
@@ -378,6 +388,12 @@ impl FenceWriter {
         entry.received = now;
         entry.earliest = earliest;
         let slot = entry.slot;
+        if let Some((_, first, waiting)) = &mut self.gap_waiting {
+            if heard.heard.is_some_and(|k| k >= *first) {
+                waiting.remove(&from);
+            }
+        }
+        self.end_gap_if_heard(now);
         if let Some(start) = ended {
             self.handbacks += 1;
             let until = now + sa / 6;
@@ -414,8 +430,35 @@ impl FenceWriter {
         self.reports.keys().copied().collect()
     }
 
+    /// Ends the last gap's spell at `now`, if it lasts longer, once
+    /// every peer that reported before the gap has reported hearing a
+    /// heartbeat sent after it: its slot covers what it took over from
+    /// then on.
+    fn end_gap_if_heard(&mut self, now: Instant) {
+        let Some((slot, _, waiting)) = &self.gap_waiting else {
+            return;
+        };
+        if !waiting.is_empty() {
+            return;
+        }
+        let slot = *slot;
+        let fence = &*self.fence;
+        let until = &fence.spells[slot].until;
+        let now = fence.nanos(now);
+        if until.load(Ordering::Relaxed) > now {
+            until.store(now, Ordering::Relaxed);
+        }
+        if self.open.is_some_and(|(open, _)| open == slot) {
+            self.open = None;
+        }
+        self.gap_waiting = None;
+    }
+
     /// Peer `peer` left: its reports no longer count.
     pub(crate) fn forget(&mut self, peer: NodeId) {
+        if let Some((_, _, waiting)) = &mut self.gap_waiting {
+            waiting.remove(&peer);
+        }
         if let Some(slot) = self.reports.remove(&peer).and_then(|r| r.slot) {
             let p = &self.fence.peers[slot];
             p.node.store(0, Ordering::Relaxed);
@@ -431,6 +474,13 @@ impl FenceWriter {
         }
         let slot = self.next;
         self.next = (self.next + 1) % SPELLS;
+        if self
+            .gap_waiting
+            .as_ref()
+            .is_some_and(|(s, _, _)| *s == slot)
+        {
+            self.gap_waiting = None;
+        }
         slot
     }
 
@@ -607,5 +657,34 @@ mod tests {
         send(&mut w, t0);
         w.report(t0 + MS, NodeId(2), &heard(Some(5000), true, 4000, 3));
         assert_eq!(w.fence().takers(t0 + 2 * MS), Takers::Nobody);
+    }
+
+    /// After a gap, the reports of every peer that reported before it,
+    /// once they heard a heartbeat sent after it, end the gap's spell:
+    /// from then on they say what they took over.
+    #[test]
+    fn reports_after_a_gap_end_its_spell() {
+        let t0 = Instant::now();
+        let mut w = FenceWriter::new(t0, 30 * MS);
+        let p = NodeId(7);
+        send(&mut w, t0); // heartbeat 0
+        w.report(t0 + MS, p, &heard(Some(0), false, 0, 0));
+        send(&mut w, t0 + 100 * MS); // heartbeat 1, after a gap
+        send(&mut w, t0 + 100 * MS); // 2
+        send(&mut w, t0 + 105 * MS); // 3: the default end, 135 ms
+        let f = Arc::clone(w.fence());
+        assert_eq!(f.takers(t0 + 120 * MS), Takers::Anyone);
+        w.report(t0 + 102 * MS, p, &heard(Some(0), true, 0, 0));
+        assert_eq!(f.takers(t0 + 120 * MS), Takers::Anyone, "still waiting");
+        w.report(t0 + 106 * MS, p, &heard(Some(3), false, 0, 1));
+        assert!(matches!(
+            f.takers(t0 + 105 * MS),
+            Takers::Anyone | Takers::Peers(_)
+        ));
+        assert_eq!(
+            f.takers(t0 + 120 * MS),
+            Takers::Nobody,
+            "ended at 106 ms + 5"
+        );
     }
 }

@@ -447,14 +447,15 @@ fn s25_false_suspicion_ends_inbound_before_the_log() {
 /// suspect it after 30 ms and take over its share by arrival time; when
 /// it runs again it first works off the 2,000 packets queued for it,
 /// before it hears anything, and fences its own share that arrived after
-/// its last heartbeat + 30 ms. No packet is accepted twice. What is lost
-/// is its share between the suspecters' hand-back (its third heartbeat
-/// after the stall) and the end of its fence (that heartbeat + 30 ms),
-/// and at the start, between the last heartbeat the suspecters' last
-/// reports before the stall said they heard and the one they heard last
-/// (a report goes with each heartbeat: up to two intervals, 10 ms): up
-/// to 40 ms of it here and the link's delay (packet schemes: one packet
-/// in three every 50 us, up to about 270; whole-SA schemes: all).
+/// its last heartbeat + 30 ms, until the suspecters' reports say they
+/// heard it again and what they took over. No packet is accepted twice.
+/// What is lost is its share between the last heartbeat the suspecters'
+/// last reports before the stall said they heard and the one they heard
+/// last (a report goes with each heartbeat: up to two intervals, 10 ms),
+/// and between a suspecter's hand-back and its report of it arriving
+/// + 5 ms (here the log's Suspect and Rejoin move the share sooner): up
+/// to 15 ms of it (packet schemes: one packet in three every 50 us, 100;
+/// whole-SA schemes: all, 300).
 #[test]
 fn s26_a_stalled_node_fences_its_backlog() {
     for scheme in DispatchScheme::ALL {
@@ -482,13 +483,17 @@ fn s26_a_stalled_node_fences_its_backlog() {
             twice.first()
         );
         let lost = run.inbound.iter().filter(|(_, a)| a.is_empty()).count();
-        // 42 ms of its share at 20 packets per ms.
-        let bound = (42.0 * 20.0 * share) as usize;
+        // 15 ms of its share at 20 packets per ms.
+        let bound = (15.0 * 20.0 * share) as usize;
         assert!(lost <= bound, "{first}: {lost} lost, more than {bound}");
         assert_inbound_once(&run, 1, &first);
         assert_inbound_once(&run, 5, &first);
         let fenced = h.path(stalled).unwrap().stats().inbound_fenced;
         assert!(fenced > 0, "{first}: nothing fenced");
+        eprintln!(
+            "s26 {scheme}: fenced {fenced}, lost {lost} (bound {bound}), backlog accepted {}",
+            h.record.late_inbound.len()
+        );
         let gaps = h.node(stalled).unwrap().status().counters.heartbeat_gaps;
         assert_eq!(gaps, 1, "{first}");
         assert!(
@@ -574,5 +579,9 @@ fn s28_a_node_suspected_while_it_runs_fences_its_share() {
         let ms = if stateless { 22.0 } else { 50.0 };
         let bound = (ms * 20.0 * share) as usize;
         assert!(lost <= bound, "{first}: {lost} lost, more than {bound}");
+        eprintln!(
+            "s28 {scheme}: fenced {}, lost {lost} (bound {bound})",
+            h.path(victim).unwrap().stats().inbound_fenced
+        );
     }
 }
