@@ -452,9 +452,9 @@ fn s25_false_suspicion_ends_inbound_before_the_log() {
 /// What is lost is its share between the last heartbeat the suspecters'
 /// last reports before the stall said they heard and the one they heard
 /// last (a report goes with each heartbeat: up to two intervals, 10 ms),
-/// and between a suspecter's hand-back and its report of it arriving
-/// + 5 ms (here the log's Suspect and Rejoin move the share sooner): up
-/// to 15 ms of it (packet schemes: one packet in three every 50 us, 100;
+/// and between a suspecter's hand-back and its report of it arriving,
+/// plus 5 ms (here the log's Suspect and Rejoin move the share sooner):
+/// up to 15 ms of it (packet schemes: one packet in three every 50 us, 100;
 /// whole-SA schemes: all, 300).
 #[test]
 fn s26_a_stalled_node_fences_its_backlog() {
