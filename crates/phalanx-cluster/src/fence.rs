@@ -104,6 +104,20 @@ const SENT_LOG: usize = 256;
 /// every packet.
 const PEER_SLOTS: usize = 32;
 
+/// A gap in the heartbeats sent, waiting for the peers' reports.
+#[derive(Clone, Debug)]
+struct GapWait {
+    /// Its spell.
+    slot: usize,
+    /// The first heartbeat after it.
+    first: u64,
+    /// When it was found.
+    at: Instant,
+    /// The peers that reported before it and have not reported hearing
+    /// `first` yet.
+    waiting: BTreeSet<NodeId>,
+}
+
 /// What a peer last reported of this node.
 #[derive(Clone, Copy, Debug)]
 struct PeerReport {
@@ -168,17 +182,27 @@ pub enum Takers {
 #[derive(Debug)]
 pub struct Fence {
     epoch: Instant,
+    /// `suspect_after` in nanoseconds.
+    suspect_after: u64,
     /// Every arrival from here on ([`NEVER`]: none yet).
     open_from: AtomicU64,
+    /// The last heartbeat sent + `suspect_after`.
+    own_from: AtomicU64,
+    /// After a gap: the data path waits with its ring until the peers'
+    /// reports say what they took over, at most until then.
+    uncertain_until: AtomicU64,
     spells: [Spell; SPELLS],
     peers: [PeerSlot; PEER_SLOTS],
 }
 
 impl Fence {
-    fn new(epoch: Instant) -> Fence {
+    fn new(epoch: Instant, suspect_after: Duration) -> Fence {
         Fence {
             epoch,
+            suspect_after: u64::try_from(suspect_after.as_nanos()).unwrap_or(NEVER),
             open_from: AtomicU64::new(NEVER),
+            own_from: AtomicU64::new(NEVER),
+            uncertain_until: AtomicU64::new(0),
             spells: std::array::from_fn(|_| Spell::empty()),
             peers: std::array::from_fn(|_| PeerSlot {
                 node: AtomicU64::new(0),
@@ -224,6 +248,27 @@ impl Fence {
             .any(|(i, p)| mask & (1 << i) != 0 && p.node.load(Ordering::Relaxed) == id)
     }
 
+    /// Whether the data path should leave its ring unread at `now`: this
+    /// node has just found a gap in its heartbeats and waits for its
+    /// peers' reports, or its cluster thread has sent no heartbeat for
+    /// `suspect_after` (it may be stalled itself, and run again in a
+    /// moment: the whole process was, if the data path finds this just
+    /// after waking). What arrives meanwhile waits in the ring instead of
+    /// being fenced for want of knowledge; the data path waits at most
+    /// [`wait_limit`](Self::wait_limit) in a row.
+    pub fn uncertain(&self, now: Instant) -> bool {
+        let now = self.nanos(now);
+        now < self.uncertain_until.load(Ordering::Acquire)
+            || now >= self.own_from.load(Ordering::Acquire)
+    }
+
+    /// The longest the data path waits in a row while the fence is
+    /// [`uncertain`](Self::uncertain) (twice `suspect_after`): then the
+    /// cluster thread is stuck, and what arrived is fenced.
+    pub fn wait_limit(&self) -> Duration {
+        Duration::from_nanos(self.suspect_after.saturating_mul(2))
+    }
+
     /// Whether anyone may have taken over a packet that arrived at
     /// `arrival`.
     pub fn fenced(&self, arrival: Instant) -> bool {
@@ -241,10 +286,8 @@ pub(crate) struct FenceWriter {
     /// The spell whose end is not known yet, and the heartbeats sent
     /// since its gap.
     open: Option<(usize, u32)>,
-    /// The last gap's spell, the first heartbeat after the gap, and the
-    /// peers that reported before it and have not reported hearing that
-    /// heartbeat yet.
-    gap_waiting: Option<(usize, u64, BTreeSet<NodeId>)>,
+    /// The last gap, until the peers' reports say what they took over.
+    gap_waiting: Option<GapWait>,
     /// Gaps found (for the status).
     gaps: u64,
     /// The last heartbeats sent: counter and time.
@@ -257,7 +300,7 @@ pub(crate) struct FenceWriter {
 impl FenceWriter {
     pub(crate) fn new(epoch: Instant, suspect_after: Duration) -> FenceWriter {
         FenceWriter {
-            fence: Arc::new(Fence::new(epoch)),
+            fence: Arc::new(Fence::new(epoch, suspect_after)),
             suspect_after,
             last_sent: None,
             next: 0,
@@ -310,8 +353,19 @@ impl FenceWriter {
                     .store(fence.nanos(prev + self.suspect_after), Ordering::Relaxed);
                 spell.until.store(NEVER, Ordering::Relaxed);
                 self.open = Some((slot, 1));
-                let waiting = self.reports.keys().copied().collect();
-                self.gap_waiting = Some((slot, counter, waiting));
+                // With no peer that reports (none, or older nodes) the
+                // spell ends by the rule above.
+                if !self.reports.is_empty() {
+                    self.gap_waiting = Some(GapWait {
+                        slot,
+                        first: counter,
+                        at: now,
+                        waiting: self.reports.keys().copied().collect(),
+                    });
+                    fence
+                        .uncertain_until
+                        .store(fence.nanos(now + self.suspect_after), Ordering::Release);
+                }
             }
         } else if let Some((slot, heard)) = &mut self.open {
             *heard += 1;
@@ -324,6 +378,7 @@ impl FenceWriter {
             }
         }
         self.last_sent = Some(self.last_sent.map_or(now, |prev| prev.max(now)));
+        self.end_gap_if_heard(now);
         self.publish(now);
     }
 
@@ -388,9 +443,9 @@ impl FenceWriter {
         entry.received = now;
         entry.earliest = earliest;
         let slot = entry.slot;
-        if let Some((_, first, waiting)) = &mut self.gap_waiting {
-            if heard.heard.is_some_and(|k| k >= *first) {
-                waiting.remove(&from);
+        if let Some(gap) = &mut self.gap_waiting {
+            if heard.heard.is_some_and(|k| k >= gap.first) {
+                gap.waiting.remove(&from);
             }
         }
         self.end_gap_if_heard(now);
@@ -430,24 +485,32 @@ impl FenceWriter {
         self.reports.keys().copied().collect()
     }
 
-    /// Ends the last gap's spell at `now`, if it lasts longer, once
-    /// every peer that reported before the gap has reported hearing a
-    /// heartbeat sent after it: its slot covers what it took over from
-    /// then on.
+    /// Cancels the last gap's spell once every peer that reported before
+    /// the gap has reported hearing a heartbeat sent after it (its slot
+    /// says what it took over, the arrivals of the gap included), or
+    /// sent no report at all within `suspect_after / 2` of the gap (dead
+    /// or cut off: it took nothing over, or quorum decides); the data
+    /// path stops waiting.
     fn end_gap_if_heard(&mut self, now: Instant) {
-        let Some((slot, _, waiting)) = &self.gap_waiting else {
+        let sa = self.suspect_after;
+        let Some(gap) = &mut self.gap_waiting else {
             return;
         };
-        if !waiting.is_empty() {
+        if now.saturating_duration_since(gap.at) >= sa / 2 {
+            let reports = &self.reports;
+            gap.waiting
+                .retain(|p| reports.get(p).is_some_and(|r| r.received >= gap.at));
+        }
+        if !gap.waiting.is_empty() {
             return;
         }
-        let slot = *slot;
+        let slot = gap.slot;
         let fence = &*self.fence;
-        let until = &fence.spells[slot].until;
-        let now = fence.nanos(now);
-        if until.load(Ordering::Relaxed) > now {
-            until.store(now, Ordering::Relaxed);
-        }
+        let spell = &fence.spells[slot];
+        spell
+            .until
+            .store(spell.from.load(Ordering::Relaxed), Ordering::Relaxed);
+        fence.uncertain_until.store(0, Ordering::Release);
         if self.open.is_some_and(|(open, _)| open == slot) {
             self.open = None;
         }
@@ -456,8 +519,8 @@ impl FenceWriter {
 
     /// Peer `peer` left: its reports no longer count.
     pub(crate) fn forget(&mut self, peer: NodeId) {
-        if let Some((_, _, waiting)) = &mut self.gap_waiting {
-            waiting.remove(&peer);
+        if let Some(gap) = &mut self.gap_waiting {
+            gap.waiting.remove(&peer);
         }
         if let Some(slot) = self.reports.remove(&peer).and_then(|r| r.slot) {
             let p = &self.fence.peers[slot];
@@ -474,12 +537,9 @@ impl FenceWriter {
         }
         let slot = self.next;
         self.next = (self.next + 1) % SPELLS;
-        if self
-            .gap_waiting
-            .as_ref()
-            .is_some_and(|(s, _, _)| *s == slot)
-        {
+        if self.gap_waiting.as_ref().is_some_and(|g| g.slot == slot) {
             self.gap_waiting = None;
+            self.fence.uncertain_until.store(0, Ordering::Release);
         }
         slot
     }
@@ -500,6 +560,10 @@ impl FenceWriter {
         let sa = self.suspect_after;
         let fence = &*self.fence;
         let mut open_from = self.last_sent.map(|s| s + sa);
+        fence.own_from.store(
+            open_from.map_or(NEVER, |t| fence.nanos(t)),
+            Ordering::Release,
+        );
         for r in self.reports.values() {
             let recent = now.saturating_duration_since(r.received) <= sa / 2;
             let from = r.silent_from.or(r.earliest).filter(|_| recent);

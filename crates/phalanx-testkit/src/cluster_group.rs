@@ -39,11 +39,15 @@
 //! ready. Violations are collected in [`Record::violations`].
 //!
 //! A stalled node ([`ClusterHarness::stall`]) runs nothing for a while:
-//! its heartbeats, log deliveries and packets queue, and when it runs
-//! again its data path first works off the packets that arrived
-//! meanwhile, with their arrival times, before its control side reads
-//! anything (the order that gives it the least knowledge). What its
-//! owners accept then is in [`Record::late_inbound`].
+//! its heartbeats, log deliveries and packets queue. When it runs again
+//! its data path works off the packets that arrived meanwhile, with
+//! their arrival times and under the state it adopted before the stall,
+//! as soon as its fence is not uncertain (at once, before its control
+//! side reads anything, if the fence allows: the order that gives it the
+//! least knowledge), and at the latest after the fence's wait limit, as
+//! the daemon's workers do; packets that arrive until then queue behind,
+//! and it adopts no new state before. What its owners accept then is in
+//! [`Record::late_inbound`].
 //!
 //! Like the cores, nothing here reads the clock but once, for the start.
 
@@ -477,26 +481,34 @@ struct Member {
 }
 
 impl Member {
+    /// It runs nothing.
     fn stalled(&self, now: Instant) -> bool {
         self.stalled_until.is_some_and(|until| now < until)
     }
 
+    /// Its data path has not worked off what arrived during a stall:
+    /// new packets queue behind.
+    fn queueing(&self, now: Instant) -> bool {
+        self.stalled(now) || !self.backlog.is_empty()
+    }
+
     /// Runs inbound packet `seq` of `spi`, arrived at `arrival`, through
     /// the data path and, if owned, the replay window model: `None` when
-    /// not owned, else whether the window accepted it.
+    /// not owned, else whether the window accepted it. A packet of a
+    /// stall's backlog (`late`) is judged under the state adopted before
+    /// the stall, whatever the node learnt since.
     fn inbound(
         &mut self,
         id: NodeId,
-        spi: u32,
-        seq: u64,
-        arrival: Instant,
+        (spi, seq, arrival): (u32, u64, Instant),
+        late: bool,
         violations: &mut Vec<String>,
     ) -> Option<bool> {
         let decision = self.path.inbound(spi, PEER, seq as u32, 100, arrival);
         if decision != InboundDecision::Process {
             return None;
         }
-        if !self.node.is_ready() {
+        if !late && !self.node.is_ready() {
             violations.push(format!("{id} processed inbound {seq} before it was ready"));
         }
         let mut marks = Vec::new();
@@ -815,7 +827,7 @@ impl ClusterHarness {
                 member.miss -= 1;
                 continue;
             }
-            if member.stalled(now) {
+            if member.queueing(now) {
                 member.backlog.push(Queued::Outbound {
                     spi,
                     flow,
@@ -882,7 +894,7 @@ impl ClusterHarness {
                 member.miss -= 1;
                 continue;
             }
-            if member.stalled(now) {
+            if member.queueing(now) {
                 member.backlog.push(Queued::Inbound {
                     spi,
                     seq,
@@ -890,7 +902,7 @@ impl ClusterHarness {
                 });
                 continue;
             }
-            match member.inbound(id, spi, seq, now, &mut self.record.violations) {
+            match member.inbound(id, (spi, seq, now), false, &mut self.record.violations) {
                 Some(true) => outcome.accepted.push(id),
                 Some(false) => outcome.refused.push(id),
                 None => {}
@@ -922,16 +934,25 @@ impl ClusterHarness {
         }
     }
 
-    /// Members whose stall is over work off their backlog first (see the
-    /// module docs).
+    /// Members whose stall is over work off their backlog once their
+    /// fence allows (see the module docs).
     fn resume_stalled(&mut self) {
         let now = self.now;
         let mut sent = Vec::new();
         for (&id, member) in &mut self.members {
-            if member.stalled_until.is_none_or(|until| now < until) {
+            let Some(until) = member.stalled_until.filter(|&until| until <= now) else {
+                continue;
+            };
+            let shared = member.node.shared();
+            let waits = shared.fence().is_some_and(|fence| {
+                fence.uncertain(now) && now.saturating_duration_since(until) < fence.wait_limit()
+            });
+            if waits {
                 continue;
             }
             member.stalled_until = None;
+            // Under the state adopted before the stall (see the module
+            // docs), the fence read live.
             for queued in std::mem::take(&mut member.backlog) {
                 if !member.alive {
                     break;
@@ -939,7 +960,7 @@ impl ClusterHarness {
                 match queued {
                     Queued::Inbound { spi, seq, arrival } => {
                         let violations = &mut self.record.violations;
-                        if member.inbound(id, spi, seq, arrival, violations) == Some(true) {
+                        if member.inbound(id, (spi, seq, arrival), true, violations) == Some(true) {
                             self.record.late_inbound.push((spi, seq, id));
                         }
                     }
@@ -1055,7 +1076,9 @@ impl ClusterHarness {
             member.node.handle_report(now, report);
             moved = true;
         }
-        member.path.update(&member.node.shared());
+        if member.backlog.is_empty() {
+            member.path.update(&member.node.shared());
+        }
         while let Some(event) = member.node.poll_event() {
             if let ClusterEvent::LeaseGranted(grant) = &event {
                 record_grant(&mut self.record, id, grant.spi, &grant.block);

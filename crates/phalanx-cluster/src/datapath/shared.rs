@@ -145,6 +145,12 @@ impl SharedState {
         &self.head.silent
     }
 
+    /// This node's fence (see `fence`): the data path leaves its outside
+    /// ring unread while it is [`uncertain`](Fence::uncertain).
+    pub fn fence(&self) -> Option<&Arc<Fence>> {
+        self.fence.as_ref()
+    }
+
     /// Per [`silent`](Self::silent) suspect, the arrival time from which
     /// its inbound share is taken over.
     pub fn silent_since(&self) -> &[Instant] {

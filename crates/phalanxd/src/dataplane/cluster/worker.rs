@@ -63,6 +63,10 @@ pub const IDLE_TICK: Duration = Duration::from_millis(5);
 /// `ETH_DATA_LEN`): cleartext buffers hold at least this.
 const ETH_DATA_LEN: u16 = 1500;
 
+/// How long a worker sleeps between looks at a fence that keeps its
+/// outside ring waiting (a few per heartbeat interval).
+const FENCE_WAIT_TICK: Duration = Duration::from_micros(500);
+
 /// ARP replies and neighbour advertisements held per ring read; more
 /// are dropped (counted).
 const MAX_REPLIES: usize = 32;
@@ -181,6 +185,9 @@ struct ClusterWorker {
     inside: PacketSocket,
     outside: PacketSocket,
     plane: Plane,
+    /// Since when the rings wait for an uncertain fence, and whether the
+    /// wait ran out.
+    fence_wait: Option<(Instant, bool)>,
 }
 
 /// Everything but the rings.
@@ -261,6 +268,7 @@ impl ClusterWorker {
             inside: devices.inside,
             outside: devices.outside,
             plane,
+            fence_wait: None,
         }
     }
 
@@ -293,7 +301,10 @@ impl ClusterWorker {
                 r.readable || r.error
             };
             let (inside, outside) = (ready(1), ready(2));
-            self.round(inside, outside);
+            if self.round(inside, outside) {
+                // The outside ring waits (see `round`): do not spin on it.
+                thread::sleep(FENCE_WAIT_TICK);
+            }
             busy += began.elapsed();
             let now = Instant::now();
             if now.duration_since(published) >= interval {
@@ -327,9 +338,37 @@ impl ClusterWorker {
 
     /// One round: adopt the state, announce if needed, read the ready
     /// rings, hand the reports on.
-    fn round(&mut self, inside: bool, outside: bool) {
+    ///
+    /// While the node's fence is uncertain (this node has just stalled
+    /// and waits for its peers' reports of what they took over, see
+    /// `phalanx_cluster::fence`) the round does nothing: the frames wait
+    /// in the rings rather than be dropped for want of knowledge, and no
+    /// new state is adopted. When the wait ends, the outside ring's
+    /// frames, which arrived before and during it, are decided first
+    /// under the state adopted before (the view they arrived in; the
+    /// fence itself is read live), then the new state is adopted. At most
+    /// `Fence::wait_limit` in a row. Returns whether the round waited.
+    fn round(&mut self, inside: bool, outside: bool) -> bool {
         let rt = self.plane.store.load();
         let state = self.plane.link.shared.load_full();
+        let now = Instant::now();
+        let mut backlog = false;
+        match state.fence().filter(|fence| fence.uncertain(now)) {
+            Some(fence) => {
+                let (since, ran_out) = self.fence_wait.get_or_insert((now, false));
+                if !*ran_out {
+                    if now.saturating_duration_since(*since) < fence.wait_limit() {
+                        return true;
+                    }
+                    *ran_out = true;
+                    backlog = true;
+                }
+            }
+            None => backlog = self.fence_wait.take().is_some_and(|(_, ran_out)| !ran_out),
+        }
+        if backlog {
+            self.read(Side::Outside, &rt);
+        }
         let plane = &mut self.plane;
         if plane.classifier.begin_batch(&state, &rt, &mut plane.stats) {
             self.announce();
@@ -341,6 +380,7 @@ impl ClusterWorker {
             self.read(Side::Outside, &rt);
         }
         self.plane.send_reports();
+        false
     }
 
     /// Announcements of every virtual address (RFC 5227 §3 gratuitous
