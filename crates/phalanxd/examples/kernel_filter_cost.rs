@@ -68,7 +68,8 @@ fn node_two_filter() -> KernelFilter {
         DispatchScheme::PacketRoundRobin,
         FilterAddresses {
             outside_mac: MAC,
-            outside: Some(VIP),
+            outside_v4: Some(VIP),
+            outside_v6: None,
             inside_mac: MacAddress([0x02, 0, 0x5e, 0x10, 0, 2]),
         },
         4500,
