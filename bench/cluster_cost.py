@@ -38,9 +38,9 @@ softirq, charged to no process here, and the ring never sees the frame).
 
 --wan v4|v6|both: the tunnel over the IPv4 WAN (outside virtual address
 192.0.2.1) or the IPv6 one (2001:db8:f::1, `Cluster(wan6=True)`); the
-inner traffic is IPv4 either way. The kernel filter's program parses IPv4
-only: over IPv6 it drops frames to other MACs but no ESP, so every
-inbound packet reaches user space.
+inner traffic is IPv4 either way. The kernel filter decides ESP over
+either WAN (over IPv6: a 40-octet header whose Next Header is ESP or UDP;
+extension headers reach user space).
 
     bench/cluster_cost.py [--nodes 1 2 3 4] [--fit-nodes 1 2] [--sizes 64 512 1400]
                           [--rate 8000] [--seconds 4] [--directions outbound inbound]

@@ -1,27 +1,35 @@
-//! The kernel's time for the cluster's ESP pre-filter on one 1400-byte
-//! frame (`BPF_PROG_TEST_RUN`, the kernel's own clock over many runs):
-//! an owned frame (passed), a not-owned one (recorded, counted, dropped),
-//! one of an unregistered SA and a non-ESP frame (both passed early),
-//! and, for the harness's own cost, a program that only returns.
-//! Node 2 of a 3-node packet-rr view. Needs root (`bpf(2)`).
+//! The kernel's time for the cluster's ESP pre-filter on one frame
+//! carrying a 1400-byte IP packet (`BPF_PROG_TEST_RUN`, the kernel's own
+//! clock over many runs), over IPv4 and over IPv6, side by side: each
+//! version with the program a node whose outside address is of that
+//! version loads, then both with the dual-stack program (both
+//! addresses). Per version: an owned frame (passed), not-owned ESP and
+//! ESP in UDP (recorded, counted, dropped), one of an unregistered SA and
+//! a non-ESP frame (both passed early), one to another unicast MAC
+//! (dropped); under `hash-segments` a whole SA owned (passed) and not
+//! owned (dropped), whose peer is compared with the source (one word for
+//! IPv4, four for IPv6); and, for the harness's own cost, a program that
+//! only returns. Node 2 of a 3-node view (packet-rr unless the row says
+//! otherwise). Needs root (`bpf(2)`).
 //!
 //! `cargo run --release -p phalanxd --example kernel_filter_cost [repeat]`
 //!
 //! With `--receive-path [frames] [rounds]` it times the program on live
-//! frames instead: in a namespace of its own, a veth pair; not-owned ESP
-//! frames sent on one end (`sendmmsg`, paced so no backlog drops), a
-//! ring on the other end filtered by the program, and the kernel timing
-//! each run (`BPF_ENABLE_STATS`); then the same with a program that only
-//! drops, for the timing's own cost. Alternating, median of the rounds.
+//! frames instead (IPv4): in a namespace of its own, a veth pair;
+//! not-owned ESP frames sent on one end (`sendmmsg`, paced so no backlog
+//! drops), a ring on the other end filtered by the program, and the
+//! kernel timing each run (`BPF_ENABLE_STATS`); then the same with a
+//! program that only drops, for the timing's own cost. Alternating,
+//! median of the rounds.
 #![allow(clippy::unwrap_used)]
 
 use std::fs::File;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use nix::sched::{setns, CloneFlags};
 
-use phalanx_cluster::dispatch::{Direction, DispatchScheme};
+use phalanx_cluster::dispatch::{Direction, DispatchScheme, Dispatcher, PacketKey};
 use phalanx_cluster::{NodeId, SaDescriptor, View};
 use phalanx_io::bpf::asm::{Assembler, Reg};
 use phalanx_io::bpf::{Program, ProgramType, RunTimeStats};
@@ -33,56 +41,207 @@ use phalanxd::dataplane::cluster::kernel_filter::{FilterAddresses, KernelFilter}
 const MAC: MacAddress = MacAddress([0x02, 0, 0x5e, 0x10, 0, 1]);
 const VIP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
+const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xf, 0, 0, 0, 0, 1);
+const PEER6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xe, 0, 0, 0, 0, 2);
 const SPI: u32 = 0x2001;
+const NATT: u16 = 4500;
 const LEN: usize = 1400;
 /// `--receive-path`: frames per `sendmmsg`, and the pause after each, so
 /// the receiving end keeps up (no backlog drops).
 const PACE_BATCH: usize = 16;
 const PACE: Duration = Duration::from_micros(40);
 
+/// The outer IP version.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V4,
+    V6,
+}
+
+impl Version {
+    fn peer(self) -> IpAddr {
+        match self {
+            Version::V4 => IpAddr::V4(PEER),
+            Version::V6 => IpAddr::V6(PEER6),
+        }
+    }
+}
+
 /// 14 octets the test run strips, then an Ethernet frame carrying a
-/// `LEN`-octet IPv4 packet with protocol `proto` and ESP (SPI, seq).
-fn frame(proto: u8, spi: u32, seq: u32) -> Vec<u8> {
+/// `LEN`-octet IP packet of `version` from the peer to the virtual
+/// address: ESP (SPI, seq) directly, or behind a UDP header to
+/// `udp_port`.
+fn frame(version: Version, udp_port: Option<u16>, spi: u32, seq: u32) -> Vec<u8> {
+    let ethertype = match version {
+        Version::V4 => [0x08, 0x00],
+        Version::V6 => [0x86, 0xdd],
+    };
     let mut f = vec![0u8; 14];
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[12..14].copy_from_slice(&ethertype);
     f.extend_from_slice(&MAC.octets());
-    f.extend_from_slice(&[0x02, 0xbb, 0, 0, 0, 1, 0x08, 0x00]);
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&(LEN as u16).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = proto;
-    ip[12..16].copy_from_slice(&PEER.octets());
-    ip[16..20].copy_from_slice(&VIP.octets());
-    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0x02, 0xbb, 0, 0, 0, 1]);
+    f.extend_from_slice(&ethertype);
+    let proto = if udp_port.is_some() { 17 } else { 50 };
+    let header = match version {
+        Version::V4 => {
+            let mut ip = [0u8; 20];
+            ip[0] = 0x45;
+            ip[2..4].copy_from_slice(&(LEN as u16).to_be_bytes());
+            ip[8] = 64;
+            ip[9] = proto;
+            ip[12..16].copy_from_slice(&PEER.octets());
+            ip[16..20].copy_from_slice(&VIP.octets());
+            f.extend_from_slice(&ip);
+            ip.len()
+        }
+        Version::V6 => {
+            let mut ip = [0u8; 40];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&((LEN - 40) as u16).to_be_bytes());
+            ip[6] = proto;
+            ip[7] = 64;
+            ip[8..24].copy_from_slice(&PEER6.octets());
+            ip[24..40].copy_from_slice(&VIP6.octets());
+            f.extend_from_slice(&ip);
+            ip.len()
+        }
+    };
+    if let Some(port) = udp_port {
+        f.extend_from_slice(&40000u16.to_be_bytes());
+        f.extend_from_slice(&port.to_be_bytes());
+        f.extend_from_slice(&((LEN - header) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+    }
     f.extend_from_slice(&spi.to_be_bytes());
     f.extend_from_slice(&seq.to_be_bytes());
     f.resize(14 + 14 + LEN, 0x5a);
     f
 }
 
-/// Node 2's filter of a 3-node packet-rr view with SA `SPI` registered.
-fn node_two_filter() -> KernelFilter {
+fn inbound(spi: u32, peer: IpAddr) -> SaDescriptor {
+    SaDescriptor {
+        direction: Direction::Inbound,
+        spi,
+        esn: false,
+        peer,
+    }
+}
+
+fn view() -> View {
+    View::new(1, [1, 2, 3].map(NodeId))
+}
+
+/// Node 2's filter of a 3-node view under `scheme`, for the outside
+/// addresses `v4` and `v6`, with `sas` registered.
+fn node_two_filter(
+    scheme: DispatchScheme,
+    (v4, v6): (Option<Ipv4Addr>, Option<Ipv6Addr>),
+    sas: &[SaDescriptor],
+) -> KernelFilter {
     let mut filter = KernelFilter::load(
         NodeId(2),
-        DispatchScheme::PacketRoundRobin,
+        scheme,
         FilterAddresses {
             outside_mac: MAC,
-            outside: Some(VIP),
+            outside_v4: v4,
+            outside_v6: v6,
             inside_mac: MacAddress([0x02, 0, 0x5e, 0x10, 0, 2]),
         },
-        4500,
+        NATT,
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let sa = SaDescriptor {
-        direction: Direction::Inbound,
-        spi: SPI,
-        esn: false,
-        peer: IpAddr::V4(PEER),
-    };
-    let view = View::new(1, [1, 2, 3].map(NodeId));
-    filter.sync(&view, &[], [sa].iter());
+    filter.sync(&view(), &[], sas.iter());
     filter
+}
+
+/// The hash scheme of the `hash:` rows: `hash-segments` with the SPI in
+/// the hash, so one peer's SAs spread over the nodes.
+const HASH: DispatchScheme = DispatchScheme::HashSegments { with_spi: true };
+
+/// Under [`HASH`], an SPI whose SA from `version`'s peer node 2 owns
+/// whole, and one it does not.
+fn hash_spis(version: Version) -> (u32, u32) {
+    let mut dispatcher = Dispatcher::new(HASH, view());
+    let mut owned = |spi: u32| {
+        let key = PacketKey {
+            direction: Direction::Inbound,
+            spi,
+            index: 0,
+            len: 0,
+            flow: 0,
+            peer: version.peer(),
+        };
+        dispatcher.owner(&key) == Some(NodeId(2))
+    };
+    let mine = (0x3000..).find(|&spi| owned(spi)).unwrap();
+    let theirs = (0x3000..).find(|&spi| !owned(spi)).unwrap();
+    (mine, theirs)
+}
+
+/// One row: what it times, whether the frame must be dropped, whether it
+/// runs on the hash-scheme filter, and its frame per version.
+type Row = (&'static str, bool, bool, Box<dyn Fn(Version) -> Vec<u8>>);
+
+fn rows() -> Vec<Row> {
+    let (v4_hash, v6_hash) = (hash_spis(Version::V4), hash_spis(Version::V6));
+    let hash = move |version| match version {
+        Version::V4 => v4_hash,
+        Version::V6 => v6_hash,
+    };
+    vec![
+        (
+            "owned ESP (passed)",
+            false,
+            false,
+            Box::new(|v| frame(v, None, SPI, 1)),
+        ),
+        (
+            "not-owned ESP (recorded, dropped)",
+            true,
+            false,
+            Box::new(|v| frame(v, None, SPI, 2)),
+        ),
+        (
+            "not-owned ESP in UDP (recorded, dropped)",
+            true,
+            false,
+            Box::new(|v| frame(v, Some(NATT), SPI, 3)),
+        ),
+        (
+            "ESP of an unregistered SA (passed)",
+            false,
+            false,
+            Box::new(|v| frame(v, None, SPI + 1, 2)),
+        ),
+        (
+            "not ESP: UDP to port 0 (passed)",
+            false,
+            false,
+            Box::new(|v| frame(v, Some(0), 0, 0)),
+        ),
+        (
+            "to another unicast MAC (dropped)",
+            true,
+            false,
+            Box::new(|v| {
+                let mut f = frame(v, None, SPI, 2);
+                f[14 + 5] ^= 0x10;
+                f
+            }),
+        ),
+        (
+            "hash: whole SA owned (passed)",
+            false,
+            true,
+            Box::new(move |v| frame(v, None, hash(v).0, 2)),
+        ),
+        (
+            "hash: whole SA not owned (dropped)",
+            true,
+            true,
+            Box::new(move |v| frame(v, None, hash(v).1, 2)),
+        ),
+    ]
 }
 
 fn main() {
@@ -95,30 +254,55 @@ fn main() {
         return;
     }
     let repeat: u32 = first.map_or(1_000_000, |a| a.parse().unwrap());
-    let filter = node_two_filter();
-    let cases = [
-        ("owned ESP (passed)", frame(50, SPI, 1)),
-        ("not-owned ESP (recorded, dropped)", frame(50, SPI, 2)),
-        ("ESP of an unregistered SA (passed)", frame(50, SPI + 1, 2)),
-        ("not ESP: UDP to port 0 (passed)", frame(17, 0, 0)),
-        ("to another unicast MAC (dropped)", {
-            let mut f = frame(50, SPI, 2);
-            f[14 + 5] ^= 0x10;
-            f
-        }),
+    let (v4, v6) = (Some(VIP), Some(VIP6));
+    let mut hash_sas = Vec::new();
+    for version in [Version::V4, Version::V6] {
+        let (mine, theirs) = hash_spis(version);
+        hash_sas.push(inbound(mine, version.peer()));
+        hash_sas.push(inbound(theirs, version.peer()));
+    }
+    // Columns: the frame's version and the program's addresses.
+    let columns = [
+        ("IPv4", Version::V4, (v4, None)),
+        ("IPv6", Version::V6, (None, v6)),
+        ("IPv4 dual", Version::V4, (v4, v6)),
+        ("IPv6 dual", Version::V6, (v4, v6)),
     ];
-    println!("kernel filter, {LEN}-byte IP packets, {repeat} runs each (BPF_PROG_TEST_RUN):");
+    let filters: Vec<(KernelFilter, KernelFilter)> = (columns.iter())
+        .map(|&(_, version, addresses)| {
+            let rr = [inbound(SPI, version.peer())];
+            let rr = node_two_filter(DispatchScheme::PacketRoundRobin, addresses, &rr);
+            (rr, node_two_filter(HASH, addresses, &hash_sas))
+        })
+        .collect();
+    println!(
+        "kernel filter, {LEN}-byte IP packets, {repeat} runs each (BPF_PROG_TEST_RUN), ns/run;"
+    );
+    println!("columns: the frame's IP version; \"dual\": the program for both outside addresses");
+    print!("  {:42}", "");
+    for (name, _, _) in &columns {
+        print!(" {name:>9}");
+    }
+    println!();
     // The harness's own time per run: a program that only returns.
     let empty = constant_program(-1);
-    let run = empty.test_run(&cases[0].1, repeat).unwrap();
-    println!(
-        "  {:38} {:>4} ns/run",
-        "baseline: a program that only returns", run.ns_per_run
-    );
-    for (what, data) in cases {
-        let run = filter.program().test_run(&data, repeat).unwrap();
-        let verdict = if run.retval == 0 { "drop" } else { "pass" };
-        println!("  {what:38} {:>4} ns/run  -> {verdict}", run.ns_per_run);
+    print!("  {:42}", "baseline: a program that only returns");
+    for &(_, version, _) in &columns {
+        let run = empty
+            .test_run(&frame(version, None, SPI, 1), repeat)
+            .unwrap();
+        print!(" {:>9}", run.ns_per_run);
+    }
+    println!();
+    for (what, drops, hash, build) in rows() {
+        print!("  {what:42}");
+        for (&(name, version, _), (rr, hashed)) in columns.iter().zip(&filters) {
+            let filter = if hash { hashed } else { rr };
+            let run = filter.program().test_run(&build(version), repeat).unwrap();
+            assert_eq!(run.retval == 0, drops, "{what}, {name}: wrong verdict");
+            print!(" {:>9}", run.ns_per_run);
+        }
+        println!();
     }
 }
 
@@ -153,9 +337,10 @@ fn receive_path(frames: usize, rounds: usize) {
     let mut tx = PacketSocket::open(&PacketSocketConfig::new("pxa")).unwrap();
     // Not owned by node 2 of 3: seq % 3 != 1.
     let batch: Vec<Vec<u8>> = (0..PACE_BATCH as u32)
-        .map(|i| frame(50, SPI, 3 * i + 2)[14..].to_vec())
+        .map(|i| frame(Version::V4, None, SPI, 3 * i + 2)[14..].to_vec())
         .collect();
-    let filter = node_two_filter();
+    let sa = [inbound(SPI, IpAddr::V4(PEER))];
+    let filter = node_two_filter(DispatchScheme::PacketRoundRobin, (Some(VIP), None), &sa);
     let drop_all = constant_program(0);
     // `frames` frames through a ring on the other end filtered by
     // `program`, the kernel timing each run: its mean ns per run.

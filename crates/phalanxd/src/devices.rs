@@ -174,7 +174,8 @@ fn open_kernel_filter(
 ) -> KernelFilterState {
     let addresses = FilterAddresses {
         outside_mac: MacAddress(cluster.outside.mac),
-        outside: cluster.outside.addresses.v4,
+        outside_v4: cluster.outside.addresses.v4,
+        outside_v6: cluster.outside.addresses.v6,
         inside_mac: MacAddress(cluster.inside.mac),
     };
     let loaded = KernelFilter::load(cluster.node_id, cluster.scheme, addresses, udp_port)

@@ -45,9 +45,9 @@
 //! owns before it is copied to the ring (packet round robin on non-ESN
 //! SAs, the hash schemes), records its numbers for the observer, and
 //! counts it (`cluster_inbound_not_owned_kernel`); such frames never reach
-//! the classifier. The program parses IPv4 only: with an IPv6 outside
-//! address it only drops frames to other MACs, and every ESP packet is
-//! dispatched in user space.
+//! the classifier. It decides ESP to the outside virtual address over
+//! IPv4 and over IPv6; IPv6 packets with extension headers (fragments
+//! included) reach the classifier, which walks the chain.
 //!
 //! Every frame that is not processed is counted with its reason
 //! ([`DaemonCounter`](super::DaemonCounter)`::Cluster*`), so `phalanxctl

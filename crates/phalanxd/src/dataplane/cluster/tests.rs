@@ -803,7 +803,8 @@ fn a_takeover_marks_what_the_kernel_filter_dropped() {
     use super::kernel_filter::{FilterAddresses, FilterError, KernelFilter};
     let addresses = FilterAddresses {
         outside_mac: OUTSIDE_VMAC,
-        outside: Some(OUTSIDE_VIP),
+        outside_v4: Some(OUTSIDE_VIP),
+        outside_v6: None,
         inside_mac: INSIDE_VMAC,
     };
     let filter =

@@ -11,40 +11,58 @@
 //! - `slots`: mmapable array of [`SLOT_BYTES`] elements. Element 0 is the
 //!   global header ([`global`]); element `i >= 1` is one inbound SA
 //!   ([`slot`]): its mode, the precomputed ownership of whole-SA modes,
-//!   its peer, and [`CELLS`] cells of observed sequence numbers;
+//!   its peer (16 octets: an IPv6 address, or an IPv4 one and zeros),
+//!   and [`CELLS`] cells of observed sequence numbers;
 //! - `counters`: per-CPU array of one element, the drop counters
 //!   ([`counter`]); each CPU adds to its own copy, so receive queues on
 //!   different CPUs never contend for a cache line, and user space sums.
 //!
-//! Per frame of at least [`COPY`] octets, one `bpf_skb_load_bytes` copies
-//! the headers to the stack and every check reads the copy; shorter
-//! frames only get the MAC check (legacy loads).
+//! The program is built for the outside virtual IPv4 address, the IPv6
+//! one, or both (a dual-stack side); it parses only the versions it has
+//! an address for, and frames of the other pass. Per frame of at least
+//! the shortest copy, one `bpf_skb_load_bytes` copies the headers to the
+//! stack and every check reads the copy: 50 octets (Ethernet, a 20-octet
+//! IPv4 header, UDP, ESP) or, when the program parses IPv6 and the frame
+//! has them, 70 (a 40-octet IPv6 header instead). The IPv6 checks need
+//! the longer copy, so an IPv6 frame of fewer than 70 octets passes (no
+//! ESP packet with an ICV is that short). Frames shorter than the
+//! shortest copy only get the MAC check (legacy loads).
 //!
 //! Per frame (from the Ethernet header, as a `SOCK_RAW` packet socket's
 //! filter sees it), the program first **drops** a frame to another
 //! unicast MAC address than the outside virtual MAC (counted in
-//! [`global::OTHER_MAC_DROPS`]): the classifier ignores those anyway
+//! [`counter::OTHER_MAC_DROPS`]): the classifier ignores those anyway
 //! (`cluster_ignored_other_mac`), and a segment that floods frames for
 //! the virtual MAC floods the other nodes' and hosts' unicast too. The
 //! inside ring gets only that part ([`other_mac_filter`]). Then it
 //! **passes** (returns `0xffffffff`: the frame reaches the ring and user
 //! space decides, as without the filter) anything it does not positively
-//! recognise as a not-owned ESP packet of a registered SA: VLAN-tagged,
-//! to a group (broadcast, multicast) address, not
-//! IPv4, IPv4 options (a header longer than 20 octets) or total length
-//! inconsistent with the frame, not to
-//! the outside virtual address, a fragment, neither ESP (protocol 50) nor
-//! UDP to the ESP-in-UDP port with a non-zero first word (RFC 3948 §2.2:
-//! the non-ESP marker is zero), or an SPI that is not registered. It
-//! never reads past the frame (the copy is only made of a frame at least
-//! as long, and a legacy load past the end would end the program with 0,
-//! a drop). For a registered SA it applies the SA's mode:
+//! recognise as a not-owned ESP packet of a registered SA:
+//! - VLAN-tagged, or to a group (broadcast, multicast) address;
+//! - neither IPv4 nor IPv6, or a version the program has no address for;
+//! - IPv4 (RFC 791) with options (a header longer than 20 octets), a
+//!   total length past the frame, or a fragment;
+//! - IPv6 (RFC 8200) whose Next Header is not ESP or UDP directly (any
+//!   extension header, fragments included: user space walks the chain),
+//!   or whose payload length runs past the frame;
+//! - not to the outside virtual address of its version;
+//! - neither ESP (protocol 50) nor UDP to the ESP-in-UDP port with a
+//!   non-zero first word (RFC 3948 §2.2: the non-ESP marker is zero), or
+//!   an ESP header past the IP packet's end;
+//! - an SPI that is not registered.
+//!
+//! It never reads past the frame (the copy is only made of a frame at
+//! least as long, and a legacy load past the end would end the program
+//! with 0, a drop). For a registered SA it applies the SA's mode, the
+//! same for both IP versions:
 //! - [`SlotMode::ROUND_ROBIN`]: owned when `seq % n == position`
 //!   (`DispatchScheme::PacketRoundRobin`: `view.member(index % n)`, the
 //!   index being the 32-bit field of a non-ESN SA);
-//! - [`SlotMode::WHOLE_SA`]: owned when the slot says so; a packet whose
-//!   source is not the SA's peer passes (the hash schemes hash the
-//!   packet's source, which user space did not precompute);
+//! - [`SlotMode::WHOLE_SA_V4`], [`SlotMode::WHOLE_SA_V6`]: owned when the
+//!   slot says so; a packet whose source is not the SA's peer passes (the
+//!   hash schemes hash the packet's source, which user space did not
+//!   precompute), and so does a packet of the other IP version than the
+//!   peer's (its source cannot be the peer);
 //! - any other mode passes.
 //!
 //! A not-owned packet's 32-bit sequence number is stored in cell `seq &
@@ -52,7 +70,7 @@
 //! this CPU's drop counter is incremented, and the program returns 0:
 //! the frame is never copied to the ring.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use phalanx_io::bpf::asm::{AluOp, AsmError, Assembler, Helper, Insn, JmpOp, Label, Reg, Size};
 use phalanx_wire::ethernet::MacAddress;
@@ -98,14 +116,18 @@ pub mod slot {
     pub const MODE: usize = 0;
     /// u32: whole-SA modes: 1 when this node owns the SA.
     pub const OWNED: usize = 4;
-    /// u32: the SA's peer IPv4 address as its octets in network order
-    /// (as the program reads them from the copied header); whole-SA
-    /// modes only.
-    pub const PEER: usize = 8;
     /// u32: the SA's SPI (the bucket is not unique).
-    pub const SPI: usize = 12;
+    pub const SPI: usize = 8;
+    /// [`PEER_BYTES`] octets: the SA's peer address as its octets in
+    /// network order (as the program reads them from the copied header):
+    /// an IPv6 address, or an IPv4 address in the first 4 and zeros;
+    /// whole-SA modes only. Octets 12..16 are unused, so the peer and the
+    /// cells are 8-aligned.
+    pub const PEER: usize = 16;
+    /// Octets of the peer: an IPv6 address.
+    pub const PEER_BYTES: usize = 16;
     /// The first of the u32 cells.
-    pub const CELLS: usize = 16;
+    pub const CELLS: usize = PEER + PEER_BYTES;
 }
 
 /// How the program decides a registered SA's packets.
@@ -117,28 +139,35 @@ impl SlotMode {
     pub const PASS: SlotMode = SlotMode(0);
     /// Owned when `seq % n == position`.
     pub const ROUND_ROBIN: SlotMode = SlotMode(1);
-    /// Owned as the slot's `owned` says, for packets from its peer.
-    pub const WHOLE_SA: SlotMode = SlotMode(2);
+    /// Owned as the slot's `owned` says, for IPv4 packets from its peer,
+    /// an IPv4 address.
+    pub const WHOLE_SA_V4: SlotMode = SlotMode(2);
+    /// Owned as the slot's `owned` says, for IPv6 packets from its peer,
+    /// an IPv6 address.
+    pub const WHOLE_SA_V6: SlotMode = SlotMode(3);
 }
 
 /// Ethernet header length and EtherType offset (IEEE 802.3).
 const ETH_HLEN: i32 = 14;
 const ETH_TYPE: i16 = 12;
-/// `ETH_P_IP`.
-const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 /// IPv4 header fields, from the frame start (RFC 791 §3.1). Only
 /// 20-octet headers (version 4, IHL 5) are decided here; options pass.
 const IP_VERSION_IHL: i16 = 14;
 const IP_VERSION_4_IHL_5: i32 = 0x45;
 const IP_TOTAL_LENGTH: i16 = 16;
 const IP_FLAGS_FRAGMENT: i16 = 20;
-const IP_PROTOCOL: i16 = 23;
-const IP_SOURCE: i16 = 26;
 const IP_DESTINATION: i16 = 30;
-const IP_HEADER: i32 = 20;
 /// More-fragments flag and fragment offset (RFC 791 §3.1), as the two
 /// octets in network order read as a little-endian u16.
 const IP_MF_AND_OFFSET: i32 = u16::from_le_bytes(0x3fff_u16.to_be_bytes()) as i32;
+/// IPv6 header fields, from the frame start (RFC 8200 §3): the version
+/// in the high four bits of the first octet, then the Payload Length
+/// (the octets after the 40-octet header) and the destination address.
+const IP6_VERSION: i16 = 14;
+const IP6_VERSION_MASK: i32 = 0xf0;
+const IP6_VERSION_6: i32 = 0x60;
+const IP6_PAYLOAD_LENGTH: i16 = 18;
+const IP6_DESTINATION: i16 = 38;
 /// IANA protocol numbers.
 const PROTO_ESP: i32 = 50;
 const PROTO_UDP: i32 = 17;
@@ -146,21 +175,76 @@ const PROTO_UDP: i32 = 17;
 /// then the sequence number field, 8 octets.
 const UDP_HEADER: i32 = 8;
 const ESP_HEADER: i32 = 8;
-/// Frame offsets of the ESP-in-UDP destination port, ESP's SPI, and the
-/// SPI of ESP in UDP (RFC 3948 §2.1; also the non-ESP marker, §2.2).
-const UDP_DST_PORT: i16 = 36;
-const ESP_SPI: i16 = 34;
-const UDP_ESP_SPI: i16 = 42;
-/// Octets copied to the stack: Ethernet, a 20-octet IPv4 header, UDP
-/// and the ESP header. A shorter frame cannot be ESP the program drops
-/// (the smallest AES-GCM ESP frame is 68 octets); it only gets the MAC
-/// check.
-const COPY: i32 = ETH_HLEN + IP_HEADER + UDP_HEADER + ESP_HEADER;
-/// The frame's octet 0 on the stack. The verifier wants aligned stack
-/// loads, so this sits at 2 mod 4: the addresses (frame offsets 26, 30)
-/// and the SPIs and sequence numbers (34, 38; 42, 46) are then 4-aligned,
-/// the 16-bit fields 2-aligned.
-const FRAME: i16 = -66;
+
+/// Where one IP version's fields sit in the frame, and the mode of the
+/// whole-SA slots whose peer is of that version.
+struct IpLayout {
+    /// `ETH_P_IP`, `ETH_P_IPV6`.
+    ethertype: [u8; 2],
+    /// Octets of the header the program decides: IPv4 without options,
+    /// IPv6 without extension headers.
+    header: i32,
+    /// Frame offset of the Protocol (IPv4) or Next Header (IPv6) octet.
+    protocol: i16,
+    /// Frame offset of the source address, and its 32-bit words.
+    source: i16,
+    source_words: i16,
+    /// The mode of whole-SA slots whose peer can send these packets.
+    whole_sa: SlotMode,
+}
+
+impl IpLayout {
+    /// Frame offset of what follows the header: ESP's SPI (RFC 4303 §2),
+    /// or the UDP header.
+    const fn transport(&self) -> i16 {
+        (ETH_HLEN + self.header) as i16
+    }
+
+    /// Frame offset of the UDP destination port.
+    const fn udp_destination_port(&self) -> i16 {
+        self.transport() + 2
+    }
+
+    /// Frame offset of the SPI of ESP in UDP (RFC 3948 §2.1; also the
+    /// non-ESP marker, §2.2).
+    const fn udp_esp_spi(&self) -> i16 {
+        self.transport() + UDP_HEADER as i16
+    }
+
+    /// Octets the checks read: Ethernet, the header, UDP and the ESP
+    /// header. A shorter frame cannot be ESP the program drops (the
+    /// smallest AES-GCM ESP frame is 68 octets over IPv4, 88 over IPv6).
+    const fn copy(&self) -> i32 {
+        ETH_HLEN + self.header + UDP_HEADER + ESP_HEADER
+    }
+}
+
+/// IPv4 (RFC 791 §3.1): a 20-octet header.
+const IPV4: IpLayout = IpLayout {
+    ethertype: [0x08, 0x00],
+    header: 20,
+    protocol: 23,
+    source: 26,
+    source_words: 1,
+    whole_sa: SlotMode::WHOLE_SA_V4,
+};
+/// IPv6 (RFC 8200 §3): the fixed 40-octet header.
+const IPV6: IpLayout = IpLayout {
+    ethertype: [0x86, 0xdd],
+    header: 40,
+    protocol: 20,
+    source: 22,
+    source_words: 4,
+    whole_sa: SlotMode::WHOLE_SA_V6,
+};
+
+/// The frame's octet 0 on the stack, the longest copy (IPv6, 70 octets)
+/// ending below the keys. The verifier wants aligned stack loads, so
+/// this sits at 2 mod 4: the addresses (IPv4 frame offsets 26, 30; IPv6
+/// 22 to 54) and the SPIs and sequence numbers (IPv4 34, 38 and 42, 46;
+/// IPv6 54, 58 and 62, 66) are then 4-aligned, the 16-bit fields
+/// 2-aligned.
+const FRAME: i16 = -86;
 /// `struct __sk_buff` fields (linux/bpf.h).
 const SKB_LEN: i16 = 0;
 const SKB_VLAN_PRESENT: i16 = 20;
@@ -170,6 +254,27 @@ const KEY_ZERO: i16 = -12;
 /// What the program returns: keep the whole frame, or drop it.
 const PASS: i32 = -1;
 const DROP: i32 = 0;
+
+// The longest copy ends below the keys, and every 32-bit field the
+// program loads from it is 4-aligned (see FRAME).
+const _: () = assert!(FRAME as i32 + IPV6.copy() <= KEY_ZERO as i32);
+const _: () = {
+    let words = [
+        IPV4.source,
+        IP_DESTINATION,
+        IPV4.transport(),
+        IPV4.udp_esp_spi(),
+        IPV6.source,
+        IP6_DESTINATION,
+        IPV6.transport(),
+        IPV6.udp_esp_spi(),
+    ];
+    let mut i = 0;
+    while i < words.len() {
+        assert!(copied(words[i]).rem_euclid(4) == 0);
+        i += 1;
+    }
+};
 
 /// Octet offsets of the u64 counters in the `counters` per-CPU element.
 pub mod counter {
@@ -196,13 +301,22 @@ fn raw16(octets: [u8; 2]) -> u32 {
     u32::from(u16::from_le_bytes(octets))
 }
 
+/// An IPv6 address as the four words little-endian loads of its copy
+/// return.
+fn raw_words(octets: &[u8; 16]) -> [u32; 4] {
+    let word = |i: usize| raw32([octets[i], octets[i + 1], octets[i + 2], octets[i + 3]]);
+    [word(0), word(4), word(8), word(12)]
+}
+
 /// What the program is built for.
 #[derive(Clone, Copy, Debug)]
 pub struct FilterTarget {
     /// The outside virtual MAC.
     pub mac: MacAddress,
-    /// The outside virtual address.
-    pub address: Ipv4Addr,
+    /// The outside virtual IPv4 address, if the side has one.
+    pub ipv4: Option<Ipv4Addr>,
+    /// The outside virtual IPv6 address, if the side has one.
+    pub ipv6: Option<Ipv6Addr>,
     /// The ESP-in-UDP port (4500).
     pub udp_port: u16,
     /// Descriptor of the `index` map.
@@ -213,27 +327,42 @@ pub struct FilterTarget {
     pub counters_fd: i32,
 }
 
-/// The outside ring's program. See the module docs.
+/// An outside virtual address the program decides ESP to.
+#[derive(Clone, Copy)]
+enum Destination {
+    V4(Ipv4Addr),
+    V6(Ipv6Addr),
+}
+
+impl Destination {
+    fn layout(&self) -> &'static IpLayout {
+        match self {
+            Destination::V4(_) => &IPV4,
+            Destination::V6(_) => &IPV6,
+        }
+    }
+}
+
+/// The outside ring's program. See the module docs. Without an address
+/// it is the [`other_mac_filter`].
 ///
-/// One `bpf_skb_load_bytes` copies the first [`COPY`] octets to the
-/// stack and every field is read from there: the legacy packet loads it
-/// replaced were one helper call each (14 per ESP frame).
+/// One `bpf_skb_load_bytes` copies the headers to the stack and every
+/// field is read from there: the legacy packet loads it replaced were
+/// one helper call each (14 per ESP frame).
 pub fn esp_filter(target: &FilterTarget) -> Result<Vec<Insn>, AsmError> {
+    let destinations: Vec<Destination> = (target.ipv4.map(Destination::V4).into_iter())
+        .chain(target.ipv6.map(Destination::V6))
+        .collect();
+    let copies = destinations.iter().map(|d| d.layout().copy());
+    let (Some(shortest), Some(longest)) = (copies.clone().min(), copies.max()) else {
+        return other_mac_filter(target.mac, target.counters_fd);
+    };
     let mut asm = Assembler::new();
     let pass = asm.label();
     let short = asm.label();
-    let esp = asm.label();
-    let have_esp = asm.label();
     let other_mac = asm.label();
     prologue(&mut asm, pass);
-    asm.jump_imm(JmpOp::JLT, Reg::R9, COPY, short)
-        .mov(Reg::R1, Reg::R6)
-        .mov_imm(Reg::R2, 0)
-        .mov(Reg::R3, Reg::FP)
-        .alu64_imm(AluOp::ADD, Reg::R3, i32::from(FRAME))
-        .mov_imm(Reg::R4, COPY)
-        .call(Helper::SKB_LOAD_BYTES)
-        .jump_imm(JmpOp::JNE, Reg::R0, 0, pass);
+    copy_headers(&mut asm, (shortest, longest), short, pass);
     let mac = target.mac.octets();
     asm.load(Size::H, Reg::R0, Reg::FP, copied(0))
         .jump32_imm(JmpOp::JNE, Reg::R0, raw16([mac[0], mac[1]]), other_mac)
@@ -244,32 +373,28 @@ pub fn esp_filter(target: &FilterTarget) -> Result<Vec<Insn>, AsmError> {
             raw32([mac[2], mac[3], mac[4], mac[5]]),
             other_mac,
         );
-    ip_checks(&mut asm, target, pass);
-    // r8: where the IP packet ends in the frame.
-    asm.load(Size::B, Reg::R0, Reg::FP, copied(IP_PROTOCOL))
-        .jump_imm(JmpOp::JEQ, Reg::R0, PROTO_ESP, esp)
-        .jump_imm(JmpOp::JNE, Reg::R0, PROTO_UDP, pass);
-    // ESP in UDP: inside the IP packet, the port, then a non-zero
-    // marker (zero: IKE). r7: the SPI's stack address.
-    asm.jump_imm(JmpOp::JLT, Reg::R8, COPY, pass)
-        .load(Size::H, Reg::R0, Reg::FP, copied(UDP_DST_PORT))
-        .jump32_imm(
-            JmpOp::JNE,
-            Reg::R0,
-            raw16(target.udp_port.to_be_bytes()),
-            pass,
-        )
-        .load(Size::W, Reg::R0, Reg::FP, copied(UDP_ESP_SPI))
-        .jump_imm(JmpOp::JEQ, Reg::R0, 0, pass)
-        .mov(Reg::R7, Reg::FP)
-        .alu64_imm(AluOp::ADD, Reg::R7, i32::from(copied(UDP_ESP_SPI)))
-        .jump(have_esp);
-    asm.bind(esp)
-        .jump_imm(JmpOp::JLT, Reg::R8, ETH_HLEN + IP_HEADER + ESP_HEADER, pass)
-        .mov(Reg::R7, Reg::FP)
-        .alu64_imm(AluOp::ADD, Reg::R7, i32::from(copied(ESP_SPI)));
-    asm.bind(have_esp);
-    decide(&mut asm, target, pass);
+    // r0: the EtherType, for each version's first test (a version that
+    // does not match jumps before r0 changes).
+    asm.load(Size::H, Reg::R0, Reg::FP, copied(ETH_TYPE));
+    for (i, destination) in destinations.iter().enumerate() {
+        let last = i + 1 == destinations.len();
+        let other_version = if last { pass } else { asm.label() };
+        let layout = destination.layout();
+        asm.jump32_imm(JmpOp::JNE, Reg::R0, raw16(layout.ethertype), other_version);
+        if layout.copy() > shortest {
+            // The frame was copied this far only if it is this long.
+            asm.jump_imm(JmpOp::JLT, Reg::R9, layout.copy(), pass);
+        }
+        match *destination {
+            Destination::V4(address) => ipv4_checks(&mut asm, address, pass),
+            Destination::V6(address) => ipv6_checks(&mut asm, address, pass),
+        }
+        transport(&mut asm, layout, target.udp_port, pass);
+        decide(&mut asm, target, layout, pass);
+        if !last {
+            asm.bind(other_version);
+        }
+    }
     // Too short to copy: only the MAC matters (legacy loads).
     asm.bind(short);
     mac_check(&mut asm, target.mac, other_mac);
@@ -289,6 +414,29 @@ fn prologue(asm: &mut Assembler, pass: Label) {
         .load(Size::W, Reg::R0, Reg::R6, SKB_VLAN_PRESENT)
         .jump_imm(JmpOp::JNE, Reg::R0, 0, pass)
         .jump_imm(JmpOp::JLT, Reg::R9, ETH_HLEN, pass);
+}
+
+/// Copies the frame's first `shortest` octets to the stack at [`FRAME`],
+/// or its first `longest` when it has them: one helper call either way,
+/// and an IPv4 frame costs the same as in a program without IPv6. A
+/// frame shorter than `shortest` goes to `short`. The verifier follows
+/// both lengths: a load past the shorter copy is only reachable behind a
+/// length test that excludes it.
+fn copy_headers(asm: &mut Assembler, (shortest, longest): (i32, i32), short: Label, pass: Label) {
+    let copy = asm.label();
+    asm.jump_imm(JmpOp::JLT, Reg::R9, shortest, short)
+        .mov_imm(Reg::R4, shortest);
+    if longest > shortest {
+        asm.jump_imm(JmpOp::JLT, Reg::R9, longest, copy)
+            .mov_imm(Reg::R4, longest);
+    }
+    asm.bind(copy)
+        .mov(Reg::R1, Reg::R6)
+        .mov_imm(Reg::R2, 0)
+        .mov(Reg::R3, Reg::FP)
+        .alu64_imm(AluOp::ADD, Reg::R3, i32::from(FRAME))
+        .call(Helper::SKB_LOAD_BYTES)
+        .jump_imm(JmpOp::JNE, Reg::R0, 0, pass);
 }
 
 /// The inside ring's program: drops (and counts) frames to another
@@ -340,14 +488,12 @@ fn count_and_drop(asm: &mut Assembler, counters_fd: i32, at: i16, pass: Label) {
 
 /// IPv4 checks on the copy; leaves r8 = the end of the IPv4 packet in
 /// the frame. Jumps to `pass` unless it is an unfragmented IPv4 packet
-/// with a 20-octet header to the virtual address, within the frame.
-fn ip_checks(asm: &mut Assembler, target: &FilterTarget, pass: Label) {
-    asm.load(Size::H, Reg::R0, Reg::FP, copied(ETH_TYPE))
-        .jump32_imm(JmpOp::JNE, Reg::R0, raw16(ETHERTYPE_IPV4), pass)
-        .load(Size::B, Reg::R0, Reg::FP, copied(IP_VERSION_IHL))
+/// with a 20-octet header to `address`, within the frame.
+fn ipv4_checks(asm: &mut Assembler, address: Ipv4Addr, pass: Label) {
+    asm.load(Size::B, Reg::R0, Reg::FP, copied(IP_VERSION_IHL))
         .jump_imm(JmpOp::JNE, Reg::R0, IP_VERSION_4_IHL_5, pass)
         .load(Size::W, Reg::R0, Reg::FP, copied(IP_DESTINATION))
-        .jump32_imm(JmpOp::JNE, Reg::R0, raw32(target.address.octets()), pass)
+        .jump32_imm(JmpOp::JNE, Reg::R0, raw32(address.octets()), pass)
         .load(Size::H, Reg::R0, Reg::FP, copied(IP_FLAGS_FRAGMENT))
         .jump_imm(JmpOp::JSET, Reg::R0, IP_MF_AND_OFFSET, pass)
         .load(Size::H, Reg::R8, Reg::FP, copied(IP_TOTAL_LENGTH))
@@ -356,9 +502,65 @@ fn ip_checks(asm: &mut Assembler, target: &FilterTarget, pass: Label) {
         .jump_reg(JmpOp::JGT, Reg::R8, Reg::R9, pass);
 }
 
+/// IPv6 checks on the copy; leaves r8 = the end of the IPv6 packet in
+/// the frame. Jumps to `pass` unless it is version 6, to `address`
+/// (four words), within the frame (RFC 8200 §3: the Payload Length
+/// counts the octets after the 40-octet header). The Next Header is
+/// [`transport`]'s: anything but ESP or UDP, extension headers
+/// included, passes there.
+fn ipv6_checks(asm: &mut Assembler, address: Ipv6Addr, pass: Label) {
+    asm.load(Size::B, Reg::R0, Reg::FP, copied(IP6_VERSION))
+        .alu32_imm(AluOp::AND, Reg::R0, IP6_VERSION_MASK)
+        .jump_imm(JmpOp::JNE, Reg::R0, IP6_VERSION_6, pass);
+    for (word, at) in raw_words(&address.octets()).into_iter().zip(0i16..) {
+        asm.load(Size::W, Reg::R0, Reg::FP, copied(IP6_DESTINATION + 4 * at))
+            .jump32_imm(JmpOp::JNE, Reg::R0, word, pass);
+    }
+    asm.load(Size::H, Reg::R8, Reg::FP, copied(IP6_PAYLOAD_LENGTH))
+        .to_be(Reg::R8, 16)
+        .alu64_imm(AluOp::ADD, Reg::R8, ETH_HLEN + IPV6.header)
+        .jump_reg(JmpOp::JGT, Reg::R8, Reg::R9, pass);
+}
+
+/// r8 = the end of the IP packet: ESP directly behind the header, or in
+/// UDP to `udp_port` with a non-zero marker (zero: IKE, RFC 3948 §2.2),
+/// its header inside the IP packet; leaves r7 = the copied SPI's stack
+/// address. Anything else jumps to `pass`.
+fn transport(asm: &mut Assembler, layout: &IpLayout, udp_port: u16, pass: Label) {
+    let esp = asm.label();
+    let have_esp = asm.label();
+    asm.load(Size::B, Reg::R0, Reg::FP, copied(layout.protocol))
+        .jump_imm(JmpOp::JEQ, Reg::R0, PROTO_ESP, esp)
+        .jump_imm(JmpOp::JNE, Reg::R0, PROTO_UDP, pass);
+    asm.jump_imm(JmpOp::JLT, Reg::R8, layout.copy(), pass)
+        .load(
+            Size::H,
+            Reg::R0,
+            Reg::FP,
+            copied(layout.udp_destination_port()),
+        )
+        .jump32_imm(JmpOp::JNE, Reg::R0, raw16(udp_port.to_be_bytes()), pass)
+        .load(Size::W, Reg::R0, Reg::FP, copied(layout.udp_esp_spi()))
+        .jump_imm(JmpOp::JEQ, Reg::R0, 0, pass)
+        .mov(Reg::R7, Reg::FP)
+        .alu64_imm(AluOp::ADD, Reg::R7, i32::from(copied(layout.udp_esp_spi())))
+        .jump(have_esp);
+    asm.bind(esp)
+        .jump_imm(
+            JmpOp::JLT,
+            Reg::R8,
+            i32::from(layout.transport()) + ESP_HEADER,
+            pass,
+        )
+        .mov(Reg::R7, Reg::FP)
+        .alu64_imm(AluOp::ADD, Reg::R7, i32::from(copied(layout.transport())));
+    asm.bind(have_esp);
+}
+
 /// r7 = the copied SPI's stack address (the sequence number follows):
-/// look the SA up and decide.
-fn decide(asm: &mut Assembler, target: &FilterTarget, pass: Label) {
+/// look the SA up and decide. A whole-SA slot decides only packets of
+/// `layout`'s version from its peer.
+fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: Label) {
     let round_robin = asm.label();
     let not_owned = asm.label();
     // r9: the sequence number; r7: the SPI.
@@ -386,11 +588,14 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, pass: Label) {
             SlotMode::ROUND_ROBIN.0 as i32,
             round_robin,
         )
-        .jump_imm(JmpOp::JNE, Reg::R1, SlotMode::WHOLE_SA.0 as i32, pass)
-        .load(Size::W, Reg::R2, Reg::R7, slot::PEER as i16)
-        .load(Size::W, Reg::R3, Reg::FP, copied(IP_SOURCE))
-        .jump_reg(JmpOp::JNE, Reg::R2, Reg::R3, pass)
-        .load(Size::W, Reg::R2, Reg::R7, slot::OWNED as i16)
+        .jump_imm(JmpOp::JNE, Reg::R1, layout.whole_sa.0 as i32, pass);
+    // Whole SA: from its peer (word by word), then as the slot says.
+    for word in 0..layout.source_words {
+        asm.load(Size::W, Reg::R2, Reg::R7, slot::PEER as i16 + 4 * word)
+            .load(Size::W, Reg::R3, Reg::FP, copied(layout.source + 4 * word))
+            .jump_reg(JmpOp::JNE, Reg::R2, Reg::R3, pass);
+    }
+    asm.load(Size::W, Reg::R2, Reg::R7, slot::OWNED as i16)
         .jump_imm(JmpOp::JNE, Reg::R2, 0, pass)
         .jump(not_owned);
     // Round robin: the view from the global header (only this mode

@@ -17,6 +17,8 @@ const MAC: MacAddress = MacAddress([0x02, 0x50, 0x48, 0x58, 0x00, 0x01]);
 const INSIDE_MAC: MacAddress = MacAddress([0x02, 0x50, 0x48, 0x58, 0x00, 0x02]);
 const VIP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 10);
 const PEER: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 7);
+const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10);
+const PEER6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 7);
 const NATT: u16 = 4500;
 const SPI: u32 = 0x0102_0304;
 
@@ -66,11 +68,50 @@ fn frame(
     f
 }
 
+/// An Ethernet frame to the virtual MAC of `total` octets carrying IPv6
+/// (a 40-octet header, no extension header) from `src` to `dst` with
+/// ESP (SPI, `seq`) directly or in UDP.
+fn frame6(
+    carrier: Carrier,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    spi: u32,
+    seq: u32,
+    total: usize,
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(total);
+    f.extend_from_slice(&MAC.octets());
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
+    f.extend_from_slice(&[0x86, 0xdd]);
+    let payload_len = u16::try_from(total - 14 - 40).unwrap();
+    let next_header = if carrier == Carrier::Esp { 50 } else { 17 };
+    let mut ip = [0u8; 40];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&payload_len.to_be_bytes());
+    ip[6] = next_header;
+    ip[7] = 64;
+    ip[8..24].copy_from_slice(&src.octets());
+    ip[24..40].copy_from_slice(&dst.octets());
+    f.extend_from_slice(&ip);
+    if carrier == Carrier::Udp {
+        f.extend_from_slice(&40000u16.to_be_bytes());
+        f.extend_from_slice(&NATT.to_be_bytes());
+        f.extend_from_slice(&payload_len.to_be_bytes());
+        // Not checked by the program (nor by user space's dispatch).
+        f.extend_from_slice(&[0xc0, 0xde]);
+    }
+    f.extend_from_slice(&spi.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.resize(total, 0xa5);
+    f
+}
+
 /// The program's verdict on `frame` (true: passed to the ring), run as
-/// the socket would: behind 14 octets the test run strips.
+/// the socket would: behind 14 octets the test run strips (their
+/// EtherType, the frame's, sets the skb's protocol).
 fn passes(filter: &KernelFilter, frame: &[u8]) -> bool {
     let mut data = vec![0u8; 14];
-    data[12..14].copy_from_slice(&[0x08, 0x00]);
+    data[12..14].copy_from_slice(frame.get(12..14).unwrap_or(&[0x08, 0x00][..]));
     data.extend_from_slice(frame);
     let run = filter.program().test_run(&data, 1).unwrap();
     assert!(run.retval == 0 || run.retval == u32::MAX, "{run:?}");
@@ -78,9 +119,20 @@ fn passes(filter: &KernelFilter, frame: &[u8]) -> bool {
 }
 
 fn load(local: u32, scheme: DispatchScheme) -> Option<KernelFilter> {
+    load_for(local, scheme, Some(VIP), None)
+}
+
+/// [`load`] for the outside virtual addresses `v4` and `v6`.
+fn load_for(
+    local: u32,
+    scheme: DispatchScheme,
+    v4: Option<Ipv4Addr>,
+    v6: Option<Ipv6Addr>,
+) -> Option<KernelFilter> {
     let addresses = FilterAddresses {
         outside_mac: MAC,
-        outside: Some(VIP),
+        outside_v4: v4,
+        outside_v6: v6,
         inside_mac: INSIDE_MAC,
     };
     match KernelFilter::load(NodeId(local), scheme, addresses, NATT) {
@@ -93,12 +145,12 @@ fn load(local: u32, scheme: DispatchScheme) -> Option<KernelFilter> {
     }
 }
 
-fn inbound(spi: u32, esn: bool, peer: Ipv4Addr) -> SaDescriptor {
+fn inbound(spi: u32, esn: bool, peer: impl Into<IpAddr>) -> SaDescriptor {
     SaDescriptor {
         direction: Direction::Inbound,
         spi,
         esn,
-        peer: IpAddr::V4(peer),
+        peer: peer.into(),
     }
 }
 
@@ -120,47 +172,56 @@ fn view_of(ids: impl IntoIterator<Item = u32>) -> View {
 
 /// Packet round robin: for n = 1..=8 and every position of this node,
 /// the program passes exactly the numbers the Dispatcher gives it, and
-/// its cells hold the others.
+/// its cells hold the others; an IPv4-only and a dual-stack filter alike.
 #[test]
 fn round_robin_matches_the_dispatcher() {
-    let Some(mut filter) = load(100, DispatchScheme::PacketRoundRobin) else {
-        return;
-    };
-    let sa = inbound(SPI, false, PEER);
-    for n in 1..=8u32 {
-        for position in 0..n {
-            // Node 100 at `position`: lower ids before it, higher after.
-            let ids = (0..n).map(|i| match i.cmp(&position) {
-                std::cmp::Ordering::Less => 10 + i,
-                std::cmp::Ordering::Equal => 100,
-                std::cmp::Ordering::Greater => 200 + i,
-            });
-            let view = view_of(ids);
-            assert_eq!(view.index_of(NodeId(100)), Some(position as usize));
-            filter.sync(&view, &[], std::iter::empty());
-            filter.sync(&view, &[], [sa].iter());
-            let mut dispatcher = Dispatcher::new(DispatchScheme::PacketRoundRobin, view);
-            for seq in (0..200u32).chain([u32::MAX - 3, u32::MAX, 1 << 31]) {
-                let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
-                let owned = dispatcher.owner(&key) == Some(NodeId(100));
-                let carrier = if seq % 2 == 0 {
-                    Carrier::Esp
-                } else {
-                    Carrier::Udp
-                };
-                let f = frame(carrier, PEER, VIP, SPI, seq, 200);
-                assert_eq!(
-                    passes(&filter, &f),
-                    owned,
-                    "n {n} position {position} seq {seq}"
-                );
+    for v6 in [None, Some(VIP6)] {
+        let Some(mut filter) = load_for(100, DispatchScheme::PacketRoundRobin, Some(VIP), v6)
+        else {
+            return;
+        };
+        let sa = inbound(SPI, false, PEER);
+        for n in 1..=8u32 {
+            for position in 0..n {
+                round_robin_at(&mut filter, sa, n, position);
             }
-            let cells = filter.cells(SPI).unwrap();
-            let expect = |seq: u32| if seq % n != position { seq } else { 0 };
-            assert_eq!(cells[5], expect(5), "n {n} position {position}");
-            assert_eq!(cells[199], expect(199));
         }
     }
+}
+
+/// [`round_robin_matches_the_dispatcher`] with node 100 at `position`
+/// of `n`.
+fn round_robin_at(filter: &mut KernelFilter, sa: SaDescriptor, n: u32, position: u32) {
+    // Node 100 at `position`: lower ids before it, higher after.
+    let ids = (0..n).map(|i| match i.cmp(&position) {
+        std::cmp::Ordering::Less => 10 + i,
+        std::cmp::Ordering::Equal => 100,
+        std::cmp::Ordering::Greater => 200 + i,
+    });
+    let view = view_of(ids);
+    assert_eq!(view.index_of(NodeId(100)), Some(position as usize));
+    filter.sync(&view, &[], std::iter::empty());
+    filter.sync(&view, &[], [sa].iter());
+    let mut dispatcher = Dispatcher::new(DispatchScheme::PacketRoundRobin, view);
+    for seq in (0..200u32).chain([u32::MAX - 3, u32::MAX, 1 << 31]) {
+        let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
+        let owned = dispatcher.owner(&key) == Some(NodeId(100));
+        let carrier = if seq % 2 == 0 {
+            Carrier::Esp
+        } else {
+            Carrier::Udp
+        };
+        let f = frame(carrier, PEER, VIP, SPI, seq, 200);
+        assert_eq!(
+            passes(filter, &f),
+            owned,
+            "n {n} position {position} seq {seq}"
+        );
+    }
+    let cells = filter.cells(SPI).unwrap();
+    let expect = |seq: u32| if seq % n != position { seq } else { 0 };
+    assert_eq!(cells[5], expect(5), "n {n} position {position}");
+    assert_eq!(cells[199], expect(199));
 }
 
 /// Hash schemes: the whole SA is owned as the Dispatcher says for its
@@ -306,17 +367,29 @@ fn a_shared_bucket_leaves_the_second_sa_to_user_space() {
 }
 
 /// Everything not positively a not-owned ESP packet of a registered SA
-/// reaches user space; nothing read past the frame drops it.
+/// reaches user space; nothing read past the frame drops it. A
+/// dual-stack filter decides IPv4 as an IPv4-only one does, short
+/// frames included (it copies 50 octets of a frame shorter than 70).
 #[test]
 fn everything_else_passes() {
-    let Some(mut filter) = load(1, DispatchScheme::PacketRoundRobin) else {
-        return;
-    };
+    for v6 in [None, Some(VIP6)] {
+        let Some(mut filter) = load_for(1, DispatchScheme::PacketRoundRobin, Some(VIP), v6) else {
+            return;
+        };
+        ipv4_passes(&mut filter);
+    }
+}
+
+/// [`everything_else_passes`] for one filter.
+fn ipv4_passes(filter: &mut KernelFilter) {
     // A view without this node: every registered packet is not owned.
     filter.sync(&view_of([2]), &[], [inbound(SPI, false, PEER)].iter());
     let dropped = frame(Carrier::Esp, PEER, VIP, SPI, 7, 100);
-    assert!(!passes(&filter, &dropped));
+    assert!(!passes(filter, &dropped));
+    let small = frame(Carrier::Esp, PEER, VIP, SPI, 9, 60);
+    assert!(!passes(filter, &small), "a 60-octet ESP frame is decided");
     let drops = filter.drops();
+    assert_eq!(drops, 2);
     let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
     cases.push((
         "unknown SPI",
@@ -357,17 +430,254 @@ fn everything_else_passes() {
     tcp[14 + 9] = 6;
     cases.push(("TCP", tcp));
     for (what, f) in cases {
-        assert!(passes(&filter, &f), "{what}");
+        assert!(passes(filter, &f), "{what}");
     }
     assert_eq!(filter.drops(), drops, "none of them counted");
     assert_eq!(filter.other_mac_drops(), 0);
     let mut other = dropped.clone();
     other[5] ^= 1;
-    assert!(!passes(&filter, &other), "another unicast MAC is dropped");
+    assert!(!passes(filter, &other), "another unicast MAC is dropped");
     assert_eq!((filter.drops(), filter.other_mac_drops()), (drops, 1));
     assert_eq!(filter.cells(SPI).unwrap()[7], 7);
     filter.sync(&view_of([2]), &[], std::iter::empty());
-    assert!(passes(&filter, &dropped), "unregistered");
+    assert!(passes(filter, &dropped), "unregistered");
+}
+
+/// IPv6, node 2 of a 3-node packet round robin view, for an IPv6-only
+/// and a dual-stack filter: ESP and ESP-in-UDP frames pass exactly when
+/// the Dispatcher gives their number to node 2; the others are recorded
+/// in the SA's cells (the latest number of each cell) and counted.
+#[test]
+fn ipv6_round_robin_matches_the_dispatcher() {
+    for v4 in [None, Some(VIP)] {
+        let Some(mut filter) = load_for(2, DispatchScheme::PacketRoundRobin, v4, Some(VIP6)) else {
+            return;
+        };
+        let view = view_of([1, 2, 3]);
+        filter.sync(&view, &[], [inbound(SPI, false, PEER6)].iter());
+        assert_eq!(filter.registered(), 1);
+        let mut dispatcher = Dispatcher::new(DispatchScheme::PacketRoundRobin, view);
+        let mut cells = vec![0u32; CELLS];
+        let mut not_owned = 0;
+        for seq in (0..300u32).chain([u32::MAX - 3, u32::MAX, 1 << 31]) {
+            let key = inbound_key(SPI, u64::from(seq), IpAddr::V6(PEER6));
+            let owned = dispatcher.owner(&key) == Some(NodeId(2));
+            let carrier = if seq % 2 == 0 {
+                Carrier::Esp
+            } else {
+                Carrier::Udp
+            };
+            let f = frame6(carrier, PEER6, VIP6, SPI, seq, 200);
+            assert_eq!(passes(&filter, &f), owned, "v4 {v4:?} seq {seq}");
+            if !owned {
+                cells[seq as usize % CELLS] = seq;
+                not_owned += 1;
+            }
+        }
+        assert_eq!(filter.drops(), not_owned, "v4 {v4:?}");
+        assert_eq!(filter.cells(SPI).unwrap(), cells, "v4 {v4:?}");
+    }
+}
+
+/// Hash schemes on a dual-stack filter with SAs of both versions: the
+/// whole SA is owned as the Dispatcher says for its peer (an IPv6 peer
+/// in the slot's 16 octets); a packet from another source passes, and so
+/// does a packet of the other version whose source has the slot's octets
+/// (the version, not the address, tells them apart).
+#[test]
+fn ipv6_hash_schemes_match_the_dispatcher() {
+    for with_spi in [false, true] {
+        let scheme = DispatchScheme::HashSegments { with_spi };
+        let Some(mut filter) = load_for(2, scheme, Some(VIP), Some(VIP6)) else {
+            return;
+        };
+        // Even: an IPv6 peer; odd: an IPv4 one.
+        let sas: Vec<SaDescriptor> = (0..64u16)
+            .map(|i| {
+                let peer = if i % 2 == 0 {
+                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xffff, i + 1, 0, 0, 0, 7))
+                } else {
+                    IpAddr::V4(Ipv4Addr::new(203, 0, 113, i as u8))
+                };
+                inbound(0x100 + u32::from(i), false, peer)
+            })
+            .collect();
+        for sa in &sas {
+            let mode = match sa.peer {
+                IpAddr::V4(_) => SlotMode::WHOLE_SA_V4,
+                IpAddr::V6(_) => SlotMode::WHOLE_SA_V6,
+            };
+            assert_eq!(filter.mode_of(sa), mode);
+        }
+        for ids in [vec![1, 2], vec![1, 2, 3], vec![2, 4, 5, 6, 7], vec![2]] {
+            let view = view_of(ids);
+            filter.sync(&view, &[], sas.iter());
+            let mut dispatcher = Dispatcher::new(scheme, view);
+            for sa in &sas {
+                let owned = dispatcher.owner(&inbound_key(sa.spi, 9, sa.peer)) == Some(NodeId(2));
+                let [own, other_source, other_version] = frames_of(sa);
+                let what = format!("{scheme} spi {:#x} peer {}", sa.spi, sa.peer);
+                assert_eq!(passes(&filter, &own), owned, "{what}");
+                assert!(passes(&filter, &other_source), "{what}: another source");
+                assert!(passes(&filter, &other_version), "{what}: other version");
+            }
+        }
+        assert_eq!(filter.registered(), 64);
+    }
+}
+
+/// [`ipv6_hash_schemes_match_the_dispatcher`]: ESP of `sa` with number 9
+/// from its peer, from another source of the peer's version, and from a
+/// source of the other version whose leading octets are the peer's (an
+/// IPv4 peer's followed by zeros: what its slot holds).
+fn frames_of(sa: &SaDescriptor) -> [Vec<u8>; 3] {
+    let (spi, esp) = (sa.spi, Carrier::Esp);
+    match sa.peer {
+        IpAddr::V6(peer) => {
+            let [a, b, c, d, ..] = peer.octets();
+            [
+                frame6(esp, peer, VIP6, spi, 9, 120),
+                frame6(esp, PEER6, VIP6, spi, 9, 120),
+                frame(esp, Ipv4Addr::new(a, b, c, d), VIP, spi, 9, 120),
+            ]
+        }
+        IpAddr::V4(peer) => {
+            let mut octets = [0u8; 16];
+            octets[..4].copy_from_slice(&peer.octets());
+            [
+                frame(esp, peer, VIP, spi, 9, 120),
+                frame(esp, Ipv4Addr::new(192, 0, 2, 1), VIP, spi, 9, 120),
+                frame6(esp, Ipv6Addr::from(octets), VIP6, spi, 9, 120),
+            ]
+        }
+    }
+}
+
+/// 8 octets of IPv6 extension header `kind` (RFC 8200 §4) inserted
+/// between the header and ESP of `f`, the Payload Length grown to match:
+/// a hop-by-hop or destination options header (a PadN option), or a
+/// first fragment's header.
+fn with_extension(f: &[u8], kind: u8) -> Vec<u8> {
+    let mut out = f[..14 + 40].to_vec();
+    let payload_len = u16::from_be_bytes([f[14 + 4], f[14 + 5]]) + 8;
+    out[14 + 4..14 + 6].copy_from_slice(&payload_len.to_be_bytes());
+    out[14 + 6] = kind;
+    let next = f[14 + 6];
+    match kind {
+        44 => out.extend_from_slice(&[next, 0, 0, 1, 0, 0, 0x12, 0x34]),
+        _ => out.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]),
+    }
+    out.extend_from_slice(&f[14 + 40..]);
+    out
+}
+
+/// IPv6 frames that are not positively a not-owned ESP packet of a
+/// registered SA reach user space, for an IPv6-only and a dual-stack
+/// filter; an IPv4-only filter passes all IPv6.
+#[test]
+fn ipv6_everything_else_passes() {
+    for v4 in [None, Some(VIP)] {
+        let Some(mut filter) = load_for(1, DispatchScheme::PacketRoundRobin, v4, Some(VIP6)) else {
+            return;
+        };
+        ipv6_passes(&mut filter);
+    }
+    let Some(mut filter) = load(1, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    filter.sync(&view_of([2]), &[], [inbound(SPI, false, PEER6)].iter());
+    let esp6 = frame6(Carrier::Esp, PEER6, VIP6, SPI, 7, 100);
+    assert!(passes(&filter, &esp6), "IPv4-only: IPv6 passes");
+    let esp4 = frame(Carrier::Esp, PEER, VIP, SPI, 7, 100);
+    assert!(!passes(&filter, &esp4), "round robin needs no peer");
+    assert_eq!(filter.drops(), 1);
+}
+
+/// [`ipv6_everything_else_passes`] for one filter.
+fn ipv6_passes(filter: &mut KernelFilter) {
+    // A view without this node: every registered packet is not owned.
+    filter.sync(&view_of([2]), &[], [inbound(SPI, false, PEER6)].iter());
+    let dropped = frame6(Carrier::Esp, PEER6, VIP6, SPI, 7, 100);
+    assert!(!passes(filter, &dropped));
+    let udp = frame6(Carrier::Udp, PEER6, VIP6, SPI, 8, 100);
+    assert!(!passes(filter, &udp));
+    let smallest = frame6(Carrier::Udp, PEER6, VIP6, SPI, 9, 70);
+    assert!(!passes(filter, &smallest), "70 octets: decided");
+    assert_eq!(filter.drops(), 3);
+    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    let unknown = frame6(Carrier::Esp, PEER6, VIP6, SPI + 1, 7, 100);
+    cases.push(("unknown SPI", unknown));
+    let other = frame6(Carrier::Esp, PEER6, PEER6, SPI, 7, 100);
+    cases.push(("other destination", other));
+    for word in 0..4 {
+        let mut near = dropped.clone();
+        near[14 + 24 + 4 * word + 3] ^= 1;
+        cases.push(("destination differs in one word", near));
+    }
+    cases.push(("hop-by-hop options", with_extension(&dropped, 0)));
+    cases.push(("fragment header", with_extension(&dropped, 44)));
+    cases.push(("destination options", with_extension(&udp, 60)));
+    let mut long = dropped.clone();
+    long[14 + 4..14 + 6].copy_from_slice(&200u16.to_be_bytes());
+    cases.push(("payload length past the frame", long));
+    let mut short_esp = dropped.clone();
+    short_esp[14 + 4..14 + 6].copy_from_slice(&4u16.to_be_bytes());
+    cases.push(("payload length short of the ESP header", short_esp));
+    let mut short_udp = udp.clone();
+    short_udp[14 + 4..14 + 6].copy_from_slice(&12u16.to_be_bytes());
+    cases.push(("payload length short of ESP in UDP", short_udp));
+    let mut ike = frame6(Carrier::Udp, PEER6, VIP6, 0, 0, 100);
+    ike[14 + 40 + 8..14 + 40 + 12].fill(0);
+    cases.push(("non-ESP marker (IKE)", ike));
+    let mut port = udp.clone();
+    port[14 + 42..14 + 44].copy_from_slice(&500u16.to_be_bytes());
+    cases.push(("UDP to another port", port));
+    let mut version = dropped.clone();
+    version[14] = 0x45;
+    cases.push(("not version 6", version));
+    let mut tcp = dropped.clone();
+    tcp[14 + 6] = 6;
+    cases.push(("TCP", tcp));
+    let cut = frame6(Carrier::Esp, PEER6, VIP6, SPI, 7, 69);
+    cases.push(("69 octets: shorter than the copy", cut));
+    cases.push(("runt", dropped[..40].to_vec()));
+    let mut multicast = dropped.clone();
+    multicast[..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    cases.push(("multicast", multicast));
+    for (what, f) in cases {
+        assert!(passes(filter, &f), "{what}");
+    }
+    assert_eq!(filter.drops(), 3, "none of them counted");
+    assert_eq!(filter.other_mac_drops(), 0);
+    let cells = filter.cells(SPI).unwrap();
+    assert_eq!(cells[7..10], [7, 8, 9]);
+    let mut other_mac = dropped.clone();
+    other_mac[5] ^= 1;
+    assert!(
+        !passes(filter, &other_mac),
+        "another unicast MAC is dropped"
+    );
+    assert_eq!((filter.drops(), filter.other_mac_drops()), (3, 1));
+}
+
+/// Without an outside address the outside program is the other-MAC
+/// filter: ESP of either version passes, another unicast MAC is dropped.
+#[test]
+fn without_outside_addresses_only_other_macs_are_dropped() {
+    let Some(mut filter) = load_for(1, DispatchScheme::PacketRoundRobin, None, None) else {
+        return;
+    };
+    filter.sync(&view_of([2]), &[], [inbound(SPI, false, PEER)].iter());
+    assert!(passes(
+        &filter,
+        &frame(Carrier::Esp, PEER, VIP, SPI, 7, 100)
+    ));
+    let esp6 = frame6(Carrier::Esp, PEER6, VIP6, SPI, 7, 100);
+    assert!(passes(&filter, &esp6));
+    let mut other_mac = esp6;
+    other_mac[5] ^= 1;
+    assert!(!passes(&filter, &other_mac));
+    assert_eq!((filter.drops(), filter.other_mac_drops()), (0, 1));
 }
 
 /// The inside ring's program: frames to another unicast MAC are dropped
