@@ -185,9 +185,20 @@ struct ClusterWorker {
     inside: PacketSocket,
     outside: PacketSocket,
     plane: Plane,
-    /// Since when the rings wait for an uncertain fence, and whether the
-    /// wait ran out.
-    fence_wait: Option<(Instant, bool)>,
+    /// A wait for an uncertain fence: since when, whether everything is
+    /// frozen (this worker stalled too), whether the wait ran out.
+    fence_wait: Option<FenceWait>,
+    /// When the last round began.
+    last_round: Instant,
+}
+
+/// A worker's wait for an uncertain fence (see `ClusterWorker::round`).
+#[derive(Clone, Copy, Debug)]
+struct FenceWait {
+    since: Instant,
+    /// The worker had stalled too: it reads nothing and adopts nothing.
+    frozen: bool,
+    ran_out: bool,
 }
 
 /// Everything but the rings.
@@ -269,6 +280,7 @@ impl ClusterWorker {
             outside: devices.outside,
             plane,
             fence_wait: None,
+            last_round: Instant::now(),
         }
     }
 
@@ -339,35 +351,56 @@ impl ClusterWorker {
     /// One round: adopt the state, announce if needed, read the ready
     /// rings, hand the reports on.
     ///
-    /// While the node's fence is uncertain (this node has just stalled
-    /// and waits for its peers' reports of what they took over, see
-    /// `phalanx_cluster::fence`) the round does nothing: the frames wait
-    /// in the rings rather than be dropped for want of knowledge, and no
-    /// new state is adopted. When the wait ends, the outside ring's
-    /// frames, which arrived before and during it, are decided first
-    /// under the state adopted before (the view they arrived in; the
-    /// fence itself is read live), then the new state is adopted. At most
-    /// `Fence::wait_limit` in a row. Returns whether the round waited.
+    /// While the node's fence is uncertain (after a gap in its heartbeats
+    /// it waits for its peers' reports of what they took over, or its
+    /// cluster thread has sent none for `suspect_after`; see
+    /// `phalanx_cluster::fence`) the outside ring is left unread: its
+    /// frames wait there rather than be dropped for want of knowledge,
+    /// at most `Fence::wait_limit` in a row. If this worker did not run
+    /// for a while either (the whole process stalled), it also adopts
+    /// nothing and reads neither ring, and when the wait ends decides
+    /// what the rings hold first under the state adopted before (the view
+    /// it arrived in; the fence itself is read live), then adopts the
+    /// new state. Otherwise it adopts states and forwards the inside
+    /// ring as usual meanwhile. Returns whether the outside ring waits.
     fn round(&mut self, inside: bool, outside: bool) -> bool {
         let rt = self.plane.store.load();
         let state = self.plane.link.shared.load_full();
         let now = Instant::now();
+        let idle = now.saturating_duration_since(self.last_round);
+        self.last_round = now;
         let mut backlog = false;
+        let mut waiting = false;
         match state.fence().filter(|fence| fence.uncertain(now)) {
             Some(fence) => {
-                let (since, ran_out) = self.fence_wait.get_or_insert((now, false));
-                if !*ran_out {
-                    if now.saturating_duration_since(*since) < fence.wait_limit() {
-                        return true;
+                let limit = fence.wait_limit();
+                let wait = self.fence_wait.get_or_insert(FenceWait {
+                    since: now,
+                    frozen: idle >= limit / 4,
+                    ran_out: false,
+                });
+                if !wait.ran_out {
+                    if now.saturating_duration_since(wait.since) < limit {
+                        if wait.frozen {
+                            return true;
+                        }
+                        waiting = true;
+                    } else {
+                        wait.ran_out = true;
+                        backlog = wait.frozen;
                     }
-                    *ran_out = true;
-                    backlog = true;
                 }
             }
-            None => backlog = self.fence_wait.take().is_some_and(|(_, ran_out)| !ran_out),
+            None => {
+                backlog = self
+                    .fence_wait
+                    .take()
+                    .is_some_and(|wait| wait.frozen && !wait.ran_out);
+            }
         }
         if backlog {
             self.read(Side::Outside, &rt);
+            self.read(Side::Inside, &rt);
         }
         let plane = &mut self.plane;
         if plane.classifier.begin_batch(&state, &rt, &mut plane.stats) {
@@ -376,11 +409,11 @@ impl ClusterWorker {
         if inside {
             self.read(Side::Inside, &rt);
         }
-        if outside {
+        if outside && !waiting {
             self.read(Side::Outside, &rt);
         }
         self.plane.send_reports();
-        false
+        waiting
     }
 
     /// Announcements of every virtual address (RFC 5227 §3 gratuitous
