@@ -92,6 +92,21 @@ pub struct PacketKey {
     pub peer: IpAddr,
 }
 
+impl PacketKey {
+    /// An inbound packet of SA `spi` from `peer` as the hash schemes see
+    /// every packet of it (they decide by the peer and the SPI alone).
+    pub fn inbound_sa(spi: u32, peer: IpAddr) -> PacketKey {
+        PacketKey {
+            direction: Direction::Inbound,
+            spi,
+            index: 0,
+            len: 0,
+            flow: 0,
+            peer,
+        }
+    }
+}
+
 /// A stream: one SA in one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct StreamId {

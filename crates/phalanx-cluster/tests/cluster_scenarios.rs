@@ -13,7 +13,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_exactly_one, assert_inbound_once, assert_safe, run, run_more, run_with, settle, OUT,
+    assert_exactly_one, assert_inbound_once, assert_safe, inbound_owners, run, run_more, run_with,
+    settle, OUT,
 };
 use phalanx_cluster::{ClusterEvent, DispatchScheme, FailoverOutcome, NodeId, QuorumPolicy};
 
@@ -459,9 +460,7 @@ fn s25_false_suspicion_ends_inbound_before_the_log() {
 #[test]
 fn s26_a_stalled_node_fences_its_backlog() {
     for scheme in DispatchScheme::ALL {
-        let (_, probe) = run(&format!("n1,n2,n3 {scheme}; 30 inbound"));
-        let owners: std::collections::BTreeSet<NodeId> =
-            probe.inbound.iter().flat_map(|(_, a)| a.clone()).collect();
+        let owners = inbound_owners(scheme);
         let stalled = if owners.len() == 1 {
             owners.first().copied().unwrap()
         } else {
@@ -544,9 +543,7 @@ fn s27_old_replays_do_not_move_the_observers() {
 #[test]
 fn s28_a_node_suspected_while_it_runs_fences_its_share() {
     for scheme in DispatchScheme::ALL {
-        let (_, probe) = run(&format!("n1,n2,n3 {scheme}; 30 inbound"));
-        let owners: std::collections::BTreeSet<NodeId> =
-            probe.inbound.iter().flat_map(|(_, a)| a.clone()).collect();
+        let owners = inbound_owners(scheme);
         let victim = if owners.len() == 1 {
             owners.first().copied().unwrap()
         } else {

@@ -162,17 +162,8 @@ const HASH: DispatchScheme = DispatchScheme::HashSegments { with_spi: true };
 /// whole, and one it does not.
 fn hash_spis(version: Version) -> (u32, u32) {
     let mut dispatcher = Dispatcher::new(HASH, view());
-    let mut owned = |spi: u32| {
-        let key = PacketKey {
-            direction: Direction::Inbound,
-            spi,
-            index: 0,
-            len: 0,
-            flow: 0,
-            peer: version.peer(),
-        };
-        dispatcher.owner(&key) == Some(NodeId(2))
-    };
+    let mut owned =
+        |spi: u32| dispatcher.owner(&PacketKey::inbound_sa(spi, version.peer())) == Some(NodeId(2));
     let mine = (0x3000..).find(|&spi| owned(spi)).unwrap();
     let theirs = (0x3000..).find(|&spi| !owned(spi)).unwrap();
     (mine, theirs)

@@ -147,6 +147,13 @@ pub(crate) fn run_more(h: &mut ClusterHarness, run: &mut Run, first: usize, clau
     merge_late(h, run);
 }
 
+/// Who accepts inbound packets of `scheme` on a steady three-node
+/// cluster: all three (packet schemes), or the one that owns the SA.
+pub(crate) fn inbound_owners(scheme: DispatchScheme) -> std::collections::BTreeSet<NodeId> {
+    let (_, probe) = run(&format!("n1,n2,n3 {scheme}; 30 inbound"));
+    probe.inbound.iter().flat_map(|(_, a)| a.clone()).collect()
+}
+
 /// Run `script` with the default configuration.
 pub(crate) fn run(script: &str) -> (ClusterHarness, Run) {
     run_with(script, |_| {})

@@ -368,14 +368,7 @@ impl KernelFilter {
     /// `view` and `silent` (hash schemes: the inbound dispatcher's
     /// decision, which then depends only on the peer and the SPI).
     fn owns_whole_sa(&self, view: &View, silent: &[NodeId], spi: u32, peer: IpAddr) -> bool {
-        let key = PacketKey {
-            direction: Direction::Inbound,
-            spi,
-            index: 0,
-            len: 0,
-            flow: 0,
-            peer,
-        };
+        let key = PacketKey::inbound_sa(spi, peer);
         InboundDispatcher::new(self.scheme, view.clone(), silent).owner(&key) == Some(self.local)
     }
 

@@ -39,10 +39,7 @@ fn frame(
     seq: u32,
     total: usize,
 ) -> Vec<u8> {
-    let mut f = Vec::with_capacity(total);
-    f.extend_from_slice(&MAC.octets());
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
-    f.extend_from_slice(&[0x08, 0x00]);
+    let mut f = ethernet([0x08, 0x00], total);
     let ip_len = u16::try_from(total - 14).unwrap();
     let proto = if carrier == Carrier::Esp { 50 } else { 17 };
     let mut ip = [0u8; 20];
@@ -56,11 +53,33 @@ fn frame(
     let sum = phalanx_wire::checksum::data(&ip);
     ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
     f.extend_from_slice(&ip);
+    esp(f, carrier, (ip_len - 20, [0, 0]), (spi, seq), total)
+}
+
+/// An Ethernet header to the virtual MAC with `ethertype`, in a buffer
+/// for a frame of `total` octets.
+fn ethernet(ethertype: [u8; 2], total: usize) -> Vec<u8> {
+    let mut f = Vec::with_capacity(total);
+    f.extend_from_slice(&MAC.octets());
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
+    f.extend_from_slice(&ethertype);
+    f
+}
+
+/// Appends the UDP header (length, checksum) when `carrier` says so, the
+/// ESP header (SPI, `seq`) and filler up to `total` octets.
+fn esp(
+    mut f: Vec<u8>,
+    carrier: Carrier,
+    (udp_len, udp_checksum): (u16, [u8; 2]),
+    (spi, seq): (u32, u32),
+    total: usize,
+) -> Vec<u8> {
     if carrier == Carrier::Udp {
         f.extend_from_slice(&40000u16.to_be_bytes());
         f.extend_from_slice(&NATT.to_be_bytes());
-        f.extend_from_slice(&(ip_len - 20).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&udp_len.to_be_bytes());
+        f.extend_from_slice(&udp_checksum);
     }
     f.extend_from_slice(&spi.to_be_bytes());
     f.extend_from_slice(&seq.to_be_bytes());
@@ -79,10 +98,7 @@ fn frame6(
     seq: u32,
     total: usize,
 ) -> Vec<u8> {
-    let mut f = Vec::with_capacity(total);
-    f.extend_from_slice(&MAC.octets());
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
-    f.extend_from_slice(&[0x86, 0xdd]);
+    let mut f = ethernet([0x86, 0xdd], total);
     let payload_len = u16::try_from(total - 14 - 40).unwrap();
     let next_header = if carrier == Carrier::Esp { 50 } else { 17 };
     let mut ip = [0u8; 40];
@@ -93,17 +109,9 @@ fn frame6(
     ip[8..24].copy_from_slice(&src.octets());
     ip[24..40].copy_from_slice(&dst.octets());
     f.extend_from_slice(&ip);
-    if carrier == Carrier::Udp {
-        f.extend_from_slice(&40000u16.to_be_bytes());
-        f.extend_from_slice(&NATT.to_be_bytes());
-        f.extend_from_slice(&payload_len.to_be_bytes());
-        // Not checked by the program (nor by user space's dispatch).
-        f.extend_from_slice(&[0xc0, 0xde]);
-    }
-    f.extend_from_slice(&spi.to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.resize(total, 0xa5);
-    f
+    // The UDP checksum is not checked by the program (nor by user
+    // space's dispatch).
+    esp(f, carrier, (payload_len, [0xc0, 0xde]), (spi, seq), total)
 }
 
 /// The program's verdict on `frame` (true: passed to the ring), run as
