@@ -340,32 +340,39 @@ impl FenceWriter {
             .filter(|&prev| now.saturating_duration_since(prev) > self.suspect_after);
         if let Some(prev) = gap {
             self.gaps += 1;
-            if let Some((_, heard)) = &mut self.open {
+            let slot = match &mut self.open {
                 // Silent again before the peers could hand back: the same
                 // spell goes on.
-                *heard = 1;
-            } else {
-                let slot = self.take_slot();
-                let fence = &*self.fence;
-                let spell = &fence.spells[slot];
-                spell
-                    .from
-                    .store(fence.nanos(prev + self.suspect_after), Ordering::Relaxed);
-                spell.until.store(NEVER, Ordering::Relaxed);
-                self.open = Some((slot, 1));
-                // With no peer that reports (none, or older nodes) the
-                // spell ends by the rule above.
-                if !self.reports.is_empty() {
-                    self.gap_waiting = Some(GapWait {
-                        slot,
-                        first: counter,
-                        at: now,
-                        waiting: self.reports.keys().copied().collect(),
-                    });
-                    fence
-                        .uncertain_until
-                        .store(fence.nanos(now + self.suspect_after), Ordering::Release);
+                Some((slot, heard)) => {
+                    *heard = 1;
+                    *slot
                 }
+                None => {
+                    let slot = self.take_slot();
+                    let fence = &*self.fence;
+                    let spell = &fence.spells[slot];
+                    spell
+                        .from
+                        .store(fence.nanos(prev + self.suspect_after), Ordering::Relaxed);
+                    spell.until.store(NEVER, Ordering::Relaxed);
+                    self.open = Some((slot, 1));
+                    slot
+                }
+            };
+            // Wait for the peers' reports of this gap (with no peer that
+            // reports, none or older nodes, the spell ends by the rule
+            // above).
+            if !self.reports.is_empty() {
+                self.gap_waiting = Some(GapWait {
+                    slot,
+                    first: counter,
+                    at: now,
+                    waiting: self.reports.keys().copied().collect(),
+                });
+                let fence = &*self.fence;
+                fence
+                    .uncertain_until
+                    .store(fence.nanos(now + self.suspect_after), Ordering::Release);
             }
         } else if let Some((slot, heard)) = &mut self.open {
             *heard += 1;
