@@ -758,4 +758,26 @@ mod tests {
             "ended at 106 ms + 5"
         );
     }
+
+    /// A second gap before the spell of the first ended: reports of a
+    /// heartbeat between the two do not end it, reports of one after the
+    /// second do.
+    #[test]
+    fn a_second_gap_waits_for_reports_after_it() {
+        let t0 = Instant::now();
+        let mut w = FenceWriter::new(t0, 30 * MS);
+        let p = NodeId(7);
+        send(&mut w, t0); // 0
+        w.report(t0 + MS, p, &heard(Some(0), false, 0, 0));
+        send(&mut w, t0 + 100 * MS); // 1, after a gap
+        send(&mut w, t0 + 105 * MS); // 2
+        send(&mut w, t0 + 200 * MS); // 3, after a second gap
+        let f = Arc::clone(w.fence());
+        w.report(t0 + 201 * MS, p, &heard(Some(2), false, 0, 0));
+        assert_eq!(f.takers(t0 + 150 * MS), Takers::Anyone, "between the gaps");
+        assert!(f.uncertain(t0 + 202 * MS));
+        w.report(t0 + 206 * MS, p, &heard(Some(3), false, 0, 0));
+        assert_eq!(f.takers(t0 + 150 * MS), Takers::Nobody, "p took nothing");
+        assert!(!f.uncertain(t0 + 207 * MS));
+    }
 }
