@@ -816,6 +816,12 @@ def replay_drops(gw):
     return c.get("replayed", 0) + c.get("too_old", 0)
 
 
+def fenced_drops(gw):
+    """Inbound packets a node dropped because another node may have
+    processed them (phalanx_cluster::fence)."""
+    return gw.counters().get("daemon.cluster_inbound_fenced", 0)
+
+
 # ---------------------------------------------------------------- failover
 def owned(gw):
     """Packets this node processed (owned), outbound and inbound."""
@@ -923,6 +929,7 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         before = cl.cluster_status("n{}".format(survivors[0]))
         trange = takeover_range(before, out_spi, victim)
         replays_before = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors)
+        fenced_before = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors)
         peer.before_failure(res)
         res["t_fail"] = t_fail = time.time()
         if mode == "kill":
@@ -944,6 +951,9 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         time.sleep(0.2)
         after = {i: cl.cluster_status("n{}".format(i)) for i in survivors}
         res["replays_refused"] = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors) - replays_before
+        # Replays (and live packets) a survivor dropped while another one
+        # may have processed them: refused too, by the fence.
+        res["fenced_meanwhile"] = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors) - fenced_before
         if rejoin:
             _rejoin(cl, victim, mode, res)
         res["udp_out"], res["udp_in"] = (st.result(seconds + 30) for st in streams)

@@ -207,8 +207,12 @@ def _check_replays(res):
     assert res["replays_sent"] > 0, "nothing captured to re-send"
     assert res["replays_of_failed_share"] > 0, "no re-sent packet belonged to the failed node's share"
     assert cluster.replays_accepted(res) == 0, "replayed packets delivered to hostA"
-    assert res["replays_refused"] >= res["replays_sent"], "re-sent {}, refused by the replay windows {}".format(
-        res["replays_sent"], res["replays_refused"])
+    fenced = res.get("fenced_meanwhile", 0)
+    print("  replays: re-sent {}, refused by the replay windows {}, fenced meanwhile {}".format(
+        res["replays_sent"], res["replays_refused"], fenced))
+    assert res["replays_refused"] + fenced >= res["replays_sent"], \
+        "re-sent {}, refused by the replay windows {}, fenced meanwhile {}".format(
+            res["replays_sent"], res["replays_refused"], fenced)
 
 
 def _check_takeover_recorded(res, failed):
