@@ -369,10 +369,11 @@ impl FenceWriter {
                     at: now,
                     waiting: self.reports.keys().copied().collect(),
                 });
+                // Until the reports resolve it (at the latest
+                // `suspect_after / 2` from now); the data path bounds its
+                // own wait.
                 let fence = &*self.fence;
-                fence
-                    .uncertain_until
-                    .store(fence.nanos(now + self.suspect_after), Ordering::Release);
+                fence.uncertain_until.store(NEVER, Ordering::Release);
             }
         } else if let Some((slot, heard)) = &mut self.open {
             *heard += 1;
@@ -494,19 +495,19 @@ impl FenceWriter {
 
     /// Cancels the last gap's spell once every peer that reported before
     /// the gap has reported hearing a heartbeat sent after it (its slot
-    /// says what it took over, the arrivals of the gap included), or
-    /// sent no report at all within `suspect_after / 2` of the gap (dead
-    /// or cut off: it took nothing over, or quorum decides); the data
-    /// path stops waiting.
+    /// says what it took over, the arrivals of the gap included), and at
+    /// the latest `suspect_after / 2` after the gap: a peer that sent no
+    /// report since is dead or cut off (it took nothing over, or quorum
+    /// decides), one whose reports do not show the new heartbeats yet
+    /// does not hear this node, and its slot fences from the last one it
+    /// heard. The data path stops waiting.
     fn end_gap_if_heard(&mut self, now: Instant) {
         let sa = self.suspect_after;
         let Some(gap) = &mut self.gap_waiting else {
             return;
         };
         if now.saturating_duration_since(gap.at) >= sa / 2 {
-            let reports = &self.reports;
-            gap.waiting
-                .retain(|p| reports.get(p).is_some_and(|r| r.received >= gap.at));
+            gap.waiting.clear();
         }
         if !gap.waiting.is_empty() {
             return;
