@@ -80,7 +80,7 @@
 //! `open_from` does not.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -103,6 +103,7 @@ const SENT_LOG: usize = 256;
 /// Reporting peers kept apart (one slot each); what more report fences
 /// every packet.
 const PEER_SLOTS: usize = 32;
+const _: () = assert!(PEER_SLOTS <= u32::BITS as usize, "slots are bits of a u32");
 
 /// A gap in the heartbeats sent, waiting for the peers' reports.
 #[derive(Clone, Debug)]
@@ -193,6 +194,9 @@ pub struct Fence {
     uncertain_until: AtomicU64,
     spells: [Spell; SPELLS],
     peers: [PeerSlot; PEER_SLOTS],
+    /// Bit `i`: `peers[i]` holds a peer (the data path looks at those
+    /// alone, not at every slot per packet).
+    occupied: AtomicU32,
 }
 
 impl Fence {
@@ -209,6 +213,7 @@ impl Fence {
                 from: AtomicU64::new(NEVER),
                 spell: Spell::empty(),
             }),
+            occupied: AtomicU32::new(0),
         }
     }
 
@@ -226,10 +231,12 @@ impl Fence {
             return Takers::Anyone;
         }
         let mut mask = 0u32;
-        for (i, p) in self.peers.iter().enumerate() {
-            if p.node.load(Ordering::Relaxed) != 0
-                && (at >= p.from.load(Ordering::Relaxed) || p.spell.covers(at))
-            {
+        let mut occupied = self.occupied.load(Ordering::Relaxed);
+        while occupied != 0 {
+            let i = occupied.trailing_zeros() as usize;
+            occupied &= occupied - 1;
+            let p = &self.peers[i];
+            if at >= p.from.load(Ordering::Relaxed) || p.spell.covers(at) {
                 mask |= 1 << i;
             }
         }
@@ -476,15 +483,14 @@ impl FenceWriter {
     /// A free slot for peer `node`'s reports (`None`: all taken).
     fn free_slot(&self, node: NodeId) -> Option<usize> {
         let fence = &*self.fence;
-        let i = fence
-            .peers
-            .iter()
-            .position(|p| p.node.load(Ordering::Relaxed) == 0)?;
-        let slot = &fence.peers[i];
+        let occupied = fence.occupied.load(Ordering::Relaxed);
+        let i = (!occupied).trailing_zeros() as usize;
+        let slot = fence.peers.get(i)?;
         slot.from.store(NEVER, Ordering::Relaxed);
         slot.spell.from.store(NEVER, Ordering::Relaxed);
         slot.spell.until.store(0, Ordering::Relaxed);
         slot.node.store(u64::from(node.0), Ordering::Relaxed);
+        fence.occupied.store(occupied | 1 << i, Ordering::Relaxed);
         Some(i)
     }
 
@@ -531,7 +537,9 @@ impl FenceWriter {
             gap.waiting.remove(&peer);
         }
         if let Some(slot) = self.reports.remove(&peer).and_then(|r| r.slot) {
-            let p = &self.fence.peers[slot];
+            let fence = &*self.fence;
+            fence.occupied.fetch_and(!(1 << slot), Ordering::Relaxed);
+            let p = &fence.peers[slot];
             p.node.store(0, Ordering::Relaxed);
             p.from.store(NEVER, Ordering::Relaxed);
         }
