@@ -453,6 +453,33 @@ class Cluster(phxnet.Topology):
     def cluster_status(self, short):
         return self.gateways[short].ctl("cluster")
 
+    def watch_machine(self):
+        """Starts the machine witness (MACHINE_WITNESS), one per CPU, once."""
+        if getattr(self, "_witnesses", None):
+            return
+        self._witnesses = []
+        for cpu in sorted(os.sched_getaffinity(0)):
+            name = "witness-cpu{}".format(cpu)
+            self.popen(name, "sw", ["taskset", "-c", str(cpu), "chrt", "-f", "1", "/usr/bin/python3", "-c",
+                                    MACHINE_WITNESS, str(WITNESS_THRESHOLD_MS / 1000)])
+            self._witnesses.append(name)
+        deadline = time.monotonic() + 10
+        for name in self._witnesses:
+            while "ready" not in self.log_of(name):
+                if time.monotonic() > deadline or self.procs[name].poll() is not None:
+                    raise RuntimeError("machine witness {} did not start: {}".format(name, self.log_of(name)))
+                time.sleep(0.05)
+
+    def machine_stalls(self, t_from, t_to):
+        """[start, ms] of every stall a witness saw that overlaps [t_from, t_to)."""
+        out = []
+        for name in getattr(self, "_witnesses", []):
+            for line in self.log_of(name).splitlines()[1:]:
+                start, ms = (float(x) for x in line.split())
+                if start < t_to and start + ms / 1000 > t_from:
+                    out.append([round(start, 3), ms])
+        return sorted(out)
+
     def wait_cluster_view(self, expected, nodes=None, seconds=20):
         """Waits until every node in `nodes` has every one of `expected` in
         its dispatch view, ready; returns the seconds it took."""
@@ -623,6 +650,87 @@ class UdpStream:
         rx["sent"], rx["send_errors"] = tx["sent"], tx["errors"]
         rx["start"], rx["rate"] = tx["start"], tx["rate"]
         return rx
+
+
+# Records the times the machine itself stopped running a thread: a loop
+# that sleeps 2 ms under SCHED_FIFO (no ordinary load delays it), pinned to
+# one CPU, prints each wake-up that came more than THRESHOLD seconds after
+# the last. Only the hypervisor taking the CPU away (steal) or a
+# higher-priority real-time task delays it: what makes a node fall silent
+# while its peers run, a suspicion the detector is right to raise.
+MACHINE_WITNESS = r"""
+import sys, time
+threshold = float(sys.argv[1])
+print("ready", flush=True)
+last = time.monotonic()
+while True:
+    time.sleep(0.002)
+    now = time.monotonic()
+    if now - last > threshold:
+        print("{:.6f} {:.1f}".format(time.time() - (now - last), (now - last) * 1000), flush=True)
+    last = now
+"""
+
+WITNESS_THRESHOLD_MS = 10
+
+
+def suspicions(cl, names):
+    return {n: status_counter(cl.cluster_status(n), "suspicions") for n in names}
+
+
+def lossless(cl, measure, names, suspect_after_ms, tries=3):
+    """Runs `measure()` -> (ok, detail) until an attempt is ok; returns
+    that attempt's detail.
+
+    A measurement of a cluster without failures must lose nothing. A
+    failed attempt is void, and made again (at most `tries` in all), only
+    when the machine explains it: some node suspected another during the
+    attempt while the machine witness saw the machine stop a CPU for at
+    least half of `suspect_after_ms`. A node that silent is a node that
+    stalled, and the fence trades its suspected share for loss by design
+    (tests for that are the stall tests). Any other failed attempt fails
+    at once, with what the counters and the witness saw."""
+    cl.watch_machine()
+    void = []
+    for attempt in range(1, tries + 1):
+        before, t0 = suspicions(cl, names), time.time()
+        ok, detail = measure()
+        t1, after = time.time(), suspicions(cl, names)
+        if ok:
+            if void:
+                print("\n  {} void attempt(s) before this one: {}".format(len(void), void))
+            return detail
+        moved = {n: after[n] - before[n] for n in names if after[n] != before[n]}
+        stalls = cl.machine_stalls(t0, t1)
+        long_stalls = [s for s in stalls if s[1] >= suspect_after_ms / 2]
+        seen = "suspicions {}, machine stalls (start, ms) {}".format(moved or "none", stalls or "none")
+        if not (moved and long_stalls):
+            raise AssertionError("attempt {}: {}; {}; what the nodes logged of stalls and suspicions: {}".format(
+                attempt, detail, seen, detector_log(cl, names)))
+        void.append(seen)
+        print("\n  attempt {} void ({}): {}".format(attempt, seen, str(detail)[:300]))
+        wait_view(cl, names)
+    raise AssertionError("the machine stalled a CPU into a suspicion in every one of {} attempts: {}".format(
+        tries, void))
+
+
+DETECTOR_LINES = ("did not run for a while", "heartbeats stopped", "suspicion corrected")
+
+
+def detector_log(cl, names, last=6):
+    """Per node, the last `last` lines its phalanxd logged of its own stalls
+    and of suspicions (ANSI colours and the message text left out)."""
+    out = {}
+    for n in names:
+        lines = [line for line in cl.log_of("phalanxd-" + n).splitlines()
+                 if any(k in line for k in DETECTOR_LINES)]
+        out[n] = [" ".join(w for w in line.split() if "=" in w or w[:1].isdigit())[:160] for line in lines[-last:]]
+    return out
+
+
+def wait_view(cl, names, seconds=20):
+    """Waits until every node in `names` dispatches over all of them again."""
+    cl.wait_cluster_view([int(n[1:]) for n in names], seconds=seconds)
 
 
 def lost_in(result, t_from, t_to):

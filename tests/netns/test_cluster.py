@@ -56,6 +56,7 @@ UDP_RATE = 500
 # a few packets. These tests give the detector 60 ms; the failover
 # experiments keep the default 30 ms and bound their losses.
 STEADY_SUSPECT_MS = 60
+NODES = ["n1", "n2", "n3"]
 
 
 def _new_cluster(request):
@@ -223,6 +224,17 @@ def _check_takeover_recorded(res, failed):
     assert res["corosync_confirm_s"] is not None, "Corosync never confirmed the failure"
 
 
+def _lossless(cl, measure):
+    """cluster.lossless over the three nodes with the steady detector."""
+    return cluster.lossless(cl, measure, NODES, STEADY_SUSPECT_MS)
+
+
+def _clean_stream(cl, name, src, dst, addr, port, rate, seconds):
+    """(nothing lost and nothing twice, the result) of one UdpStream."""
+    r = cluster.UdpStream(cl, name, src, dst, addr, port, rate, seconds).start().result()
+    return r["lost"] == 0 and r["duplicates"] == 0, "{}: {}".format(name, r)
+
+
 # ------------------------------------------------------------- 1. Corosync
 def test_corosync_membership_and_kill(topology, record_property):
     """Three Corosync instances form one membership; kill -9 of one leaves two."""
@@ -247,12 +259,12 @@ def test_corosync_membership_and_kill(topology, record_property):
 def test_traffic_both_ways(steady):
     """(a) ping, UDP and iperf3 TCP hostA <-> hostB through the cluster."""
     assert steady.wait_ping("hostA", cluster.HOSTB, 10), "first ping hostA -> hostB not answered"
-    assert steady.ping("hostA", cluster.HOSTB, count=20, interval=0.05), "ping hostA -> hostB lost packets"
-    assert steady.ping("hostB", cluster.HOSTA, count=20, interval=0.05), "ping hostB -> hostA lost packets"
+    for src, dst in (("hostA", cluster.HOSTB), ("hostB", cluster.HOSTA)):
+        _lossless(steady, lambda: (steady.ping(src, dst, count=20, interval=0.05),
+                                   "ping {} -> {} lost packets".format(src, dst)))
     for name, src, dst, addr in (("udp-a2b", "hostA", "hostB", cluster.HOSTB),
                                  ("udp-b2a", "hostB", "hostA", cluster.HOSTA)):
-        r = cluster.UdpStream(steady, name, src, dst, addr, 5003, 200, 2).start().result()
-        assert r["lost"] == 0 and r["duplicates"] == 0, "{}: {}".format(name, r)
+        _lossless(steady, lambda: _clean_stream(steady, name, src, dst, addr, 5003, 200, 2))
     for reverse in (False, True):
         rates = _iperf(steady, reverse)
         assert rates > 1.0, "iperf3 {}: {} Mbit/s".format("download" if reverse else "upload", rates)
@@ -268,9 +280,9 @@ def _iperf(cl, reverse):
 def test_every_node_processes_packets(steady):
     """(b) packet round robin: each node owns a share of each direction."""
     before = {n: steady.gateways[n].counters() for n in ("n1", "n2", "n3")}
-    r = cluster.UdpStream(steady, "udp-share", "hostA", "hostB", cluster.HOSTB, 5004, 300, 2).start().result()
-    assert r["lost"] == 0, r
-    assert steady.ping("hostB", cluster.HOSTA, count=30, interval=0.02)
+    _lossless(steady, lambda: _clean_stream(steady, "udp-share", "hostA", "hostB", cluster.HOSTB, 5004, 300, 2))
+    _lossless(steady, lambda: (steady.ping("hostB", cluster.HOSTA, count=30, interval=0.02),
+                               "ping hostB -> hostA lost packets"))
     time.sleep(0.3)  # counters are published every 100 ms
     shares, kernel = {}, {}
     for n in ("n1", "n2", "n3"):
@@ -326,15 +338,21 @@ def test_whole_cluster_pause_suspects_nobody(steady):
     (CI's 2-core VM did; every node then suspected every peer). Silence
     a node did not watch must not count: no suspicion, no view change,
     each node counts the stalls, and streams both ways lose nothing (the
-    rings hold the frames)."""
-    names = ["n1", "n2", "n3"]
+    rings hold the frames). A suspicion while the machine witness saw a
+    CPU taken away for 30 ms or more voids the attempt (cluster.lossless):
+    that silence was real."""
+    _lossless(steady, lambda: _pause_five_times(steady))
+
+
+def _pause_five_times(cl):
+    names = NODES
     count = cluster.status_counter
-    before = {n: steady.cluster_status(n) for n in names}
-    streams = [cluster.UdpStream(steady, name, src, dst, addr, 5006, 200, 4).start()
+    before = {n: cl.cluster_status(n) for n in names}
+    streams = [cluster.UdpStream(cl, name, src, dst, addr, 5006, 200, 4).start()
                for name, src, dst, addr in (("udp-pause-a2b", "hostA", "hostB", cluster.HOSTB),
                                             ("udp-pause-b2a", "hostB", "hostA", cluster.HOSTA))]
     time.sleep(1.0)
-    pids = [steady.gateways[n].proc.pid for n in names]
+    pids = [cl.gateways[n].proc.pid for n in names]
     for k in range(5):
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
@@ -343,16 +361,21 @@ def test_whole_cluster_pause_suspects_nobody(steady):
             os.kill(pid, signal.SIGCONT)
         time.sleep(0.4)
     results = [s.result() for s in streams]
-    after = {n: steady.cluster_status(n) for n in names}
+    after = {n: cl.cluster_status(n) for n in names}
+    wrong = []
     for n in names:
         for name in ("suspicions", "quorum_losses", "corrected"):
-            assert count(after[n], name) == count(before[n], name), "{}: {} {} -> {}".format(
-                n, name, count(before[n], name), count(after[n], name))
+            if count(after[n], name) != count(before[n], name):
+                wrong.append("{}: {} {} -> {}".format(n, name, count(before[n], name), count(after[n], name)))
         stalls = count(after[n], "stalls") - count(before[n], "stalls")
-        assert stalls >= 5, "{} counted {} stalls for 5 pauses".format(n, stalls)
-        assert cluster.status_view(after[n]) == [1, 2, 3], after[n]["members"]
+        if stalls < 5:
+            wrong.append("{} counted {} stalls for 5 pauses".format(n, stalls))
+        if cluster.status_view(after[n]) != [1, 2, 3]:
+            wrong.append("{}: members {}".format(n, after[n]["members"]))
     for s, r in zip(streams, results):
-        assert r["lost"] == 0 and r["duplicates"] == 0, "{}: {}".format(s.name, r)
+        if r["lost"] != 0 or r["duplicates"] != 0:
+            wrong.append("{}: {}".format(s.name, r))
+    return not wrong, wrong
 
 
 @pytest.mark.parametrize("scheme", ["packet-sqf", "session-rr", "session-sqf", "hash-src", "hash-src-spi"])
@@ -362,8 +385,7 @@ def test_scheme_carries_traffic(binaries, topology, scheme):
     assert topology.wait_ping("hostA", cluster.HOSTB, 10), "first ping not answered ({})".format(scheme)
     for name, src, dst, addr in (("udp-a2b", "hostA", "hostB", cluster.HOSTB),
                                  ("udp-b2a", "hostB", "hostA", cluster.HOSTA)):
-        r = cluster.UdpStream(topology, name, src, dst, addr, 5005, 200, 2).start().result()
-        assert r["lost"] == 0 and r["duplicates"] == 0, "{} {}: {}".format(scheme, name, r)
+        _lossless(topology, lambda: _clean_stream(topology, name, src, dst, addr, 5005, 200, 2))
     st = topology.cluster_status("n1")
     assert st["scheme"] == scheme
     time.sleep(0.3)  # counters are published every 100 ms
@@ -563,3 +585,4 @@ def test_failover_analysis_finds_handover_and_duplicates(tmp_path):
     forged = pkts[6]._replace(src_mac=cluster.node_mac(2, "wan"), iv=(1 << 48) | 7777)
     bad = fa.wire_checks(pkts + [forged], macs)
     assert bad["iv_mac_mismatch"] == 1 and bad["iv_seq_mismatch"] == 1, bad
+
