@@ -678,7 +678,7 @@ def suspicions(cl, names):
     return {n: status_counter(cl.cluster_status(n), "suspicions") for n in names}
 
 
-def lossless(cl, measure, names, suspect_after_ms, tries=3):
+def lossless(cl, measure, names, suspect_after_ms, tries=4):
     """Runs `measure()` -> (ok, detail) until an attempt is ok; returns
     that attempt's detail.
 
