@@ -57,6 +57,66 @@ impl ProgramType {
     /// `BPF_PROG_TYPE_SOCKET_FILTER`: runs on every packet a socket would
     /// receive; returns how many octets to keep (0: drop it).
     pub const SOCKET_FILTER: ProgramType = ProgramType(1);
+    /// `BPF_PROG_TYPE_XDP`: runs on every frame a device receives, before
+    /// the kernel allocates anything for it; returns an `XDP_*` action.
+    pub const XDP: ProgramType = ProgramType(6);
+}
+
+/// `XDP_DROP`, `XDP_PASS` (linux/bpf.h, `enum xdp_action`).
+pub mod xdp_action {
+    /// The frame is dropped by the driver.
+    pub const DROP: u32 = 1;
+    /// The frame goes on to the kernel's receive path.
+    pub const PASS: u32 = 2;
+}
+
+/// Where an XDP program runs (linux/if_link.h, `XDP_FLAGS_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpMode {
+    /// In the driver, before an skb exists (`XDP_FLAGS_DRV_MODE`).
+    Native,
+    /// In the generic receive path, on the skb, before the packet taps
+    /// (`XDP_FLAGS_SKB_MODE`): for drivers without XDP support.
+    Generic,
+}
+
+impl XdpMode {
+    fn flags(self) -> u32 {
+        match self {
+            XdpMode::Native => 1 << 2,
+            XdpMode::Generic => 1 << 1,
+        }
+    }
+
+    /// `native` or `generic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+        }
+    }
+}
+
+/// An XDP program attached to an interface through a BPF link: detached
+/// when this is dropped (or the process ends), so a daemon that dies
+/// leaves no program behind.
+#[derive(Debug)]
+pub struct XdpLink {
+    _fd: OwnedFd,
+    mode: XdpMode,
+    ifindex: u32,
+}
+
+impl XdpLink {
+    /// Where the program runs.
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+
+    /// The interface it is attached to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
 }
 
 /// A BPF map with fixed-size keys and values. Freed when the last
@@ -441,6 +501,26 @@ impl Program {
     /// statistics.
     pub fn attach_to(&self, socket: &PacketSocket) -> io::Result<()> {
         sys::attach_socket_filter(socket.as_fd(), self.fd.as_fd())
+    }
+
+    /// Attaches this XDP program to interface `ifindex`, in the driver if
+    /// it supports XDP, else in the generic receive path; the error of the
+    /// generic attempt if both fail (`EPERM` without `CAP_NET_ADMIN` and
+    /// `CAP_BPF`; `EBUSY` when the interface already has a program).
+    pub fn attach_xdp(&self, ifindex: u32) -> io::Result<XdpLink> {
+        let native = sys::link_create_xdp(self.fd.as_fd(), ifindex, XdpMode::Native.flags());
+        let (fd, mode) = match native {
+            Ok(fd) => (fd, XdpMode::Native),
+            Err(_) => (
+                sys::link_create_xdp(self.fd.as_fd(), ifindex, XdpMode::Generic.flags())?,
+                XdpMode::Generic,
+            ),
+        };
+        Ok(XdpLink {
+            _fd: fd,
+            mode,
+            ifindex,
+        })
     }
 
     /// Runs the program `repeat` times (at least once) over a packet

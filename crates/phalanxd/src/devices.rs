@@ -182,11 +182,27 @@ fn open_kernel_filter(
         .and_then(|filter| filter.attach(outside).map(|()| filter))
         .and_then(|filter| filter.attach_inside(inside).map(|()| filter));
     match loaded {
-        Ok(filter) => {
+        Ok(mut filter) => {
             tracing::info!(
                 interface = %cluster.outside.interface,
                 "kernel filter attached: inbound ESP other nodes own is dropped before the ring"
             );
+            if cluster.kernel_filter_xdp {
+                match filter.attach_xdp(outside.ifindex()) {
+                    Ok(mode) => tracing::info!(
+                        interface = %cluster.outside.interface,
+                        mode = mode.name(),
+                        "kernel filter: XDP attached; inbound ESP other nodes own is dropped \
+                         before the kernel allocates anything for it"
+                    ),
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        interface = %cluster.outside.interface,
+                        "kernel filter: XDP unavailable; the socket filter alone drops inbound \
+                         ESP other nodes own (later, correct)"
+                    ),
+                }
+            }
             KernelFilterState::On(Box::new(filter))
         }
         Err(e) => {

@@ -265,6 +265,7 @@ fn settings() -> ClusterSettings {
         checkpoint_every: 64,
         quorum: phalanx_cluster::QuorumPolicy::default(),
         kernel_filter: false,
+        kernel_filter_xdp: false,
         outside: side(1),
         inside: side(2),
         nodes: vec![(NodeId(NODE_ID), ADDRESS.parse().unwrap())],

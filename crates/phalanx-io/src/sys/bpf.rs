@@ -23,8 +23,12 @@ mod cmd {
     pub(super) const PROG_LOAD: libc::c_int = 5;
     pub(super) const PROG_TEST_RUN: libc::c_int = 10;
     pub(super) const OBJ_GET_INFO_BY_FD: libc::c_int = 15;
+    pub(super) const LINK_CREATE: libc::c_int = 28;
     pub(super) const ENABLE_STATS: libc::c_int = 32;
 }
+
+/// `BPF_XDP`, the attach type of a program on a device's receive path.
+const ATTACH_XDP: u32 = 37;
 
 /// `BPF_MAP_CREATE`'s attributes (the first anonymous struct of the union).
 #[repr(C)]
@@ -93,6 +97,16 @@ struct InfoAttr {
     bpf_fd: u32,
     info_len: u32,
     info: u64,
+}
+
+/// `BPF_LINK_CREATE`'s attributes (`attr.link_create`), up to `flags`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
 }
 
 /// `BPF_ENABLE_STATS`'s attributes (`attr.enable_stats`).
@@ -268,6 +282,24 @@ pub(crate) fn prog_run_stats(prog: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
         u64::from_ne_bytes(bytes)
     };
     Ok((word(PROG_INFO_RUN_TIME_NS), word(PROG_INFO_RUN_CNT)))
+}
+
+/// `BPF_LINK_CREATE` of `prog` as the XDP program of interface
+/// `ifindex` with `flags` (`XDP_FLAGS_DRV_MODE`, `XDP_FLAGS_SKB_MODE`,
+/// linux/if_link.h): attached until the returned link's last descriptor
+/// closes (Linux 5.9).
+pub(crate) fn link_create_xdp(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: ATTACH_XDP,
+        flags,
+    };
+    owned_fd(bpf(cmd::LINK_CREATE, &mut attr)?)
 }
 
 /// `SO_ATTACH_BPF`: `prog` filters what `socket` receives.

@@ -186,6 +186,7 @@ mod tests {
             checkpoint_every: 64,
             quorum: phalanx_cluster::QuorumPolicy::default(),
             kernel_filter: true,
+            kernel_filter_xdp: true,
             outside: side(1),
             inside: side(2),
             nodes: (1..=n)

@@ -258,6 +258,7 @@ mod tests {
             checkpoint_every: 64,
             quorum: QuorumPolicy::Majority,
             kernel_filter: true,
+            kernel_filter_xdp: true,
             outside: side(1),
             inside: side(2),
             // Node 3 is configured but not (yet) in Corosync's membership.

@@ -12,6 +12,7 @@
 //! checkpoint_every = 1024
 //! quorum = "majority"              # majority (default) or off
 //! kernel_filter = true             # drop ESP other nodes own in the kernel (eBPF), default true
+//! kernel_filter_xdp = true         # ... already in the driver (XDP), default true
 //! [cluster.outside]                # the protected (WAN) side: virtual address shared by all nodes
 //! interface = "wan0"
 //! address = "192.0.2.1"
@@ -116,6 +117,11 @@ pub struct ClusterSettings {
     /// ring, `dataplane::cluster::kernel_filter`); if it cannot be loaded
     /// the node warns and runs without it.
     pub kernel_filter: bool,
+    /// With `kernel_filter`: also run its ESP decision as an XDP program
+    /// on the outside interface, which drops in the driver before the
+    /// kernel allocates anything for the frame; if it cannot be loaded or
+    /// attached the node warns and keeps the socket filter alone.
+    pub kernel_filter_xdp: bool,
     /// The protected (WAN) side's virtual address.
     pub outside: ClusterSide,
     /// The clear (LAN) side's virtual address.
@@ -249,6 +255,7 @@ pub(crate) struct RawCluster {
     checkpoint_every: Option<Spanned<i64>>,
     quorum: Option<Spanned<String>>,
     kernel_filter: Option<Spanned<bool>>,
+    kernel_filter_xdp: Option<Spanned<bool>>,
     outside: Spanned<RawClusterSide>,
     inside: Spanned<RawClusterSide>,
     #[serde(default)]
@@ -316,6 +323,7 @@ pub(crate) fn settings(
         .unwrap_or(DEFAULT_CHECKPOINT_EVERY),
         quorum: quorum(source, raw.quorum.as_ref())?,
         kernel_filter: raw.kernel_filter.is_none_or(|k| *k.get_ref()),
+        kernel_filter_xdp: raw.kernel_filter_xdp.is_none_or(|k| *k.get_ref()),
         outside: outside.0,
         inside: inside.0,
         nodes,

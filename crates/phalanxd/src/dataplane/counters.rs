@@ -190,6 +190,10 @@ pub enum DaemonCounter {
     /// Cluster mode: 1 when the kernel filter was asked for but could not
     /// be loaded or attached (the node runs without it; see the log).
     ClusterKernelFilterUnavailable,
+    /// Cluster mode: 1 when the kernel filter's XDP program was asked for
+    /// (`kernel_filter_xdp`) but could not be loaded or attached (the
+    /// socket filter alone decides; see the log).
+    ClusterKernelFilterXdpUnavailable,
     /// Cluster mode: ESP packets this node owns that arrived while it sent
     /// no heartbeats for longer than `suspect_after` (stopped, or starved
     /// of CPU): another node may have processed them, so they are dropped
@@ -200,7 +204,7 @@ pub enum DaemonCounter {
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 65] = [
+    pub const ALL: [DaemonCounter; 66] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -266,6 +270,7 @@ impl DaemonCounter {
         DaemonCounter::ClusterIgnoredOtherMacKernel,
         DaemonCounter::ClusterKernelFilterUnavailable,
         DaemonCounter::ClusterInboundFenced,
+        DaemonCounter::ClusterKernelFilterXdpUnavailable,
     ];
 
     /// Number of counters.
@@ -338,6 +343,9 @@ impl DaemonCounter {
             DaemonCounter::ClusterInboundNotOwnedKernel => "cluster_inbound_not_owned_kernel",
             DaemonCounter::ClusterIgnoredOtherMacKernel => "cluster_ignored_other_mac_kernel",
             DaemonCounter::ClusterKernelFilterUnavailable => "cluster_kernel_filter_unavailable",
+            DaemonCounter::ClusterKernelFilterXdpUnavailable => {
+                "cluster_kernel_filter_xdp_unavailable"
+            }
             DaemonCounter::ClusterInboundFenced => "cluster_inbound_fenced",
         }
     }

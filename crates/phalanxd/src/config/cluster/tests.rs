@@ -78,6 +78,14 @@ fn kernel_filter_can_be_turned_off() {
 }
 
 #[test]
+fn kernel_filter_xdp_can_be_turned_off() {
+    let text = BASE.replacen("scheme =", "kernel_filter_xdp = false\nscheme =", 1);
+    let config = Config::parse("node.toml", &text).unwrap();
+    let cluster = config.cluster.unwrap();
+    assert!(cluster.kernel_filter && !cluster.kernel_filter_xdp);
+}
+
+#[test]
 fn base_parses_with_defaults() {
     let config = Config::parse("node.toml", BASE).unwrap();
     let c = config.cluster.unwrap();
@@ -90,6 +98,7 @@ fn base_parses_with_defaults() {
     assert_eq!((c.lease_len, c.checkpoint_every), (65_536, 1024));
     assert_eq!(c.quorum, QuorumPolicy::Majority);
     assert!(c.kernel_filter, "on by default");
+    assert!(c.kernel_filter_xdp, "XDP on by default");
     assert_eq!(c.outside.interface, "wan0");
     let outside = Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
     assert_eq!(c.outside.addresses.first(), outside);

@@ -18,6 +18,17 @@
 //! the outside side one, `protected.local`; a dual-stack side passes
 //! both). With neither the outside ring gets only the other-MAC filter.
 //!
+//! With `kernel_filter_xdp` the same decision also runs as an XDP program
+//! on the outside interface ([`KernelFilter::attach_xdp`],
+//! [`program::Hook::Xdp`]), over the same maps: not-owned ESP is then
+//! dropped in the driver, before the kernel allocates an skb, runs its
+//! receive path and the packet tap (costs the socket filter cannot take
+//! away, since it runs after them). The socket filter stays on the ring
+//! and decides what XDP passes: frames to other MACs, runts, and the
+//! frames the XDP program cannot copy. Both count in the same counters
+//! and record in the same cells; a frame is counted by the one that
+//! dropped it.
+//!
 //! Whole-SA slots hold the peer's full address, 16 octets, so an SA with
 //! an IPv6 peer under a hash scheme is decided in the kernel as one with
 //! an IPv4 peer is ([`SlotMode::WHOLE_SA_V6`]), rather than registered in
@@ -78,13 +89,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use phalanx_cluster::dispatch::{Direction, DispatchScheme, InboundDispatcher, PacketKey};
 use phalanx_cluster::{NodeDataPath, NodeId, SaDescriptor, View};
-use phalanx_io::bpf::{map_fd, LoadError, Map, MappedArray, Program, ProgramType};
+use phalanx_io::bpf::{
+    map_fd, LoadError, Map, MappedArray, Program, ProgramType, XdpLink, XdpMode,
+};
 use phalanx_io::packet::PacketSocket;
 use phalanx_wire::ethernet::MacAddress;
 
 use program::{
-    bucket, global, slot, FilterTarget, SlotMode, CELLS, INDEX_BUCKETS, MAX_SLOTS, NOT_ACTIVE,
-    SLOT_BYTES,
+    bucket, global, slot, FilterTarget, Hook, SlotMode, CELLS, INDEX_BUCKETS, MAX_SLOTS,
+    NOT_ACTIVE, SLOT_BYTES,
 };
 
 /// The virtual MACs and the outside virtual addresses the programs are
@@ -115,6 +128,12 @@ pub enum FilterError {
     Load(LoadError),
     /// `SO_ATTACH_BPF` failed.
     Attach(io::Error),
+    /// The XDP program did not load (Linux before 5.18 has no
+    /// `bpf_xdp_load_bytes`), with the verifier's log.
+    XdpLoad(LoadError),
+    /// Attaching it to the interface failed, in the driver and in the
+    /// generic path (`EBUSY`: another XDP program is there).
+    XdpAttach(io::Error),
 }
 
 impl fmt::Display for FilterError {
@@ -124,6 +143,8 @@ impl fmt::Display for FilterError {
             FilterError::Assemble(e) => write!(f, "assembling the filter: {e}"),
             FilterError::Load(e) => e.fmt(f),
             FilterError::Attach(e) => write!(f, "attaching the filter: {e}"),
+            FilterError::XdpLoad(e) => write!(f, "loading the XDP program: {e}"),
+            FilterError::XdpAttach(e) => write!(f, "attaching the XDP program: {e}"),
         }
     }
 }
@@ -155,6 +176,15 @@ struct Registered {
 #[derive(Debug)]
 pub struct KernelFilter {
     program: Program,
+    /// The same decision as an XDP program, loaded on demand
+    /// ([`attach_xdp`](Self::attach_xdp)).
+    xdp_program: Option<Program>,
+    /// Where it is attached; detached on drop.
+    xdp: Option<XdpLink>,
+    /// Attaching it was tried and failed.
+    xdp_failed: bool,
+    /// The outside target the programs were built for.
+    target: FilterTarget,
     /// The inside ring's: other unicast MACs only.
     inside_program: Program,
     index: Map,
@@ -194,7 +224,7 @@ impl KernelFilter {
             .map_err(FilterError::Map)?;
         // Without an outside address only frames to other MACs are
         // dropped; all ESP reaches user space, which dispatches it.
-        let insns = program::esp_filter(&FilterTarget {
+        let target = FilterTarget {
             mac: addresses.outside_mac,
             ipv4: addresses.outside_v4,
             ipv6: addresses.outside_v6,
@@ -202,8 +232,8 @@ impl KernelFilter {
             index_fd: map_fd(&index),
             slots_fd: map_fd(slots.map()),
             counters_fd: map_fd(&counters),
-        })
-        .map_err(FilterError::Assemble)?;
+        };
+        let insns = program::esp_filter(&target, Hook::Socket).map_err(FilterError::Assemble)?;
         let program = Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_esp_filter")
             .map_err(FilterError::Load)?;
         let insns = program::other_mac_filter(addresses.inside_mac, map_fd(&counters))
@@ -213,6 +243,10 @@ impl KernelFilter {
                 .map_err(FilterError::Load)?;
         let filter = KernelFilter {
             program,
+            xdp_program: None,
+            xdp: None,
+            xdp_failed: false,
+            target,
             inside_program,
             index,
             slots,
@@ -242,6 +276,51 @@ impl KernelFilter {
         self.inside_program
             .attach_to(ring)
             .map_err(FilterError::Attach)
+    }
+
+    /// Loads the outside decision as an XDP program over the same maps
+    /// (once); needs `CAP_BPF`.
+    pub fn load_xdp(&mut self) -> Result<&Program, FilterError> {
+        if self.xdp_program.is_none() {
+            let insns =
+                program::esp_filter(&self.target, Hook::Xdp).map_err(FilterError::Assemble)?;
+            let loaded = Program::load(ProgramType::XDP, &insns, "GPL", "phx_esp_xdp")
+                .map_err(FilterError::XdpLoad)?;
+            self.xdp_program = Some(loaded);
+        }
+        Ok(self.xdp_program.as_ref().expect("loaded above"))
+    }
+
+    /// Also decides the outside interface's frames in XDP
+    /// ([`program::Hook::Xdp`]): not-owned ESP is then dropped in the
+    /// driver, before the kernel allocates an skb, runs its receive path
+    /// and the packet tap for it. The socket filter stays on the ring for
+    /// everything XDP passes. Needs `CAP_NET_ADMIN` and `CAP_BPF`; the
+    /// program is detached when this filter is dropped.
+    pub fn attach_xdp(&mut self, ifindex: u32) -> Result<XdpMode, FilterError> {
+        let attached = self
+            .load_xdp()
+            .and_then(|program| program.attach_xdp(ifindex).map_err(FilterError::XdpAttach));
+        self.xdp_failed = attached.is_err();
+        let link = attached?;
+        let mode = link.mode();
+        self.xdp = Some(link);
+        Ok(mode)
+    }
+
+    /// The XDP program, once [`load_xdp`](Self::load_xdp)ed (test runs).
+    pub fn xdp_program(&self) -> Option<&Program> {
+        self.xdp_program.as_ref()
+    }
+
+    /// Where the XDP program runs, if it is attached.
+    pub fn xdp_mode(&self) -> Option<XdpMode> {
+        self.xdp.as_ref().map(XdpLink::mode)
+    }
+
+    /// Whether [`attach_xdp`](Self::attach_xdp) was tried and failed.
+    pub fn xdp_failed(&self) -> bool {
+        self.xdp_failed
     }
 
     /// The outside ring's program (test runs).

@@ -692,6 +692,9 @@ impl Plane {
             let drops = filter.drop_counts();
             daemon.add(DaemonCounter::ClusterInboundNotOwnedKernel, drops.not_owned);
             daemon.add(DaemonCounter::ClusterIgnoredOtherMacKernel, drops.other_mac);
+            if filter.xdp_failed() {
+                daemon.add(DaemonCounter::ClusterKernelFilterXdpUnavailable, 1);
+            }
         }
         if self.kernel_filter_failed {
             published

@@ -251,9 +251,40 @@ const SKB_VLAN_PRESENT: i16 = 20;
 /// Stack slots: the slot index key, the key 0 (above the frame copy).
 const KEY_SLOT: i16 = -8;
 const KEY_ZERO: i16 = -12;
-/// What the program returns: keep the whole frame, or drop it.
-const PASS: i32 = -1;
-const DROP: i32 = 0;
+
+/// Where the ESP decision runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// The outside ring's socket filter (`SO_ATTACH_BPF`): runs when the
+    /// packet tap hands it the skb; also drops frames to other unicast
+    /// MACs from the ring.
+    Socket,
+    /// The outside interface's XDP program: runs in the driver before an
+    /// skb exists (or first thing in the generic receive path). It
+    /// decides only ESP to the virtual MAC and address; every other
+    /// frame, other MACs included (the node's own address is one), passes
+    /// to the kernel and the socket filter behind it.
+    Xdp,
+}
+
+impl Hook {
+    /// What the program returns to keep the frame: the whole frame for a
+    /// socket filter, `XDP_PASS`.
+    const fn pass(self) -> i32 {
+        match self {
+            Hook::Socket => -1,
+            Hook::Xdp => phalanx_io::bpf::xdp_action::PASS as i32,
+        }
+    }
+
+    /// What it returns to drop it: 0 octets kept, `XDP_DROP`.
+    const fn drop(self) -> i32 {
+        match self {
+            Hook::Socket => 0,
+            Hook::Xdp => phalanx_io::bpf::xdp_action::DROP as i32,
+        }
+    }
+}
 
 // The longest copy ends below the keys, and every 32-bit field the
 // program loads from it is 4-aligned (see FRAME).
@@ -343,26 +374,35 @@ impl Destination {
     }
 }
 
-/// The outside ring's program. See the module docs. Without an address
-/// it is the [`other_mac_filter`].
+/// The outside program for `hook`. See the module docs. Without an
+/// address it is the [`other_mac_filter`] (for [`Hook::Xdp`]: a program
+/// that passes everything).
 ///
-/// One `bpf_skb_load_bytes` copies the headers to the stack and every
-/// field is read from there: the legacy packet loads it replaced were
-/// one helper call each (14 per ESP frame).
-pub fn esp_filter(target: &FilterTarget) -> Result<Vec<Insn>, AsmError> {
+/// One `bpf_skb_load_bytes` (`bpf_xdp_load_bytes`) copies the headers to
+/// the stack and every field is read from there: the legacy packet loads
+/// it replaced were one helper call each (14 per ESP frame). The XDP
+/// program is the same decision over the same maps; it passes what the
+/// socket filter would drop for its MAC alone, and frames too short to
+/// copy.
+pub fn esp_filter(target: &FilterTarget, hook: Hook) -> Result<Vec<Insn>, AsmError> {
     let destinations: Vec<Destination> = (target.ipv4.map(Destination::V4).into_iter())
         .chain(target.ipv6.map(Destination::V6))
         .collect();
     let copies = destinations.iter().map(|d| d.layout().copy());
     let (Some(shortest), Some(longest)) = (copies.clone().min(), copies.max()) else {
+        if hook == Hook::Xdp {
+            let mut asm = Assembler::new();
+            asm.mov_imm(Reg::R0, hook.pass()).exit();
+            return asm.finish();
+        }
         return other_mac_filter(target.mac, target.counters_fd);
     };
     let mut asm = Assembler::new();
     let pass = asm.label();
     let short = asm.label();
     let other_mac = asm.label();
-    prologue(&mut asm, pass);
-    copy_headers(&mut asm, (shortest, longest), short, pass);
+    prologue(&mut asm, pass, hook);
+    copy_headers(&mut asm, (shortest, longest), short, pass, hook);
     let mac = target.mac.octets();
     asm.load(Size::H, Reg::R0, Reg::FP, copied(0))
         .jump32_imm(JmpOp::JNE, Reg::R0, raw16([mac[0], mac[1]]), other_mac)
@@ -390,30 +430,47 @@ pub fn esp_filter(target: &FilterTarget) -> Result<Vec<Insn>, AsmError> {
             Destination::V6(address) => ipv6_checks(&mut asm, address, pass),
         }
         transport(&mut asm, layout, target.udp_port, pass);
-        decide(&mut asm, target, layout, pass);
+        decide(&mut asm, target, layout, pass, hook);
         if !last {
             asm.bind(other_version);
         }
     }
-    // Too short to copy: only the MAC matters (legacy loads).
-    asm.bind(short);
-    mac_check(&mut asm, target.mac, other_mac);
-    asm.jump(pass);
-    asm.bind(other_mac);
-    drop_other_mac(&mut asm, target.counters_fd, pass);
-    asm.bind(pass).mov_imm(Reg::R0, PASS).exit();
+    match hook {
+        Hook::Socket => {
+            // Too short to copy: only the MAC matters (legacy loads).
+            asm.bind(short);
+            mac_check(&mut asm, target.mac, other_mac);
+            asm.jump(pass);
+            asm.bind(other_mac);
+            drop_other_mac(&mut asm, target.counters_fd, pass);
+        }
+        // Legacy loads do not exist in XDP; the socket filter decides
+        // these frames.
+        Hook::Xdp => {
+            asm.bind(short).bind(other_mac);
+        }
+    }
+    asm.bind(pass).mov_imm(Reg::R0, hook.pass()).exit();
     asm.finish()
 }
 
-/// r6 = the context, r9 = the frame's length; `pass` for a VLAN-tagged
-/// frame (the tag is outside the frame here) or one shorter than an
-/// Ethernet header.
-fn prologue(asm: &mut Assembler, pass: Label) {
-    asm.mov(Reg::R6, Reg::R1)
-        .load(Size::W, Reg::R9, Reg::R6, SKB_LEN)
-        .load(Size::W, Reg::R0, Reg::R6, SKB_VLAN_PRESENT)
-        .jump_imm(JmpOp::JNE, Reg::R0, 0, pass)
-        .jump_imm(JmpOp::JLT, Reg::R9, ETH_HLEN, pass);
+/// r6 = the context, r9 = the frame's length; `pass` for a frame
+/// shorter than an Ethernet header and, on a socket, a VLAN-tagged one
+/// (the tag is outside the frame there; in XDP it is in the frame, whose
+/// EtherType then matches no IP version).
+fn prologue(asm: &mut Assembler, pass: Label, hook: Hook) {
+    asm.mov(Reg::R6, Reg::R1);
+    match hook {
+        Hook::Socket => {
+            asm.load(Size::W, Reg::R9, Reg::R6, SKB_LEN)
+                .load(Size::W, Reg::R0, Reg::R6, SKB_VLAN_PRESENT)
+                .jump_imm(JmpOp::JNE, Reg::R0, 0, pass);
+        }
+        Hook::Xdp => {
+            asm.call(Helper::XDP_GET_BUFF_LEN).mov(Reg::R9, Reg::R0);
+        }
+    }
+    asm.jump_imm(JmpOp::JLT, Reg::R9, ETH_HLEN, pass);
 }
 
 /// Copies the frame's first `shortest` octets to the stack at [`FRAME`],
@@ -422,7 +479,13 @@ fn prologue(asm: &mut Assembler, pass: Label) {
 /// frame shorter than `shortest` goes to `short`. The verifier follows
 /// both lengths: a load past the shorter copy is only reachable behind a
 /// length test that excludes it.
-fn copy_headers(asm: &mut Assembler, (shortest, longest): (i32, i32), short: Label, pass: Label) {
+fn copy_headers(
+    asm: &mut Assembler,
+    (shortest, longest): (i32, i32),
+    short: Label,
+    pass: Label,
+    hook: Hook,
+) {
     let copy = asm.label();
     asm.jump_imm(JmpOp::JLT, Reg::R9, shortest, short)
         .mov_imm(Reg::R4, shortest);
@@ -435,7 +498,10 @@ fn copy_headers(asm: &mut Assembler, (shortest, longest): (i32, i32), short: Lab
         .mov_imm(Reg::R2, 0)
         .mov(Reg::R3, Reg::FP)
         .alu64_imm(AluOp::ADD, Reg::R3, i32::from(FRAME))
-        .call(Helper::SKB_LOAD_BYTES)
+        .call(match hook {
+            Hook::Socket => Helper::SKB_LOAD_BYTES,
+            Hook::Xdp => Helper::XDP_LOAD_BYTES,
+        })
         .jump_imm(JmpOp::JNE, Reg::R0, 0, pass);
 }
 
@@ -445,12 +511,12 @@ pub fn other_mac_filter(mac: MacAddress, counters_fd: i32) -> Result<Vec<Insn>, 
     let mut asm = Assembler::new();
     let pass = asm.label();
     let other_mac = asm.label();
-    prologue(&mut asm, pass);
+    prologue(&mut asm, pass, Hook::Socket);
     mac_check(&mut asm, mac, other_mac);
     asm.jump(pass);
     asm.bind(other_mac);
     drop_other_mac(&mut asm, counters_fd, pass);
-    asm.bind(pass).mov_imm(Reg::R0, PASS).exit();
+    asm.bind(pass).mov_imm(Reg::R0, Hook::Socket.pass()).exit();
     asm.finish()
 }
 
@@ -471,18 +537,24 @@ fn mac_check(asm: &mut Assembler, mac: MacAddress, other: Label) {
 fn drop_other_mac(asm: &mut Assembler, counters_fd: i32, pass: Label) {
     asm.ld_abs(Size::B, 0)
         .jump_imm(JmpOp::JSET, Reg::R0, 1, pass);
-    count_and_drop(asm, counters_fd, counter::OTHER_MAC_DROPS, pass);
+    count_and_drop(
+        asm,
+        counters_fd,
+        counter::OTHER_MAC_DROPS,
+        pass,
+        Hook::Socket,
+    );
 }
 
 /// Adds 1 to this CPU's counter at `at` (no atomics: the element is
 /// this CPU's own) and drops the frame.
-fn count_and_drop(asm: &mut Assembler, counters_fd: i32, at: i16, pass: Label) {
+fn count_and_drop(asm: &mut Assembler, counters_fd: i32, at: i16, pass: Label, hook: Hook) {
     asm.store_imm(Size::W, Reg::FP, KEY_ZERO, 0);
     lookup(asm, counters_fd, KEY_ZERO, pass);
     asm.load(Size::DW, Reg::R1, Reg::R0, at)
         .alu64_imm(AluOp::ADD, Reg::R1, 1)
         .store(Size::DW, Reg::R0, at, Reg::R1)
-        .mov_imm(Reg::R0, DROP)
+        .mov_imm(Reg::R0, hook.drop())
         .exit();
 }
 
@@ -560,7 +632,7 @@ fn transport(asm: &mut Assembler, layout: &IpLayout, udp_port: u16, pass: Label)
 /// r7 = the copied SPI's stack address (the sequence number follows):
 /// look the SA up and decide. A whole-SA slot decides only packets of
 /// `layout`'s version from its peer.
-fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: Label) {
+fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: Label, hook: Hook) {
     let round_robin = asm.label();
     let not_owned = asm.label();
     // r9: the sequence number; r7: the SPI.
@@ -617,7 +689,7 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: L
         .alu64_imm(AluOp::LSH, Reg::R1, 2)
         .alu64_reg(AluOp::ADD, Reg::R7, Reg::R1)
         .store(Size::W, Reg::R7, slot::CELLS as i16, Reg::R9);
-    count_and_drop(asm, target.counters_fd, counter::DROPS, pass);
+    count_and_drop(asm, target.counters_fd, counter::DROPS, pass, hook);
 }
 
 /// `r0 = bpf_map_lookup_elem(map, fp + key)`; `pass` when absent.

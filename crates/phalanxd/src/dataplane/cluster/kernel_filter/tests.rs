@@ -2,7 +2,15 @@
 //! `BPF_PROG_TEST_RUN`), and a veth pair in a namespace of its own with
 //! the filter on the receiving ring. They need `bpf(2)` (root): each
 //! skips, saying why, only when the kernel answers `EPERM`.
+//!
+//! The decision tests run twice: with the socket filter alone, and
+//! (`xdp_*`) as the kernel runs the two hooks, the XDP program first and
+//! the socket filter on what it passes ([`passes`]). Every verdict and
+//! every counter must be the same both ways, and with XDP the socket
+//! filter must never drop a frame to the virtual MAC: XDP drops all the
+//! not-owned ESP.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::time::{Duration, Instant};
 
@@ -114,15 +122,56 @@ fn frame6(
     esp(f, carrier, (payload_len, [0xc0, 0xde]), (spi, seq), total)
 }
 
-/// The program's verdict on `frame` (true: passed to the ring), run as
-/// the socket would: behind 14 octets the test run strips (their
-/// EtherType, the frame's, sets the skb's protocol).
+thread_local! {
+    /// The decision tests run with the XDP program in front (see the
+    /// module docs).
+    static WITH_XDP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs decision test `test` with the XDP program in front of the
+/// socket filter.
+fn with_xdp(test: fn()) {
+    WITH_XDP.with(|x| x.set(true));
+    test();
+    WITH_XDP.with(|x| x.set(false));
+}
+
+/// Whether `frame` reaches the ring (true) through the filter: the
+/// socket filter's verdict, run as the socket would (behind 14 octets
+/// the test run strips; their EtherType, the frame's, sets the skb's
+/// protocol). Under [`with_xdp`] the XDP program decides the frame first
+/// (as the driver hands it over, from its Ethernet header), and only
+/// what it passes reaches the socket filter.
 fn passes(filter: &KernelFilter, frame: &[u8]) -> bool {
+    let xdp = WITH_XDP.with(Cell::get) && frame.len() >= 14;
+    if xdp {
+        let program = filter.xdp_program().expect("loaded by load_for");
+        let run = program.test_run(frame, 1).unwrap();
+        match run.retval {
+            phalanx_io::bpf::xdp_action::DROP => {
+                assert_eq!(
+                    frame[..6],
+                    MAC.octets(),
+                    "XDP dropped a frame to another MAC"
+                );
+                return false;
+            }
+            phalanx_io::bpf::xdp_action::PASS => {}
+            other => panic!("XDP returned {other}"),
+        }
+    }
     let mut data = vec![0u8; 14];
     data[12..14].copy_from_slice(frame.get(12..14).unwrap_or(&[0x08, 0x00][..]));
     data.extend_from_slice(frame);
     let run = filter.program().test_run(&data, 1).unwrap();
     assert!(run.retval == 0 || run.retval == u32::MAX, "{run:?}");
+    if xdp && run.retval == 0 {
+        assert_ne!(
+            frame[..6],
+            MAC.octets(),
+            "the socket filter dropped a frame to the virtual MAC that XDP passed"
+        );
+    }
     run.retval != 0
 }
 
@@ -144,7 +193,14 @@ fn load_for(
         inside_mac: INSIDE_MAC,
     };
     match KernelFilter::load(NodeId(local), scheme, addresses, NATT) {
-        Ok(filter) => Some(filter),
+        Ok(mut filter) => {
+            if WITH_XDP.with(Cell::get) {
+                if let Err(e) = filter.load_xdp() {
+                    panic!("{e}");
+                }
+            }
+            Some(filter)
+        }
         Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
             eprintln!("skipped: bpf() not permitted here ({e}); CI runs this as root");
             None
@@ -727,12 +783,25 @@ fn inside_ring_drops_only_other_unicast_macs() {
 /// cells hold the others.
 #[test]
 fn veth_ring_receives_only_owned_frames() {
+    veth_ring(false);
+}
+
+/// [`veth_ring_receives_only_owned_frames`] with the XDP program on the
+/// receiving veth instead of the socket filter: it drops the not-owned
+/// frames (counted in the same counter, numbers in the same cells), in
+/// the driver (a veth runs XDP natively).
+#[test]
+fn veth_xdp_drops_not_owned_frames() {
+    veth_ring(true);
+}
+
+fn veth_ring(xdp: bool) {
     let Some(mut filter) = load(2, DispatchScheme::PacketRoundRobin) else {
         return;
     };
-    let ns = VethNamespace::create("phxbpf");
+    let ns = VethNamespace::create(if xdp { "phxxdp" } else { "phxbpf" });
     let path = ns.path();
-    let (tx, mut rx) = std::thread::scope(|scope| {
+    let (tx, mut rx, mode) = std::thread::scope(|scope| {
         scope
             .spawn(|| {
                 setns(File::open(&path).unwrap(), CloneFlags::CLONE_NEWNET).unwrap();
@@ -740,13 +809,23 @@ fn veth_ring_receives_only_owned_frames() {
                 let mut config = PacketSocketConfig::new("pxb");
                 config.promiscuous = true;
                 let rx = PacketSocket::open(&config).unwrap();
-                (tx, rx)
+                // The interface index is the namespace's.
+                let mode = xdp.then(|| filter.attach_xdp(rx.ifindex()).unwrap());
+                (tx, rx, mode)
             })
             .join()
             .unwrap()
     });
+    if xdp {
+        assert_eq!(mode, Some(XdpMode::Native), "a veth runs XDP in its driver");
+        assert_eq!(filter.xdp_mode(), mode);
+    }
     filter.sync(&view_of([1, 2, 3]), &[], [inbound(SPI, false, PEER)].iter());
-    filter.attach(&rx).unwrap();
+    if !xdp {
+        filter.attach(&rx).unwrap();
+    }
+    // With XDP the ring has no socket filter: what it receives is what
+    // XDP passed.
     // Frames that reached the ring before the attach (IPv6 neighbour
     // discovery of the new links): let their block retire, give it back.
     std::thread::sleep(Duration::from_millis(20));
@@ -797,4 +876,49 @@ fn veth_ring_receives_only_owned_frames() {
         let want = if seq % 3 == 1 { 0 } else { seq };
         assert_eq!(cells[seq as usize], want, "cell {seq}");
     }
+}
+
+#[test]
+fn xdp_round_robin_matches_the_dispatcher() {
+    with_xdp(round_robin_matches_the_dispatcher);
+}
+
+#[test]
+fn xdp_hash_schemes_match_the_dispatcher() {
+    with_xdp(hash_schemes_match_the_dispatcher);
+}
+
+#[test]
+fn xdp_silent_suspects_leave_the_decision_to_user_space() {
+    with_xdp(silent_suspects_leave_the_decision_to_user_space);
+}
+
+#[test]
+fn xdp_a_shared_bucket_leaves_the_second_sa_to_user_space() {
+    with_xdp(a_shared_bucket_leaves_the_second_sa_to_user_space);
+}
+
+#[test]
+fn xdp_everything_else_passes() {
+    with_xdp(everything_else_passes);
+}
+
+#[test]
+fn xdp_ipv6_round_robin_matches_the_dispatcher() {
+    with_xdp(ipv6_round_robin_matches_the_dispatcher);
+}
+
+#[test]
+fn xdp_ipv6_hash_schemes_match_the_dispatcher() {
+    with_xdp(ipv6_hash_schemes_match_the_dispatcher);
+}
+
+#[test]
+fn xdp_ipv6_everything_else_passes() {
+    with_xdp(ipv6_everything_else_passes);
+}
+
+#[test]
+fn xdp_without_outside_addresses_only_other_macs_are_dropped() {
+    with_xdp(without_outside_addresses_only_other_macs_are_dropped);
 }
