@@ -294,6 +294,8 @@ def test_every_node_processes_packets(steady):
         # The kernel filter (on by default) drops the inbound ESP the other
         # nodes own before this node's ring: user space sees none of it.
         assert after.get("daemon.cluster_kernel_filter_unavailable", 0) == 0, "{}: no kernel filter".format(n)
+        # Its XDP program (on by default) drops them in the veth's driver.
+        assert after.get("daemon.cluster_kernel_filter_xdp_unavailable", 0) == 0, "{}: no XDP".format(n)
         kernel[n] = (delta("cluster_inbound_not_owned_kernel"), delta("cluster_inbound_not_owned"))
         assert kernel[n][0] > 0, "{}: the kernel filter dropped nothing: {}".format(n, kernel)
         assert kernel[n][1] <= 2, "{}: user space still decided not-owned ESP: {}".format(n, kernel)
