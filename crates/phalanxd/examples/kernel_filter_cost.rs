@@ -10,7 +10,10 @@
 //! owned (dropped), whose peer is compared with the source (one word for
 //! IPv4, four for IPv6); and, for the harness's own cost, a program that
 //! only returns. Node 2 of a 3-node view (packet-rr unless the row says
-//! otherwise). Needs root (`bpf(2)`).
+//! otherwise). The last two columns time the same decision built for
+//! XDP (`kernel_filter_xdp`), over the frame as a driver hands it over;
+//! it passes frames to another MAC (the socket filter behind it drops
+//! them). Needs root (`bpf(2)`).
 //!
 //! `cargo run --release -p phalanxd --example kernel_filter_cost [repeat]`
 //!
@@ -20,7 +23,11 @@
 //! drops), a ring on the other end filtered by the program, and the
 //! kernel timing each run (`BPF_ENABLE_STATS`); then the same with a
 //! program that only drops, for the timing's own cost. Alternating,
-//! median of the rounds.
+//! median of the rounds. Then the same with the XDP program attached to
+//! the receiving veth (in its driver) and a ring without a filter, beside
+//! an XDP program that only drops. Per frame it also reports the CPU time
+//! of the sending thread, whose system calls run the veth's receive path
+//! (`RUSAGE_THREAD`), for each way of dropping.
 #![allow(clippy::unwrap_used)]
 
 use std::fs::File;
@@ -32,7 +39,7 @@ use nix::sched::{setns, CloneFlags};
 use phalanx_cluster::dispatch::{Direction, DispatchScheme, Dispatcher, PacketKey};
 use phalanx_cluster::{NodeId, SaDescriptor, View};
 use phalanx_io::bpf::asm::{Assembler, Reg};
-use phalanx_io::bpf::{Program, ProgramType, RunTimeStats};
+use phalanx_io::bpf::{xdp_action, Program, ProgramType, RunTimeStats, XdpMode};
 use phalanx_io::packet::{PacketSocket, PacketSocketConfig};
 use phalanx_testkit::netns::VethNamespace;
 use phalanx_wire::ethernet::MacAddress;
@@ -259,19 +266,28 @@ fn main() {
         ("IPv4 dual", Version::V4, (v4, v6)),
         ("IPv6 dual", Version::V6, (v4, v6)),
     ];
-    let filters: Vec<(KernelFilter, KernelFilter)> = (columns.iter())
+    let mut filters: Vec<(KernelFilter, KernelFilter)> = (columns.iter())
         .map(|&(_, version, addresses)| {
             let rr = [inbound(SPI, version.peer())];
             let rr = node_two_filter(DispatchScheme::PacketRoundRobin, addresses, &rr);
             (rr, node_two_filter(HASH, addresses, &hash_sas))
         })
         .collect();
+    // The XDP columns: the single-address filters' XDP programs.
+    for (rr, hashed) in filters.iter_mut().take(2) {
+        rr.load_xdp().unwrap_or_else(|e| panic!("{e}"));
+        hashed.load_xdp().unwrap_or_else(|e| panic!("{e}"));
+    }
+    let xdp_columns = [("IPv4 xdp", Version::V4, 0), ("IPv6 xdp", Version::V6, 1)];
     println!(
         "kernel filter, {LEN}-byte IP packets, {repeat} runs each (BPF_PROG_TEST_RUN), ns/run;"
     );
     println!("columns: the frame's IP version; \"dual\": the program for both outside addresses");
     print!("  {:42}", "");
     for (name, _, _) in &columns {
+        print!(" {name:>9}");
+    }
+    for (name, _, _) in &xdp_columns {
         print!(" {name:>9}");
     }
     println!();
@@ -284,6 +300,13 @@ fn main() {
             .unwrap();
         print!(" {:>9}", run.ns_per_run);
     }
+    let empty_xdp = constant_xdp(xdp_action::PASS);
+    for &(_, version, _) in &xdp_columns {
+        let run = empty_xdp
+            .test_run(&frame(version, None, SPI, 1)[14..], repeat)
+            .unwrap();
+        print!(" {:>9}", run.ns_per_run);
+    }
     println!();
     for (what, drops, hash, build) in rows() {
         print!("  {what:42}");
@@ -293,8 +316,42 @@ fn main() {
             assert_eq!(run.retval == 0, drops, "{what}, {name}: wrong verdict");
             print!(" {:>9}", run.ns_per_run);
         }
+        // XDP leaves frames to another MAC to the socket filter.
+        let xdp_drops = drops && !what.starts_with("to another unicast MAC");
+        for &(name, version, at) in &xdp_columns {
+            let (rr, hashed) = &filters[at];
+            let program = (if hash { hashed } else { rr }).xdp_program().unwrap();
+            let run = program.test_run(&build(version)[14..], repeat).unwrap();
+            assert_eq!(
+                run.retval == xdp_action::DROP,
+                xdp_drops,
+                "{what}, {name}: wrong verdict"
+            );
+            print!(" {:>9}", run.ns_per_run);
+        }
         println!();
     }
+}
+
+/// An XDP program that only returns `action`.
+fn constant_xdp(action: u32) -> Program {
+    let mut asm = Assembler::new();
+    asm.mov_imm(Reg::R0, action as i32).exit();
+    Program::load(
+        ProgramType::XDP,
+        &asm.finish().unwrap(),
+        "GPL",
+        "phx_xdp_const",
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// This thread's CPU time so far (user and system), nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD).unwrap();
+    let ns =
+        |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1000;
+    ns(usage.user_time()) + ns(usage.system_time())
 }
 
 /// A socket filter that only returns `verdict` (-1 pass, 0 drop).
@@ -331,41 +388,61 @@ fn receive_path(frames: usize, rounds: usize) {
         .map(|i| frame(Version::V4, None, SPI, 3 * i + 2)[14..].to_vec())
         .collect();
     let sa = [inbound(SPI, IpAddr::V4(PEER))];
-    let filter = node_two_filter(DispatchScheme::PacketRoundRobin, (Some(VIP), None), &sa);
+    let mut filter = node_two_filter(DispatchScheme::PacketRoundRobin, (Some(VIP), None), &sa);
+    filter.load_xdp().unwrap_or_else(|e| panic!("{e}"));
     let drop_all = constant_program(0);
-    // `frames` frames through a ring on the other end filtered by
-    // `program`, the kernel timing each run: its mean ns per run.
-    let mut in_situ = |program: &Program| {
+    let drop_all_xdp = constant_xdp(xdp_action::DROP);
+    // `frames` frames through a ring on the other end, filtered by
+    // `program` there (`Hook::Socket`) or by `program` in the veth's
+    // driver (`Hook::Xdp`, the ring unfiltered), the kernel timing each
+    // run: (its mean ns per run, the sender's CPU ns per frame).
+    let mut in_situ = |program: &Program, xdp: bool| {
         let mut config = PacketSocketConfig::new("pxb");
         config.promiscuous = true;
         let ring = PacketSocket::open(&config).unwrap();
-        program.attach_to(&ring).unwrap();
+        let link = if xdp {
+            let link = program.attach_xdp(ring.ifindex()).unwrap();
+            assert_eq!(link.mode(), XdpMode::Native);
+            Some(link)
+        } else {
+            program.attach_to(&ring).unwrap();
+            None
+        };
         let before = program.run_stats().unwrap();
         let stats = RunTimeStats::enable().unwrap();
+        let cpu = thread_cpu_ns();
         let mut sent = 0;
         while sent < frames {
             sent += tx.send_batch(batch.iter().map(Vec::as_slice)).unwrap_or(0);
             std::thread::sleep(PACE);
         }
+        let cpu = (thread_cpu_ns() - cpu) as f64 / sent as f64;
         std::thread::sleep(Duration::from_millis(20));
         drop(stats);
+        drop(link);
         let after = program.run_stats().unwrap();
         let runs = after.runs - before.runs;
         assert!(runs >= frames as u64, "{runs} runs for {frames} frames");
-        (after.nanos - before.nanos) as f64 / runs as f64
+        ((after.nanos - before.nanos) as f64 / runs as f64, cpu)
     };
     let backlog_before = backlog_drops();
     let dropped_before = filter.drops();
-    let (mut filtered, mut empty) = (Vec::new(), Vec::new());
+    let xdp_program = filter.xdp_program().unwrap();
+    let mut runs: [Vec<(f64, f64)>; 4] = Default::default();
     for _ in 0..rounds {
-        filtered.push(in_situ(filter.program()));
-        empty.push(in_situ(&drop_all));
+        runs[0].push(in_situ(filter.program(), false));
+        runs[1].push(in_situ(&drop_all, false));
+        runs[2].push(in_situ(xdp_program, true));
+        runs[3].push(in_situ(&drop_all_xdp, true));
     }
-    let median = |v: &mut Vec<f64>| {
+    let median = |v: &[(f64, f64)], part: fn(&(f64, f64)) -> f64| {
+        let mut v: Vec<f64> = v.iter().map(part).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (filtered, empty) = (median(&mut filtered), median(&mut empty));
+    let program_ns = |i: usize| median(&runs[i], |r| r.0);
+    let cpu_ns = |i: usize| median(&runs[i], |r| r.1);
+    let (filtered, empty) = (program_ns(0), program_ns(1));
     println!(
         "receive path, {LEN}-byte IP packets, {frames} not-owned frames x {rounds} rounds, {PACE_BATCH} per {PACE:?}"
     );
@@ -378,10 +455,30 @@ fn receive_path(frames: usize, rounds: usize) {
         "  difference                                                     {:+5.0} ns",
         filtered - empty
     );
+    let (xdp, xdp_empty) = (program_ns(2), program_ns(3));
+    println!("the same decision in the veth's driver (XDP, native), the ring unfiltered:");
+    println!("  the cluster's ESP program as XDP                               {xdp:5.0} ns");
+    println!("  an XDP program that only drops                                 {xdp_empty:5.0} ns");
+    println!(
+        "  difference                                                     {:+5.0} ns",
+        xdp - xdp_empty
+    );
+    println!("the sending thread's CPU time per frame (send and the veth's receive path), median:");
+    for (i, what) in [
+        "socket filter: the cluster's ESP filter",
+        "socket filter: a program that only drops",
+        "XDP: the cluster's ESP program",
+        "XDP: a program that only drops",
+    ]
+    .iter()
+    .enumerate()
+    {
+        println!("  {what:62} {:5.0} ns", cpu_ns(i));
+    }
     println!(
         "  filter drops counted: {} of {}; receive backlog drops: {}",
         filter.drops() - dropped_before,
-        frames * rounds,
+        frames * rounds * 2,
         backlog_drops() - backlog_before
     );
 }
