@@ -333,19 +333,6 @@ fn main() {
     }
 }
 
-/// An XDP program that only returns `action`.
-fn constant_xdp(action: u32) -> Program {
-    let mut asm = Assembler::new();
-    asm.mov_imm(Reg::R0, action as i32).exit();
-    Program::load(
-        ProgramType::XDP,
-        &asm.finish().unwrap(),
-        "GPL",
-        "phx_xdp_const",
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// This thread's CPU time so far (user and system), nanoseconds.
 fn thread_cpu_ns() -> u64 {
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD).unwrap();
@@ -356,15 +343,20 @@ fn thread_cpu_ns() -> u64 {
 
 /// A socket filter that only returns `verdict` (-1 pass, 0 drop).
 fn constant_program(verdict: i32) -> Program {
+    constant(ProgramType::SOCKET_FILTER, verdict)
+}
+
+/// An XDP program that only returns `action`.
+fn constant_xdp(action: u32) -> Program {
+    constant(ProgramType::XDP, action as i32)
+}
+
+/// A program of `kind` that only returns `value`.
+fn constant(kind: ProgramType, value: i32) -> Program {
     let mut asm = Assembler::new();
-    asm.mov_imm(Reg::R0, verdict).exit();
-    Program::load(
-        ProgramType::SOCKET_FILTER,
-        &asm.finish().unwrap(),
-        "GPL",
-        "phx_constant",
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    asm.mov_imm(Reg::R0, value).exit();
+    Program::load(kind, &asm.finish().unwrap(), "GPL", "phx_constant")
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The softnet backlog drops so far (`/proc/net/softnet_stat`, second
