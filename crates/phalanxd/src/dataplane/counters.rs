@@ -190,16 +190,16 @@ pub enum DaemonCounter {
     /// Cluster mode: 1 when the kernel filter was asked for but could not
     /// be loaded or attached (the node runs without it; see the log).
     ClusterKernelFilterUnavailable,
-    /// Cluster mode: 1 when the kernel filter's XDP program was asked for
-    /// (`kernel_filter_xdp`) but could not be loaded or attached (the
-    /// socket filter alone decides; see the log).
-    ClusterKernelFilterXdpUnavailable,
     /// Cluster mode: ESP packets this node owns that arrived while it sent
     /// no heartbeats for longer than `suspect_after` (stopped, or starved
     /// of CPU): another node may have processed them, so they are dropped
     /// and their numbers marked like another node's (see
     /// `phalanx_cluster::fence`).
     ClusterInboundFenced,
+    /// Cluster mode: 1 when the kernel filter's XDP program was asked for
+    /// (`kernel_filter_xdp`) but could not be loaded or attached (the
+    /// socket filter alone decides; see the log).
+    ClusterKernelFilterXdpUnavailable,
 }
 
 impl DaemonCounter {
