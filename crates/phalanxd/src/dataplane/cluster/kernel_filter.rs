@@ -52,11 +52,16 @@
 //! and reach user space).
 //!
 //! Kept in step with the data path by [`KernelFilter::sync`] after every
-//! adopted state: the inbound view (`n` and this node's position, one
-//! 64-bit store), the registered SAs and, for whole-SA modes, their
-//! ownership. While a member is silent (its inbound share taken over,
-//! see `phalanx_cluster::InboundDispatcher`) round robin frames all pass
-//! and user space decides: the program knows one view, not two.
+//! adopted state: the inbound view and its silent suspects (one 64-bit
+//! word, [`program::view_word`]: the base view and the view without the
+//! silent ones, as `phalanx_cluster::InboundDispatcher` dispatches), the
+//! registered SAs and, for whole-SA modes, their ownership (computed by
+//! the same dispatcher). So the kernel keeps dropping what other nodes
+//! own while a suspect is silent, until Corosync confirms or the suspect
+//! is heard again. The takeover is by arrival time in user space; the
+//! kernel takes a silent suspect's share from the moment the word is
+//! written, after the suspicion and so after the arrival time it starts
+//! at.
 //!
 //! Races, honestly:
 //! - The kernel decides when a frame arrives, user space when it reads
@@ -96,8 +101,7 @@ use phalanx_io::packet::PacketSocket;
 use phalanx_wire::ethernet::MacAddress;
 
 use program::{
-    bucket, global, slot, FilterTarget, Hook, SlotMode, CELLS, INDEX_BUCKETS, MAX_SLOTS,
-    NOT_ACTIVE, SLOT_BYTES,
+    bucket, global, slot, FilterTarget, Hook, SlotMode, CELLS, INDEX_BUCKETS, MAX_SLOTS, SLOT_BYTES,
 };
 
 /// The virtual MACs and the outside virtual addresses the programs are
@@ -421,22 +425,10 @@ impl KernelFilter {
         }
     }
 
-    /// Writes `view` as `n` and this node's position in one store. While
-    /// a member of the view is silent (its share is taken over, see
-    /// `SharedState::inbound_view`) the word is "a view of one: this
-    /// node", so every frame passes and user space applies the two-level
-    /// rule: until the suspect is heard again or the log removes it, the
-    /// other nodes' ESP costs user-space time again.
+    /// Writes `view` and its `silent` suspects as the round robin view
+    /// word ([`program::view_word`]) in one store.
     fn write_view(&self, view: &View, silent: &[NodeId]) {
-        let (n, position) = match view.index_of(self.local) {
-            Some(_) if !silent.is_empty() => (1, 0),
-            Some(i) => (
-                u32::try_from(view.len()).unwrap_or(u32::MAX),
-                u32::try_from(i).unwrap_or(NOT_ACTIVE),
-            ),
-            None => (u32::try_from(view.len()).unwrap_or(u32::MAX), NOT_ACTIVE),
-        };
-        let word = u64::from(n) | (u64::from(position) << 32);
+        let word = program::view_word(view, silent, self.local);
         self.slots.store_u64(0, global::VIEW, word);
         let generation = self.slots.load_u32(0, global::GENERATION).unwrap_or(0);
         self.slots

@@ -57,7 +57,10 @@
 //! same for both IP versions:
 //! - [`SlotMode::ROUND_ROBIN`]: owned when `seq % n == position`
 //!   (`DispatchScheme::PacketRoundRobin`: `view.member(index % n)`, the
-//!   index being the 32-bit field of a non-ESN SA);
+//!   index being the 32-bit field of a non-ESN SA), or, when that
+//!   position is a silent suspect's, `seq % m == position` among the
+//!   members that are not silent (`InboundDispatcher`'s takeover, see
+//!   [`view_word`]);
 //! - [`SlotMode::WHOLE_SA_V4`], [`SlotMode::WHOLE_SA_V6`]: owned when the
 //!   slot says so; a packet whose source is not the SA's peer passes (the
 //!   hash schemes hash the packet's source, which user space did not
@@ -72,6 +75,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use phalanx_cluster::{NodeId, View};
 use phalanx_io::bpf::asm::{AluOp, AsmError, Assembler, Helper, Insn, JmpOp, Label, Reg, Size};
 use phalanx_wire::ethernet::MacAddress;
 
@@ -96,15 +100,60 @@ pub fn bucket(spi: u32) -> u32 {
 }
 /// Octets of one `slots` element: the slot header and the cells.
 pub const SLOT_BYTES: u32 = slot::CELLS as u32 + 4 * CELLS as u32;
-/// The position stored while this node is not in the dispatch view (it
-/// owns nothing): never equal to `seq % n`.
-pub const NOT_ACTIVE: u32 = u32::MAX;
+/// The position stored while this node is not in a view (it owns nothing
+/// there): never equal to `seq % n`, as views of more members are not
+/// encoded ([`view_word`]).
+pub const NOT_ACTIVE: u8 = u8::MAX;
+/// Most members a view word encodes; with more every frame passes.
+pub const MAX_VIEW: usize = NOT_ACTIVE as usize - 1;
+/// Most members a view with silent suspects may have: the silent
+/// positions are a 32-bit mask.
+pub const MAX_VIEW_SILENT: usize = 32;
+
+/// The inbound dispatch of packet round robin as one 64-bit word
+/// (`InboundDispatcher` over `view` taking over `silent`, for node
+/// `local`), so one store changes it:
+/// - octet 0: `n`, the base view's members (0: none, this node owns
+///   nothing);
+/// - octet 1: this node's position in it ([`NOT_ACTIVE`] if absent);
+/// - octet 2: `m`, the members of the view without the silent ones;
+/// - octet 3: this node's position there;
+/// - octets 4..8: the silent positions of the base view, a bit each.
+///
+/// A packet is owned when `seq % n` is this node's position, or is a
+/// silent position and `seq % m` is this node's position among the
+/// others. A view of more than [`MAX_VIEW`] members, or of more than
+/// [`MAX_VIEW_SILENT`] with a silent one, is written as a view of one
+/// with this node in it: every frame passes and user space decides.
+pub fn view_word(view: &View, silent: &[NodeId], local: NodeId) -> u64 {
+    let pass_all = u64::from(1u8);
+    let n = view.len();
+    if n > MAX_VIEW || (n > MAX_VIEW_SILENT && !silent.is_empty()) {
+        return pass_all;
+    }
+    let position = |v: &View| {
+        v.index_of(local)
+            .and_then(|i| u8::try_from(i).ok())
+            .unwrap_or(NOT_ACTIVE)
+    };
+    let mut mask = 0u32;
+    for (i, member) in view.members().iter().enumerate() {
+        if silent.contains(member) {
+            mask |= 1 << i;
+        }
+    }
+    let others = view.without(silent);
+    let octet = |v: usize| u64::from(u8::try_from(v).unwrap_or(0));
+    octet(n)
+        | u64::from(position(view)) << 8
+        | octet(others.len()) << 16
+        | u64::from(position(&others)) << 24
+        | u64::from(mask) << 32
+}
 
 /// Octet offsets in element 0, the global header.
 pub mod global {
-    /// u64: the dispatch view as one word, so one store changes it: `n`
-    /// (members) in the low half, this node's position in the high half
-    /// ([`super::NOT_ACTIVE`] when it is not a member).
+    /// u64: the packet round robin dispatch ([`super::view_word`]).
     pub const VIEW: usize = 0;
     /// u32: bumped by user space at every header change (for debugging).
     pub const GENERATION: usize = 8;
@@ -137,7 +186,7 @@ pub struct SlotMode(pub u32);
 impl SlotMode {
     /// Every packet goes to user space.
     pub const PASS: SlotMode = SlotMode(0);
-    /// Owned when `seq % n == position`.
+    /// Owned as [`view_word`] says.
     pub const ROUND_ROBIN: SlotMode = SlotMode(1);
     /// Owned as the slot's `owned` says, for IPv4 packets from its peer,
     /// an IPv4 address.
@@ -670,18 +719,40 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: L
     asm.load(Size::W, Reg::R2, Reg::R7, slot::OWNED as i16)
         .jump_imm(JmpOp::JNE, Reg::R2, 0, pass)
         .jump(not_owned);
-    // Round robin: the view from the global header (only this mode
-    // needs it); r3 = n, r2 = position, r4 = seq % n.
+    // Round robin: the view word from the global header (only this mode
+    // needs it, see `view_word`); r2 = the word, r3 = n, then m,
+    // r4 = seq % n, then seq % m, r5 = this node's positions, then the
+    // silent bit.
     asm.bind(round_robin)
         .store_imm(Size::W, Reg::FP, KEY_ZERO, 0);
     lookup(asm, target.slots_fd, KEY_ZERO, pass);
     asm.load(Size::DW, Reg::R2, Reg::R0, global::VIEW as i16)
-        .alu32_reg(AluOp::MOV, Reg::R3, Reg::R2)
-        .alu64_imm(AluOp::RSH, Reg::R2, 32)
+        .mov(Reg::R3, Reg::R2)
+        .alu64_imm(AluOp::AND, Reg::R3, 0xff)
         .jump_imm(JmpOp::JEQ, Reg::R3, 0, not_owned)
         .alu32_reg(AluOp::MOV, Reg::R4, Reg::R9)
         .alu32_reg(AluOp::MOD, Reg::R4, Reg::R3)
-        .jump_reg(JmpOp::JEQ, Reg::R4, Reg::R2, pass);
+        .mov(Reg::R5, Reg::R2)
+        .alu64_imm(AluOp::RSH, Reg::R5, 8)
+        .alu64_imm(AluOp::AND, Reg::R5, 0xff)
+        .jump_reg(JmpOp::JEQ, Reg::R4, Reg::R5, pass)
+        // Another member's: taken over only if it is silent (the mask
+        // is 0 above position 31, and n <= 32 whenever it is not 0).
+        .mov(Reg::R5, Reg::R2)
+        .alu64_imm(AluOp::RSH, Reg::R5, 32)
+        .alu64_reg(AluOp::RSH, Reg::R5, Reg::R4)
+        .alu64_imm(AluOp::AND, Reg::R5, 1)
+        .jump_imm(JmpOp::JEQ, Reg::R5, 0, not_owned)
+        .mov(Reg::R3, Reg::R2)
+        .alu64_imm(AluOp::RSH, Reg::R3, 16)
+        .alu64_imm(AluOp::AND, Reg::R3, 0xff)
+        .jump_imm(JmpOp::JEQ, Reg::R3, 0, not_owned)
+        .alu32_reg(AluOp::MOV, Reg::R4, Reg::R9)
+        .alu32_reg(AluOp::MOD, Reg::R4, Reg::R3)
+        .mov(Reg::R5, Reg::R2)
+        .alu64_imm(AluOp::RSH, Reg::R5, 24)
+        .alu64_imm(AluOp::AND, Reg::R5, 0xff)
+        .jump_reg(JmpOp::JEQ, Reg::R4, Reg::R5, pass);
     // Not owned: record the number, count, drop.
     asm.bind(not_owned)
         .mov(Reg::R1, Reg::R9)

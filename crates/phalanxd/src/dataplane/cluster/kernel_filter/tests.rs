@@ -337,27 +337,46 @@ fn hash_schemes_match_the_dispatcher() {
     assert_eq!(filter.registered(), 0, "session schemes pass everything");
 }
 
-/// While a member is silent (its inbound share taken over), round robin
-/// frames all pass (user space applies the two-level rule), whole-SA
-/// ownership follows the `InboundDispatcher`, and once it is heard again
-/// the program filters as before.
+/// Silent suspects: their share is taken over as `InboundDispatcher`
+/// says, in the kernel too. Packet round robin over views of 1 to 6
+/// members with every set of silent suspects that leaves this node
+/// (node 100) live; then the hash schemes, whose whole-SA ownership
+/// user space computes with the same dispatcher.
 #[test]
-fn silent_suspects_leave_the_decision_to_user_space() {
-    let Some(mut filter) = load(2, DispatchScheme::PacketRoundRobin) else {
+fn silent_suspects_share_is_taken_over_in_the_kernel() {
+    let Some(mut filter) = load(100, DispatchScheme::PacketRoundRobin) else {
         return;
     };
     let sa = inbound(SPI, false, PEER);
+    for n in 1..=6u32 {
+        let ids: Vec<u32> = (0..n)
+            .map(|i| if i == n / 2 { 100 } else { 10 + i })
+            .collect();
+        let view = view_of(ids.iter().copied());
+        for set in 0..(1u32 << n) {
+            let silent: Vec<NodeId> = (ids.iter().enumerate())
+                .filter(|&(i, _)| set & (1 << i) != 0)
+                .map(|(_, &id)| NodeId(id))
+                .collect();
+            if silent.contains(&NodeId(100)) {
+                continue;
+            }
+            filter.sync(&view, &silent, [sa].iter());
+            let mut dispatcher =
+                InboundDispatcher::new(DispatchScheme::PacketRoundRobin, view.clone(), &silent);
+            for seq in (0..40u32).chain([u32::MAX - 1, u32::MAX]) {
+                let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
+                let owned = dispatcher.owner(&key) == Some(NodeId(100));
+                let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 120);
+                assert_eq!(
+                    passes(&filter, &f),
+                    owned,
+                    "{ids:?} silent {silent:?} seq {seq}"
+                );
+            }
+        }
+    }
     let view = view_of([1, 2, 3]);
-    filter.sync(&view, &[NodeId(3)], [sa].iter());
-    for seq in 1..=9u32 {
-        let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 200);
-        assert!(passes(&filter, &f), "seq {seq} passes while n3 is silent");
-    }
-    filter.sync(&view, &[], [sa].iter());
-    for seq in 10..=18u32 {
-        let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 200);
-        assert_eq!(passes(&filter, &f), seq % 3 == 1, "seq {seq}");
-    }
     let scheme = DispatchScheme::HashSegments { with_spi: true };
     let Some(mut filter) = load(2, scheme) else {
         return;
@@ -889,8 +908,43 @@ fn xdp_hash_schemes_match_the_dispatcher() {
 }
 
 #[test]
-fn xdp_silent_suspects_leave_the_decision_to_user_space() {
-    with_xdp(silent_suspects_leave_the_decision_to_user_space);
+fn xdp_silent_suspects_share_is_taken_over_in_the_kernel() {
+    with_xdp(silent_suspects_share_is_taken_over_in_the_kernel);
+}
+
+/// Views the word cannot hold pass every frame to user space: more than
+/// 32 members with a silent one, more than 254.
+#[test]
+fn views_too_large_for_the_word_pass_everything() {
+    let Some(mut filter) = load(100, DispatchScheme::PacketRoundRobin) else {
+        return;
+    };
+    let sa = inbound(SPI, false, PEER);
+    let big = |n: u32| view_of((0..n).map(|i| if i == 0 { 100 } else { 1000 + i }));
+    for (view, silent) in [(big(33), vec![NodeId(1005)]), (big(255), vec![])] {
+        filter.sync(&view, &silent, [sa].iter());
+        for seq in 1..=40u32 {
+            let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 120);
+            assert!(passes(&filter, &f), "{} members, seq {seq}", view.len());
+        }
+    }
+    // 32 members with a silent one, and 254 without, are decided.
+    for (view, silent) in [(big(32), vec![NodeId(1005)]), (big(254), vec![])] {
+        filter.sync(&view, &silent, [sa].iter());
+        let mut dispatcher =
+            InboundDispatcher::new(DispatchScheme::PacketRoundRobin, view.clone(), &silent);
+        for seq in 0..600u32 {
+            let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
+            let owned = dispatcher.owner(&key) == Some(NodeId(100));
+            let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 120);
+            assert_eq!(
+                passes(&filter, &f),
+                owned,
+                "{} members, seq {seq}",
+                view.len()
+            );
+        }
+    }
 }
 
 #[test]
