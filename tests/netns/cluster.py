@@ -924,6 +924,13 @@ def replay_drops(gw):
     return c.get("replayed", 0) + c.get("too_old", 0)
 
 
+def not_owned_decided(gw):
+    """(kernel, user space): inbound ESP another node owns, dropped by the
+    kernel filter (socket filter or XDP), and decided by user space."""
+    c = gw.counters()
+    return (c.get("daemon.cluster_inbound_not_owned_kernel", 0), c.get("daemon.cluster_inbound_not_owned", 0))
+
+
 def fenced_drops(gw):
     """Inbound packets a node dropped because another node may have
     processed them (phalanx_cluster::fence)."""
@@ -1038,6 +1045,7 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         trange = takeover_range(before, out_spi, victim)
         replays_before = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors)
         fenced_before = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors)
+        decided_before = {i: not_owned_decided(cl.gateways["n{}".format(i)]) for i in survivors}
         peer.before_failure(res)
         res["t_fail"] = t_fail = time.time()
         if mode == "kill":
@@ -1056,6 +1064,12 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         else:
             res["replays_sent"] = res["replays_of_failed_share"] = 0
         res["corosync_confirm_s"] = _confirm(cl, survivors, t_fail)
+        # Counters are published every 100 ms: this covers the suspicion
+        # up to Corosync's confirmation.
+        time.sleep(0.15)
+        res["not_owned_while_silent"] = {
+            i: tuple(a - b for a, b in zip(not_owned_decided(cl.gateways["n{}".format(i)]), decided_before[i]))
+            for i in survivors}
         time.sleep(0.2)
         after = {i: cl.cluster_status("n{}".format(i)) for i in survivors}
         res["replays_refused"] = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors) - replays_before
