@@ -136,6 +136,8 @@ def _report(record_property, name, res):
     line += "\n  lost by 100 ms after the failure: out {} in {}; twice: out {} in {} ping {}".format(
         _timeline(res, "udp_out"), _timeline(res, "udp_in"), _dups(res, "udp_out"), _dups(res, "udp_in"),
         _dups(res, "ping"))
+    line += "\n  the other survivors' inbound ESP, failure to confirmation, per survivor (kernel, user space): {}".format(
+        res["not_owned_while_silent"])
     print("\n" + line)
     sys.stderr.write(line + "\n")
     record_property(name, line)
@@ -420,8 +422,6 @@ def test_kill_traffic_continues(kill_run, record_property):
     # user space still sees almost none of the ESP the other one owns
     # (a ring's backlog at each change of the view word).
     silent = kill_run["not_owned_while_silent"]
-    print("\n  inbound ESP of the other survivor from the failure to Corosync's confirmation "
-          "(kernel, user space): {}".format(silent))
     for i in (1, 2):
         kernel, user = silent[i]
         assert kernel > 0 and user <= 20, "n{}: kernel {}, user space {}".format(i, kernel, user)
