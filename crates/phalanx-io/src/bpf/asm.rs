@@ -159,13 +159,6 @@ impl Helper {
     /// packet octets from `offset` to `to` (the stack); 0, or negative
     /// when the packet is shorter.
     pub const SKB_LOAD_BYTES: Helper = Helper(26);
-    /// `u64 bpf_xdp_get_buff_len(xdp)`: the frame's length, fragments
-    /// included (Linux 5.18).
-    pub const XDP_GET_BUFF_LEN: Helper = Helper(188);
-    /// `long bpf_xdp_load_bytes(xdp, offset, to, len)`: as
-    /// [`SKB_LOAD_BYTES`](Self::SKB_LOAD_BYTES), for an XDP frame (Linux
-    /// 5.18).
-    pub const XDP_LOAD_BYTES: Helper = Helper(189);
 }
 
 /// Instruction classes.

@@ -297,6 +297,10 @@ const FRAME: i16 = -86;
 /// `struct __sk_buff` fields (linux/bpf.h).
 const SKB_LEN: i16 = 0;
 const SKB_VLAN_PRESENT: i16 = 20;
+/// `struct xdp_md` fields (linux/bpf.h): the frame's first octet and the
+/// octet past its end, as the verifier's packet pointers.
+const XDP_DATA: i16 = 0;
+const XDP_DATA_END: i16 = 4;
 /// Stack slots: the slot index key, the key 0 (above the frame copy).
 const KEY_SLOT: i16 = -8;
 const KEY_ZERO: i16 = -12;
@@ -331,6 +335,55 @@ impl Hook {
         match self {
             Hook::Socket => 0,
             Hook::Xdp => phalanx_io::bpf::xdp_action::DROP as i32,
+        }
+    }
+
+    /// The register the header fields are read through: the stack
+    /// (the socket filter's copy), or the frame itself (XDP reads the
+    /// packet directly, r6 = its start).
+    const fn base(self) -> Reg {
+        match self {
+            Hook::Socket => Reg::FP,
+            Hook::Xdp => Reg::R6,
+        }
+    }
+
+    /// The offset of frame octet `at` from [`base`](Self::base).
+    const fn at(self, at: i16) -> i16 {
+        match self {
+            Hook::Socket => copied(at),
+            Hook::Xdp => at,
+        }
+    }
+
+    /// Jumps to `short` unless the frame has `len` octets. r9 is the
+    /// frame's length on a socket and its end (`data_end`) in XDP, where
+    /// the test also tells the verifier how far r6 may be read.
+    fn need(self, asm: &mut Assembler, len: i32, short: Label) {
+        match self {
+            Hook::Socket => {
+                asm.jump_imm(JmpOp::JLT, Reg::R9, len, short);
+            }
+            Hook::Xdp => {
+                asm.mov(Reg::R1, Reg::R6)
+                    .alu64_imm(AluOp::ADD, Reg::R1, len)
+                    .jump_reg(JmpOp::JGT, Reg::R1, Reg::R9, short);
+            }
+        }
+    }
+
+    /// Jumps to `past` if frame offset `end` (a register) lies past the
+    /// frame's end.
+    fn past_end(self, asm: &mut Assembler, end: Reg, past: Label) {
+        match self {
+            Hook::Socket => {
+                asm.jump_reg(JmpOp::JGT, end, Reg::R9, past);
+            }
+            Hook::Xdp => {
+                asm.mov(Reg::R1, Reg::R6)
+                    .alu64_reg(AluOp::ADD, Reg::R1, end)
+                    .jump_reg(JmpOp::JGT, Reg::R1, Reg::R9, past);
+            }
         }
     }
 }
@@ -427,12 +480,13 @@ impl Destination {
 /// address it is the [`other_mac_filter`] (for [`Hook::Xdp`]: a program
 /// that passes everything).
 ///
-/// One `bpf_skb_load_bytes` (`bpf_xdp_load_bytes`) copies the headers to
-/// the stack and every field is read from there: the legacy packet loads
-/// it replaced were one helper call each (14 per ESP frame). The XDP
-/// program is the same decision over the same maps; it passes what the
-/// socket filter would drop for its MAC alone, and frames too short to
-/// copy.
+/// On a socket one `bpf_skb_load_bytes` copies the headers to the stack
+/// and every field is read from there: the legacy packet loads it
+/// replaced were one helper call each (14 per ESP frame). The XDP program
+/// is the same decision over the same maps, reading the frame in place
+/// (direct packet access behind length tests: no helper call, no copy);
+/// it passes what the socket filter would drop for its MAC alone, and
+/// frames shorter than the shortest copy.
 pub fn esp_filter(target: &FilterTarget, hook: Hook) -> Result<Vec<Insn>, AsmError> {
     let destinations: Vec<Destination> = (target.ipv4.map(Destination::V4).into_iter())
         .chain(target.ipv6.map(Destination::V6))
@@ -453,9 +507,9 @@ pub fn esp_filter(target: &FilterTarget, hook: Hook) -> Result<Vec<Insn>, AsmErr
     prologue(&mut asm, pass, hook);
     copy_headers(&mut asm, (shortest, longest), short, pass, hook);
     let mac = target.mac.octets();
-    asm.load(Size::H, Reg::R0, Reg::FP, copied(0))
+    asm.load(Size::H, Reg::R0, hook.base(), hook.at(0))
         .jump32_imm(JmpOp::JNE, Reg::R0, raw16([mac[0], mac[1]]), other_mac)
-        .load(Size::W, Reg::R0, Reg::FP, copied(2))
+        .load(Size::W, Reg::R0, hook.base(), hook.at(2))
         .jump32_imm(
             JmpOp::JNE,
             Reg::R0,
@@ -464,21 +518,22 @@ pub fn esp_filter(target: &FilterTarget, hook: Hook) -> Result<Vec<Insn>, AsmErr
         );
     // r0: the EtherType, for each version's first test (a version that
     // does not match jumps before r0 changes).
-    asm.load(Size::H, Reg::R0, Reg::FP, copied(ETH_TYPE));
+    asm.load(Size::H, Reg::R0, hook.base(), hook.at(ETH_TYPE));
     for (i, destination) in destinations.iter().enumerate() {
         let last = i + 1 == destinations.len();
         let other_version = if last { pass } else { asm.label() };
         let layout = destination.layout();
         asm.jump32_imm(JmpOp::JNE, Reg::R0, raw16(layout.ethertype), other_version);
         if layout.copy() > shortest {
-            // The frame was copied this far only if it is this long.
-            asm.jump_imm(JmpOp::JLT, Reg::R9, layout.copy(), pass);
+            // The frame was copied (may be read) this far only if it is
+            // this long.
+            hook.need(&mut asm, layout.copy(), pass);
         }
         match *destination {
-            Destination::V4(address) => ipv4_checks(&mut asm, address, pass),
-            Destination::V6(address) => ipv6_checks(&mut asm, address, pass),
+            Destination::V4(address) => ipv4_checks(&mut asm, address, pass, hook),
+            Destination::V6(address) => ipv6_checks(&mut asm, address, pass, hook),
         }
-        transport(&mut asm, layout, target.udp_port, pass);
+        transport(&mut asm, layout, target.udp_port, pass, hook);
         decide(&mut asm, target, layout, pass, hook);
         if !last {
             asm.bind(other_version);
@@ -503,23 +558,29 @@ pub fn esp_filter(target: &FilterTarget, hook: Hook) -> Result<Vec<Insn>, AsmErr
     asm.finish()
 }
 
-/// r6 = the context, r9 = the frame's length; `pass` for a frame
-/// shorter than an Ethernet header and, on a socket, a VLAN-tagged one
-/// (the tag is outside the frame there; in XDP it is in the frame, whose
-/// EtherType then matches no IP version).
+/// On a socket r6 = the context, r9 = the frame's length; in XDP r6 =
+/// the frame's start, r9 = its end (`xdp_md`'s `data`, `data_end`).
+/// `pass` for a frame shorter than an Ethernet header and, on a socket, a
+/// VLAN-tagged one (the tag is outside the frame there; in XDP it is in
+/// the frame, whose EtherType then matches no IP version).
 fn prologue(asm: &mut Assembler, pass: Label, hook: Hook) {
-    asm.mov(Reg::R6, Reg::R1);
     match hook {
         Hook::Socket => {
-            asm.load(Size::W, Reg::R9, Reg::R6, SKB_LEN)
+            asm.mov(Reg::R6, Reg::R1)
+                .load(Size::W, Reg::R9, Reg::R6, SKB_LEN)
                 .load(Size::W, Reg::R0, Reg::R6, SKB_VLAN_PRESENT)
                 .jump_imm(JmpOp::JNE, Reg::R0, 0, pass);
         }
         Hook::Xdp => {
-            asm.call(Helper::XDP_GET_BUFF_LEN).mov(Reg::R9, Reg::R0);
+            asm.load(Size::W, Reg::R6, Reg::R1, XDP_DATA).load(
+                Size::W,
+                Reg::R9,
+                Reg::R1,
+                XDP_DATA_END,
+            );
         }
     }
-    asm.jump_imm(JmpOp::JLT, Reg::R9, ETH_HLEN, pass);
+    hook.need(asm, ETH_HLEN, pass);
 }
 
 /// Copies the frame's first `shortest` octets to the stack at [`FRAME`],
@@ -528,6 +589,9 @@ fn prologue(asm: &mut Assembler, pass: Label, hook: Hook) {
 /// frame shorter than `shortest` goes to `short`. The verifier follows
 /// both lengths: a load past the shorter copy is only reachable behind a
 /// length test that excludes it.
+///
+/// XDP copies nothing: it reads the frame in place, and only checks that
+/// it holds `shortest` octets (the longer reads have their own test).
 fn copy_headers(
     asm: &mut Assembler,
     (shortest, longest): (i32, i32),
@@ -535,6 +599,10 @@ fn copy_headers(
     pass: Label,
     hook: Hook,
 ) {
+    if hook == Hook::Xdp {
+        hook.need(asm, shortest, short);
+        return;
+    }
     let copy = asm.label();
     asm.jump_imm(JmpOp::JLT, Reg::R9, shortest, short)
         .mov_imm(Reg::R4, shortest);
@@ -547,10 +615,7 @@ fn copy_headers(
         .mov_imm(Reg::R2, 0)
         .mov(Reg::R3, Reg::FP)
         .alu64_imm(AluOp::ADD, Reg::R3, i32::from(FRAME))
-        .call(match hook {
-            Hook::Socket => Helper::SKB_LOAD_BYTES,
-            Hook::Xdp => Helper::XDP_LOAD_BYTES,
-        })
+        .call(Helper::SKB_LOAD_BYTES)
         .jump_imm(JmpOp::JNE, Reg::R0, 0, pass);
 }
 
@@ -607,64 +672,74 @@ fn count_and_drop(asm: &mut Assembler, counters_fd: i32, at: i16, pass: Label, h
         .exit();
 }
 
-/// IPv4 checks on the copy; leaves r8 = the end of the IPv4 packet in
+/// IPv4 checks on the copy (in XDP, the frame); leaves r8 = the end of the IPv4 packet in
 /// the frame. Jumps to `pass` unless it is an unfragmented IPv4 packet
 /// with a 20-octet header to `address`, within the frame.
-fn ipv4_checks(asm: &mut Assembler, address: Ipv4Addr, pass: Label) {
-    asm.load(Size::B, Reg::R0, Reg::FP, copied(IP_VERSION_IHL))
+fn ipv4_checks(asm: &mut Assembler, address: Ipv4Addr, pass: Label, hook: Hook) {
+    asm.load(Size::B, Reg::R0, hook.base(), hook.at(IP_VERSION_IHL))
         .jump_imm(JmpOp::JNE, Reg::R0, IP_VERSION_4_IHL_5, pass)
-        .load(Size::W, Reg::R0, Reg::FP, copied(IP_DESTINATION))
+        .load(Size::W, Reg::R0, hook.base(), hook.at(IP_DESTINATION))
         .jump32_imm(JmpOp::JNE, Reg::R0, raw32(address.octets()), pass)
-        .load(Size::H, Reg::R0, Reg::FP, copied(IP_FLAGS_FRAGMENT))
+        .load(Size::H, Reg::R0, hook.base(), hook.at(IP_FLAGS_FRAGMENT))
         .jump_imm(JmpOp::JSET, Reg::R0, IP_MF_AND_OFFSET, pass)
-        .load(Size::H, Reg::R8, Reg::FP, copied(IP_TOTAL_LENGTH))
+        .load(Size::H, Reg::R8, hook.base(), hook.at(IP_TOTAL_LENGTH))
         .to_be(Reg::R8, 16)
-        .alu64_imm(AluOp::ADD, Reg::R8, ETH_HLEN)
-        .jump_reg(JmpOp::JGT, Reg::R8, Reg::R9, pass);
+        .alu64_imm(AluOp::ADD, Reg::R8, ETH_HLEN);
+    hook.past_end(asm, Reg::R8, pass);
 }
 
-/// IPv6 checks on the copy; leaves r8 = the end of the IPv6 packet in
+/// IPv6 checks on the copy (in XDP, the frame); leaves r8 = the end of the IPv6 packet in
 /// the frame. Jumps to `pass` unless it is version 6, to `address`
 /// (four words), within the frame (RFC 8200 §3: the Payload Length
 /// counts the octets after the 40-octet header). The Next Header is
 /// [`transport`]'s: anything but ESP or UDP, extension headers
 /// included, passes there.
-fn ipv6_checks(asm: &mut Assembler, address: Ipv6Addr, pass: Label) {
-    asm.load(Size::B, Reg::R0, Reg::FP, copied(IP6_VERSION))
+fn ipv6_checks(asm: &mut Assembler, address: Ipv6Addr, pass: Label, hook: Hook) {
+    asm.load(Size::B, Reg::R0, hook.base(), hook.at(IP6_VERSION))
         .alu32_imm(AluOp::AND, Reg::R0, IP6_VERSION_MASK)
         .jump_imm(JmpOp::JNE, Reg::R0, IP6_VERSION_6, pass);
     for (word, at) in raw_words(&address.octets()).into_iter().zip(0i16..) {
-        asm.load(Size::W, Reg::R0, Reg::FP, copied(IP6_DESTINATION + 4 * at))
-            .jump32_imm(JmpOp::JNE, Reg::R0, word, pass);
+        asm.load(
+            Size::W,
+            Reg::R0,
+            hook.base(),
+            hook.at(IP6_DESTINATION + 4 * at),
+        )
+        .jump32_imm(JmpOp::JNE, Reg::R0, word, pass);
     }
-    asm.load(Size::H, Reg::R8, Reg::FP, copied(IP6_PAYLOAD_LENGTH))
+    asm.load(Size::H, Reg::R8, hook.base(), hook.at(IP6_PAYLOAD_LENGTH))
         .to_be(Reg::R8, 16)
-        .alu64_imm(AluOp::ADD, Reg::R8, ETH_HLEN + IPV6.header)
-        .jump_reg(JmpOp::JGT, Reg::R8, Reg::R9, pass);
+        .alu64_imm(AluOp::ADD, Reg::R8, ETH_HLEN + IPV6.header);
+    hook.past_end(asm, Reg::R8, pass);
 }
 
 /// r8 = the end of the IP packet: ESP directly behind the header, or in
 /// UDP to `udp_port` with a non-zero marker (zero: IKE, RFC 3948 §2.2),
 /// its header inside the IP packet; leaves r7 = the copied SPI's stack
-/// address. Anything else jumps to `pass`.
-fn transport(asm: &mut Assembler, layout: &IpLayout, udp_port: u16, pass: Label) {
+/// address (in XDP, its address in the frame). Anything else jumps to
+/// `pass`.
+fn transport(asm: &mut Assembler, layout: &IpLayout, udp_port: u16, pass: Label, hook: Hook) {
     let esp = asm.label();
     let have_esp = asm.label();
-    asm.load(Size::B, Reg::R0, Reg::FP, copied(layout.protocol))
+    asm.load(Size::B, Reg::R0, hook.base(), hook.at(layout.protocol))
         .jump_imm(JmpOp::JEQ, Reg::R0, PROTO_ESP, esp)
         .jump_imm(JmpOp::JNE, Reg::R0, PROTO_UDP, pass);
     asm.jump_imm(JmpOp::JLT, Reg::R8, layout.copy(), pass)
         .load(
             Size::H,
             Reg::R0,
-            Reg::FP,
-            copied(layout.udp_destination_port()),
+            hook.base(),
+            hook.at(layout.udp_destination_port()),
         )
         .jump32_imm(JmpOp::JNE, Reg::R0, raw16(udp_port.to_be_bytes()), pass)
-        .load(Size::W, Reg::R0, Reg::FP, copied(layout.udp_esp_spi()))
+        .load(Size::W, Reg::R0, hook.base(), hook.at(layout.udp_esp_spi()))
         .jump_imm(JmpOp::JEQ, Reg::R0, 0, pass)
-        .mov(Reg::R7, Reg::FP)
-        .alu64_imm(AluOp::ADD, Reg::R7, i32::from(copied(layout.udp_esp_spi())))
+        .mov(Reg::R7, hook.base())
+        .alu64_imm(
+            AluOp::ADD,
+            Reg::R7,
+            i32::from(hook.at(layout.udp_esp_spi())),
+        )
         .jump(have_esp);
     asm.bind(esp)
         .jump_imm(
@@ -673,8 +748,8 @@ fn transport(asm: &mut Assembler, layout: &IpLayout, udp_port: u16, pass: Label)
             i32::from(layout.transport()) + ESP_HEADER,
             pass,
         )
-        .mov(Reg::R7, Reg::FP)
-        .alu64_imm(AluOp::ADD, Reg::R7, i32::from(copied(layout.transport())));
+        .mov(Reg::R7, hook.base())
+        .alu64_imm(AluOp::ADD, Reg::R7, i32::from(hook.at(layout.transport())));
     asm.bind(have_esp);
 }
 
@@ -713,7 +788,12 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: L
     // Whole SA: from its peer (word by word), then as the slot says.
     for word in 0..layout.source_words {
         asm.load(Size::W, Reg::R2, Reg::R7, slot::PEER as i16 + 4 * word)
-            .load(Size::W, Reg::R3, Reg::FP, copied(layout.source + 4 * word))
+            .load(
+                Size::W,
+                Reg::R3,
+                hook.base(),
+                hook.at(layout.source + 4 * word),
+            )
             .jump_reg(JmpOp::JNE, Reg::R2, Reg::R3, pass);
     }
     asm.load(Size::W, Reg::R2, Reg::R7, slot::OWNED as i16)
