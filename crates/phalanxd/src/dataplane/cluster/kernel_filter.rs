@@ -132,8 +132,7 @@ pub enum FilterError {
     Load(LoadError),
     /// `SO_ATTACH_BPF` failed.
     Attach(io::Error),
-    /// The XDP program did not load (Linux before 5.18 has no
-    /// `bpf_xdp_load_bytes`), with the verifier's log.
+    /// The XDP program did not load, with the verifier's log.
     XdpLoad(LoadError),
     /// Attaching it to the interface failed, in the driver and in the
     /// generic path (`EBUSY`: another XDP program is there).
