@@ -674,37 +674,52 @@ while True:
 WITNESS_THRESHOLD_MS = 10
 
 
-def suspicions(cl, names):
-    return {n: status_counter(cl.cluster_status(n), "suspicions") for n in names}
+DETECTOR_COUNTERS = ("suspicions", "heartbeat_gaps")
 
 
-def lossless(cl, measure, names, suspect_after_ms, tries=4):
+def detector_counts(cl, names):
+    """Per node, its DETECTOR_COUNTERS."""
+    out = {}
+    for n in names:
+        status = cl.cluster_status(n)
+        out[n] = {c: status_counter(status, c) for c in DETECTOR_COUNTERS}
+    return out
+
+
+def lossless(cl, measure, names, suspect_after_ms, tries=4, own_gaps_explain=True):
     """Runs `measure()` -> (ok, detail) until an attempt is ok; returns
     that attempt's detail.
 
     A measurement of a cluster without failures must lose nothing. A
     failed attempt is void, and made again (at most `tries` in all), only
-    when the machine explains it: some node suspected another during the
-    attempt while the machine witness saw the machine stop a CPU for at
-    least half of `suspect_after_ms`. A node that silent is a node that
-    stalled, and the fence trades its suspected share for loss by design
-    (tests for that are the stall tests). Any other failed attempt fails
-    at once, with what the counters and the witness saw."""
+    when a stall explains it: some node suspected another during the
+    attempt, and either the machine witness saw the machine stop a CPU
+    for at least half of `suspect_after_ms`, or (`own_gaps_explain`) a
+    node counted a gap of more than `suspect_after` between its own
+    heartbeats while a node that suspected did not: that node stopped
+    running alone, whatever stopped it. A node that silent is suspected
+    by design, and the fence trades its share for loss (tests for that
+    are the stall tests). Any other failed attempt fails at once, with
+    what the counters, the witness and the nodes' logs saw."""
     cl.watch_machine()
     void = []
     for attempt in range(1, tries + 1):
-        before, t0 = suspicions(cl, names), time.time()
+        before, t0 = detector_counts(cl, names), time.time()
         ok, detail = measure()
-        t1, after = time.time(), suspicions(cl, names)
+        t1, after = time.time(), detector_counts(cl, names)
         if ok:
             if void:
                 print("\n  {} void attempt(s) before this one: {}".format(len(void), void))
             return detail
-        moved = {n: after[n] - before[n] for n in names if after[n] != before[n]}
+        delta = {n: {c: after[n][c] - before[n][c] for c in DETECTOR_COUNTERS} for n in names}
+        moved = {n: d["suspicions"] for n, d in delta.items() if d["suspicions"]}
+        gapped = [n for n in names if delta[n]["heartbeat_gaps"]]
         stalls = cl.machine_stalls(t0, t1)
         long_stalls = [s for s in stalls if s[1] >= suspect_after_ms / 2]
-        seen = "suspicions {}, machine stalls (start, ms) {}".format(moved or "none", stalls or "none")
-        if not (moved and long_stalls):
+        alone = own_gaps_explain and gapped and any(n not in gapped for n in moved)
+        seen = "suspicions {}, own heartbeat gaps {}, machine stalls (start, ms) {}".format(
+            moved or "none", {n: delta[n]["heartbeat_gaps"] for n in gapped} or "none", stalls or "none")
+        if not (moved and (long_stalls or alone)):
             raise AssertionError("attempt {}: {}; {}; what the nodes logged of stalls and suspicions: {}".format(
                 attempt, detail, seen, detector_log(cl, names)))
         void.append(seen)
