@@ -70,6 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -723,7 +724,9 @@ def lossless(cl, measure, names, suspect_after_ms, tries=4, own_gaps_explain=Tru
             raise AssertionError("attempt {}: {}; {}; what the nodes logged of stalls and suspicions: {}".format(
                 attempt, detail, seen, detector_log(cl, names)))
         void.append(seen)
-        print("\n  attempt {} void ({}): {}".format(attempt, seen, str(detail)[:300]))
+        # A warning, so that the run's summary shows it even when the
+        # next attempt passes (pytest keeps a passing test's output).
+        warnings.warn("attempt {} void ({}): {}".format(attempt, seen, str(detail)[:300]))
         wait_view(cl, names)
     raise AssertionError("the machine stalled a CPU into a suspicion in every one of {} attempts: {}".format(
         tries, void))
