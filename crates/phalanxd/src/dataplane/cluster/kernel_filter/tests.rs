@@ -361,19 +361,8 @@ fn silent_suspects_share_is_taken_over_in_the_kernel() {
             if silent.contains(&NodeId(100)) {
                 continue;
             }
-            filter.sync(&view, &silent, [sa].iter());
-            let mut dispatcher =
-                InboundDispatcher::new(DispatchScheme::PacketRoundRobin, view.clone(), &silent);
-            for seq in (0..40u32).chain([u32::MAX - 1, u32::MAX]) {
-                let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
-                let owned = dispatcher.owner(&key) == Some(NodeId(100));
-                let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 120);
-                assert_eq!(
-                    passes(&filter, &f),
-                    owned,
-                    "{ids:?} silent {silent:?} seq {seq}"
-                );
-            }
+            let seqs = (0..40u32).chain([u32::MAX - 1, u32::MAX]);
+            round_robin_takeover_at(&mut filter, sa, (&view, &silent), seqs);
         }
     }
     let view = view_of([1, 2, 3]);
@@ -408,6 +397,30 @@ fn silent_suspects_share_is_taken_over_in_the_kernel() {
             moved > 0,
             !silent.is_empty(),
             "silent {silent:?}: {moved} SAs moved"
+        );
+    }
+}
+
+/// Node 100's filter for packet round robin over `view` taking over
+/// `silent` decides each of `seqs` as `InboundDispatcher` does.
+fn round_robin_takeover_at(
+    filter: &mut KernelFilter,
+    sa: SaDescriptor,
+    (view, silent): (&View, &[NodeId]),
+    seqs: impl Iterator<Item = u32>,
+) {
+    filter.sync(view, silent, [sa].iter());
+    let mut dispatcher =
+        InboundDispatcher::new(DispatchScheme::PacketRoundRobin, view.clone(), silent);
+    for seq in seqs {
+        let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
+        let owned = dispatcher.owner(&key) == Some(NodeId(100));
+        let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 120);
+        assert_eq!(
+            passes(filter, &f),
+            owned,
+            "{} members, silent {silent:?}, seq {seq}",
+            view.len()
         );
     }
 }
@@ -930,20 +943,7 @@ fn views_too_large_for_the_word_pass_everything() {
     }
     // 32 members with a silent one, and 254 without, are decided.
     for (view, silent) in [(big(32), vec![NodeId(1005)]), (big(254), vec![])] {
-        filter.sync(&view, &silent, [sa].iter());
-        let mut dispatcher =
-            InboundDispatcher::new(DispatchScheme::PacketRoundRobin, view.clone(), &silent);
-        for seq in 0..600u32 {
-            let key = inbound_key(SPI, u64::from(seq), IpAddr::V4(PEER));
-            let owned = dispatcher.owner(&key) == Some(NodeId(100));
-            let f = frame(Carrier::Esp, PEER, VIP, SPI, seq, 120);
-            assert_eq!(
-                passes(&filter, &f),
-                owned,
-                "{} members, seq {seq}",
-                view.len()
-            );
-        }
+        round_robin_takeover_at(&mut filter, sa, (&view, &silent), 0..600u32);
     }
 }
 
