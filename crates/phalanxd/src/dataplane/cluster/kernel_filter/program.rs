@@ -806,33 +806,16 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: L
     asm.bind(round_robin)
         .store_imm(Size::W, Reg::FP, KEY_ZERO, 0);
     lookup(asm, target.slots_fd, KEY_ZERO, pass);
-    asm.load(Size::DW, Reg::R2, Reg::R0, global::VIEW as i16)
-        .mov(Reg::R3, Reg::R2)
-        .alu64_imm(AluOp::AND, Reg::R3, 0xff)
-        .jump_imm(JmpOp::JEQ, Reg::R3, 0, not_owned)
-        .alu32_reg(AluOp::MOV, Reg::R4, Reg::R9)
-        .alu32_reg(AluOp::MOD, Reg::R4, Reg::R3)
-        .mov(Reg::R5, Reg::R2)
-        .alu64_imm(AluOp::RSH, Reg::R5, 8)
-        .alu64_imm(AluOp::AND, Reg::R5, 0xff)
-        .jump_reg(JmpOp::JEQ, Reg::R4, Reg::R5, pass)
-        // Another member's: taken over only if it is silent (the mask
-        // is 0 above position 31, and n <= 32 whenever it is not 0).
-        .mov(Reg::R5, Reg::R2)
+    asm.load(Size::DW, Reg::R2, Reg::R0, global::VIEW as i16);
+    owned_in_level(asm, (0, 8), not_owned, pass);
+    // Another member's: taken over only if it is silent (the mask is 0
+    // above position 31, and n <= 32 whenever it is not 0).
+    asm.mov(Reg::R5, Reg::R2)
         .alu64_imm(AluOp::RSH, Reg::R5, 32)
         .alu64_reg(AluOp::RSH, Reg::R5, Reg::R4)
         .alu64_imm(AluOp::AND, Reg::R5, 1)
-        .jump_imm(JmpOp::JEQ, Reg::R5, 0, not_owned)
-        .mov(Reg::R3, Reg::R2)
-        .alu64_imm(AluOp::RSH, Reg::R3, 16)
-        .alu64_imm(AluOp::AND, Reg::R3, 0xff)
-        .jump_imm(JmpOp::JEQ, Reg::R3, 0, not_owned)
-        .alu32_reg(AluOp::MOV, Reg::R4, Reg::R9)
-        .alu32_reg(AluOp::MOD, Reg::R4, Reg::R3)
-        .mov(Reg::R5, Reg::R2)
-        .alu64_imm(AluOp::RSH, Reg::R5, 24)
-        .alu64_imm(AluOp::AND, Reg::R5, 0xff)
-        .jump_reg(JmpOp::JEQ, Reg::R4, Reg::R5, pass);
+        .jump_imm(JmpOp::JEQ, Reg::R5, 0, not_owned);
+    owned_in_level(asm, (16, 24), not_owned, pass);
     // Not owned: record the number, count, drop.
     asm.bind(not_owned)
         .mov(Reg::R1, Reg::R9)
@@ -841,6 +824,32 @@ fn decide(asm: &mut Assembler, target: &FilterTarget, layout: &IpLayout, pass: L
         .alu64_reg(AluOp::ADD, Reg::R7, Reg::R1)
         .store(Size::W, Reg::R7, slot::CELLS as i16, Reg::R9);
     count_and_drop(asm, target.counters_fd, counter::DROPS, pass, hook);
+}
+
+/// One level of the view word in r2 (see [`view_word`]): its member
+/// count at bit `count`, this node's position at bit `position`. With
+/// r9 the sequence number: `not_owned` when the level is empty, `pass`
+/// when `seq % count` (left in r4) is this node's position; falls
+/// through otherwise. Uses r3 and r5.
+fn owned_in_level(
+    asm: &mut Assembler,
+    (count, position): (i32, i32),
+    not_owned: Label,
+    pass: Label,
+) {
+    let octet = |asm: &mut Assembler, dst: Reg, shift: i32| {
+        asm.mov(dst, Reg::R2);
+        if shift > 0 {
+            asm.alu64_imm(AluOp::RSH, dst, shift);
+        }
+        asm.alu64_imm(AluOp::AND, dst, 0xff);
+    };
+    octet(asm, Reg::R3, count);
+    asm.jump_imm(JmpOp::JEQ, Reg::R3, 0, not_owned)
+        .alu32_reg(AluOp::MOV, Reg::R4, Reg::R9)
+        .alu32_reg(AluOp::MOD, Reg::R4, Reg::R3);
+    octet(asm, Reg::R5, position);
+    asm.jump_reg(JmpOp::JEQ, Reg::R4, Reg::R5, pass);
 }
 
 /// `r0 = bpf_map_lookup_elem(map, fp + key)`; `pass` when absent.
