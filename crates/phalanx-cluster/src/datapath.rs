@@ -92,6 +92,12 @@ pub enum DataPathReport {
     },
     /// Multicast a counter checkpoint.
     Checkpoint(Checkpoint),
+    /// Send a counter checkpoint to the peers at once, over the heartbeat
+    /// channel only: one of the first few after entering a lineage, so
+    /// that a node that entered it later heals at once (see
+    /// `OutboundSequencer::entry_checkpoint`). The log does not carry
+    /// them: a view change would put one burst per SA into it.
+    EntryCheckpoint(Checkpoint),
     /// Multicast an observer checkpoint.
     ReplayCheckpoint(ReplayCheckpoint),
     /// The data path switched over after suspecting `suspect`.
@@ -136,6 +142,12 @@ pub struct DataPathStats {
     pub lease_requests: u64,
     /// Counter checkpoints sent.
     pub checkpoints: u64,
+    /// Counter checkpoints sent right after entering a lineage (heartbeat
+    /// channel only).
+    pub entry_checkpoints: u64,
+    /// Outbound stream states (flow tables, queue models) started over at
+    /// a lineage position (see `limits::STATE_RESTART_POSITIONS`).
+    pub state_restarts: u64,
     /// Replay checkpoints sent.
     pub replay_checkpoints: u64,
     /// Reports dropped because nobody polled them.
@@ -174,6 +186,8 @@ pub struct NodeDataPath {
     continuous_marks: bool,
     /// Outbound packets, over the shared state's `view`.
     dispatcher: Dispatcher,
+    /// The scheme keeps outbound stream state (flow tables, queue models).
+    stateful_scheme: bool,
     /// Inbound ESP, over its `inbound_view` and `silent`.
     inbound_dispatcher: InboundDispatcher,
     version: Option<u64>,
@@ -215,6 +229,7 @@ impl NodeDataPath {
             spacing,
             continuous_marks,
             dispatcher: Dispatcher::new(scheme, View::default()),
+            stateful_scheme: scheme.is_stateful(),
             inbound_dispatcher: InboundDispatcher::new(scheme, View::default(), &[]),
             version: None,
             generation: 0,
@@ -252,8 +267,20 @@ impl NodeDataPath {
             return OutboundDecision::UnknownSa;
         };
         let c = stream.sequencer.count(fingerprint);
+        if self.stateful_scheme && stream.sequencer.at_state_restart() {
+            self.dispatcher.forget_stream(Direction::Outbound, spi);
+            self.stats.state_restarts += 1;
+        }
         if let Some(mark) = stream.sequencer.checkpoint(self.checkpoint_every, false) {
             push_checkpoint(&mut self.reports, &mut self.stats, spi, mark);
+        } else if let Some(mark) = stream.sequencer.entry_checkpoint() {
+            let checkpoint = mark.of(spi);
+            push(
+                &mut self.reports,
+                &mut self.stats,
+                DataPathReport::EntryCheckpoint(checkpoint),
+            );
+            self.stats.entry_checkpoints += 1;
         }
         let leases = stream.shared.leases.as_deref();
         if let Some(after_end) = leases.and_then(|l| stream.sequencer.lease_request(l)) {
@@ -447,13 +474,7 @@ fn push_checkpoint(
     spi: u32,
     mark: CounterMark,
 ) {
-    let checkpoint = Checkpoint {
-        spi,
-        lineage: mark.lineage,
-        c: mark.c,
-        fingerprint: mark.fingerprint,
-    };
-    push(reports, stats, DataPathReport::Checkpoint(checkpoint));
+    push(reports, stats, DataPathReport::Checkpoint(mark.of(spi)));
     stats.checkpoints += 1;
 }
 

@@ -21,6 +21,22 @@ pub const DEFAULT_CHECKPOINT_EVERY: u64 = 1024;
 /// whatever `checkpoint_every` says (cluster contract: 20 ms).
 pub const CHECKPOINT_INTERVAL: core::time::Duration = core::time::Duration::from_millis(20);
 
+/// After entering a lineage a node checkpoints its counter after the 1st,
+/// 2nd, 4th, ... packet up to this one, so that a node that entered later
+/// (it adopted the view change later) heals within a few packets rather
+/// than at the next periodic checkpoint.
+pub const ENTRY_CHECKPOINTS_UNTIL: u64 = 512;
+
+/// Lineage positions at which the stateful schemes' outbound stream state
+/// (flow tables, queue models) starts over. Nodes enter a lineage (a view
+/// change) a few packets apart and build that state from different
+/// packets; their counters agree again within a few packets
+/// ([`ENTRY_CHECKPOINTS_UNTIL`]), and from a restart at a position they
+/// all count the same packet at, so does their state. Later restarts
+/// catch a node whose counter healed only later. Each restart may move
+/// flows between nodes, as the view change itself did.
+pub const STATE_RESTART_POSITIONS: [u64; 5] = [64, 256, 1024, 4096, 16_384];
+
 /// Default interval between two heartbeats on the cluster link.
 pub const DEFAULT_HEARTBEAT_INTERVAL: core::time::Duration = core::time::Duration::from_millis(5);
 

@@ -582,6 +582,12 @@ impl ClusterNode {
                 }
                 self.forward(message);
             }
+            DataPathReport::EntryCheckpoint(checkpoint) => {
+                if self.log.is_some() && self.datagrams.len() < MAX_DATAGRAMS {
+                    self.datagrams
+                        .push_back(encode(&Message::Checkpoint(checkpoint)));
+                }
+            }
             DataPathReport::ReplayCheckpoint(replay) => {
                 self.forward(Message::ReplayCheckpoint(replay));
             }

@@ -39,7 +39,7 @@
 //! raw local count of each fingerprint, so a packet is never healed twice.
 
 use crate::lease::{BlockKind, LeaseBlock, SaLeases};
-use crate::limits::{FINGERPRINT_RING, MAX_HEAL};
+use crate::limits::{ENTRY_CHECKPOINTS_UNTIL, FINGERPRINT_RING, MAX_HEAL, STATE_RESTART_POSITIONS};
 use crate::view::NodeId;
 
 /// How lineage positions map to sequence numbers.
@@ -75,6 +75,18 @@ pub struct CounterMark {
     pub c: u64,
     /// That packet's fingerprint.
     pub fingerprint: u64,
+}
+
+impl CounterMark {
+    /// The checkpoint of outbound SA `spi` this mark makes.
+    pub fn of(self, spi: u32) -> crate::codec::Checkpoint {
+        crate::codec::Checkpoint {
+            spi,
+            lineage: self.lineage,
+            c: self.c,
+            fingerprint: self.fingerprint,
+        }
+    }
 }
 
 /// The fields of a block the fast path needs.
@@ -455,6 +467,28 @@ impl OutboundSequencer {
             position: last.offset.saturating_add(half),
             sent: last.start.saturating_add(half),
         }
+    }
+
+    /// Whether the packet counted last is at one of the lineage positions
+    /// where the stateful schemes' stream state starts over
+    /// ([`STATE_RESTART_POSITIONS`]).
+    pub fn at_state_restart(&self) -> bool {
+        self.lineage != 0 && STATE_RESTART_POSITIONS.contains(&self.position(self.counter()))
+    }
+
+    /// A checkpoint of the counter right after entering a lineage: after
+    /// the 1st, 2nd, 4th, ... packet counted in it, up to the
+    /// [`ENTRY_CHECKPOINTS_UNTIL`]th (see [`CounterMark`]).
+    pub fn entry_checkpoint(&self) -> Option<CounterMark> {
+        let counted = self.raw - self.raw_at_entry;
+        if self.lineage == 0 || !counted.is_power_of_two() || counted > ENTRY_CHECKPOINTS_UNTIL {
+            return None;
+        }
+        Some(CounterMark {
+            lineage: self.lineage,
+            c: self.counter(),
+            fingerprint: self.last_fingerprint,
+        })
     }
 
     /// A checkpoint of the counter when `every` packets were counted since

@@ -58,6 +58,12 @@ impl DispatchScheme {
         )
     }
 
+    /// True for the schemes whose decisions depend on the stream's earlier
+    /// packets (a flow table or queue models).
+    pub fn is_stateful(self) -> bool {
+        self.is_session_based() || self == DispatchScheme::PacketShortestQueue
+    }
+
     /// The configuration name (`packet-rr`, `packet-sqf`, `session-rr`,
     /// `session-sqf`, `hash-src`, `hash-src-spi`).
     pub fn name(self) -> &'static str {

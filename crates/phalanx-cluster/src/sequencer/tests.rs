@@ -227,3 +227,58 @@ fn new_generation_resets_the_lineage() {
     let c = seqs[0].count(2);
     assert_eq!(seqs[0].assign(c, sa), Some(sa.regular_lineage().unwrap()));
 }
+
+/// Two nodes enter a lineage 5 packets apart (one adopted the view
+/// change later): the one ahead checkpoints after its 1st, 2nd, 4th, ...
+/// packet there, and the first of those the late one has counted heals
+/// it level.
+#[test]
+fn entry_checkpoints_heal_a_late_entry() {
+    let ids = [1, 2];
+    let table = leases(100_000, &ids);
+    let mut seqs = sequencers(&ids, Spacing::Dense, &table);
+    let marks: Vec<u64> = (1..=600u64)
+        .filter(|&p| {
+            seqs[0].count(p);
+            seqs[0].entry_checkpoint().is_some()
+        })
+        .collect();
+    assert_eq!(marks, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]);
+
+    let table = leases(100_000, &ids);
+    let mut ahead = OutboundSequencer::new(NodeId(1), Spacing::Dense);
+    let mut late = OutboundSequencer::new(NodeId(2), Spacing::Dense);
+    let sa = table.sa(SPI).unwrap();
+    assert!(ahead.enter_generation(sa));
+    for p in 0..5u64 {
+        ahead.count(p);
+        late.count(p);
+    }
+    assert!(late.enter_generation(sa));
+    for p in 5..40u64 {
+        ahead.count(p);
+        late.count(p);
+        if let Some(mark) = ahead.entry_checkpoint() {
+            late.heal(mark.lineage, mark.c, mark.fingerprint);
+        }
+    }
+    assert_eq!(ahead.counter(), late.counter());
+    assert_eq!(late.heals(), 1);
+}
+
+/// The stateful schemes' stream state restarts exactly at the fixed
+/// lineage positions, for every node whose counter agrees.
+#[test]
+fn state_restarts_at_fixed_positions() {
+    let table = leases(100_000, &[1]);
+    let mut seqs = sequencers(&[1], Spacing::Dense, &table);
+    let lineage = seqs[0].lineage();
+    let restarts: Vec<u64> = (0..20_000u64)
+        .filter_map(|p| {
+            let c = seqs[0].count(p);
+            seqs[0].at_state_restart().then_some(c - lineage)
+        })
+        .collect();
+    assert_eq!(restarts, STATE_RESTART_POSITIONS);
+    assert!(!OutboundSequencer::new(NodeId(1), Spacing::Dense).at_state_restart());
+}

@@ -194,6 +194,8 @@ fn counters(snapshot: &ClusterSnapshot, reports_dropped: u64) -> Vec<NamedCounte
         ("generations", d.generations),
         ("lease_requests", d.lease_requests),
         ("checkpoints", d.checkpoints),
+        ("entry_checkpoints", d.entry_checkpoints),
+        ("stream_state_restarts", d.state_restarts),
         ("replay_checkpoints", d.replay_checkpoints),
         ("datapath_reports_unpolled", d.reports_dropped),
         ("report_queue_full", reports_dropped),
