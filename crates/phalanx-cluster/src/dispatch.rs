@@ -32,6 +32,14 @@
 //! session restart may move an outbound flow to another node once per
 //! epoch; inbound sessions land where they were.
 //!
+//! A view change is the common case of a node disagreeing: each node
+//! starts its outbound streams over when its data path adopts the change,
+//! a few packets apart from the others. The data path therefore also
+//! restarts them at fixed positions of the new counter lineage
+//! (`limits::STATE_RESTART_POSITIONS`, 64 to 16,384 packets in), which
+//! every node reaches at the same packet once the entry checkpoints have
+//! healed its counter (see `sequencer`).
+//!
 //! # Inbound sessions
 //! An inbound SA is one session. With per-stream state only, the first
 //! owner of stream `spi` is member `spi % n` (round robin) or the shortest

@@ -37,6 +37,13 @@
 //! fingerprint at a lower `c'` advances by `c - c'`; counters only move
 //! forward, so all converge on the most advanced. The ring remembers the
 //! raw local count of each fingerprint, so a packet is never healed twice.
+//!
+//! Nodes enter a lineage when their data paths adopt the change, some
+//! packets apart, and each counts from the lineage's start from its own
+//! entry, so the one that entered first is ahead by the packets between.
+//! Its checkpoints after its 1st, 2nd, 4th, ... 512th packet there
+//! (`entry_checkpoint`, over the heartbeat channel only) heal the others
+//! within a few packets instead of at the next periodic checkpoint.
 
 use crate::lease::{BlockKind, LeaseBlock, SaLeases};
 use crate::limits::{ENTRY_CHECKPOINTS_UNTIL, FINGERPRINT_RING, MAX_HEAL, STATE_RESTART_POSITIONS};
