@@ -15,7 +15,7 @@
 //! - A peer suspects it at the earliest `suspect_after` after it heard
 //!   its last heartbeat, so after `S + suspect_after`, `S` the last
 //!   heartbeat sent before the gap. The suspecter takes over frames that
-//!   *arrived* after that ([`InboundDispatcher::owner_at`]).
+//!   *arrived* after that ([`InboundDispatcher::owner_at`](crate::dispatch::InboundDispatcher::owner_at)).
 //! - The suspecter hands the share back when it has heard
 //!   `REJOIN_HEARTBEATS` heartbeats again, the last of them sent at
 //!   `S'`; it hears it before `S' + suspect_after` (the cluster link's

@@ -303,7 +303,7 @@ pub enum ReplicateError {
     /// This node does not hold the replicated state yet (joining): what it
     /// sent could be ordered before its own state transfer.
     NotSynced,
-    /// Larger than [`MAX_APP_PAYLOAD`](crate::codec::MAX_APP_PAYLOAD).
+    /// Larger than [`MAX_APP_PAYLOAD`].
     TooLarge,
 }
 
