@@ -46,8 +46,10 @@
 //! side reads anything, if the fence allows: the order that gives it the
 //! least knowledge), and at the latest after the fence's wait limit, as
 //! the daemon's workers do; packets that arrive until then queue behind,
-//! and it adopts no new state before. What its owners accept then is in
-//! [`Record::late_inbound`].
+//! and it adopts no new state before, but for the inbound packets that
+//! arrived after the stall: those it decides under the state its control
+//! side holds then, as the daemon's workers do. What its owners accept
+//! then is in [`Record::late_inbound`].
 //!
 //! Like the cores, nothing here reads the clock but once, for the start.
 
@@ -436,7 +438,16 @@ enum Queued {
         flow: u64,
         len: u32,
         packet: u64,
+        arrival: Instant,
     },
+}
+
+impl Queued {
+    fn arrival(&self) -> Instant {
+        match *self {
+            Queued::Inbound { arrival, .. } | Queued::Outbound { arrival, .. } => arrival,
+        }
+    }
 }
 
 /// The outcome of one outbound packet.
@@ -833,6 +844,7 @@ impl ClusterHarness {
                     flow,
                     len,
                     packet,
+                    arrival: now,
                 });
                 continue;
             }
@@ -951,11 +963,21 @@ impl ClusterHarness {
                 continue;
             }
             member.stalled_until = None;
-            // Under the state adopted before the stall (see the module
-            // docs), the fence read live.
-            for queued in std::mem::take(&mut member.backlog) {
+            // Under the state adopted before the stall, but for inbound
+            // packets that arrived after it, under the state adopted now
+            // (see the module docs); the fence read live.
+            let (mut backlog, later): (Vec<Queued>, Vec<Queued>) =
+                std::mem::take(&mut member.backlog)
+                    .into_iter()
+                    .partition(|q| matches!(q, Queued::Outbound { .. }) || q.arrival() < until);
+            let adopt_at = backlog.len();
+            backlog.extend(later);
+            for (i, queued) in backlog.into_iter().enumerate() {
                 if !member.alive {
                     break;
+                }
+                if i == adopt_at {
+                    member.path.update(&member.node.shared());
                 }
                 match queued {
                     Queued::Inbound { spi, seq, arrival } => {
@@ -969,6 +991,7 @@ impl ClusterHarness {
                         flow,
                         len,
                         packet,
+                        ..
                     } => {
                         let decision = member.path.outbound(spi, PEER, flow, len, mix(packet));
                         if let OutboundDecision::Send { seq } = decision {

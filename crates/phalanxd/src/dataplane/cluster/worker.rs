@@ -226,6 +226,12 @@ struct Plane {
     stats: WorkerStats,
     /// The kernel filter was asked for and is not there.
     kernel_filter_failed: bool,
+    /// While a frozen worker works off its outside ring: from the first
+    /// frame that arrived at this time on (when the worker ran again), the
+    /// state to adopt first (see `ClusterWorker::round`).
+    adopt_at: Option<(Instant, Arc<SharedState>)>,
+    /// That adoption made this node the one that answers ARP.
+    became_first: bool,
 }
 
 impl ClusterWorker {
@@ -274,6 +280,8 @@ impl ClusterWorker {
             replies: Vec::with_capacity(MAX_REPLIES),
             stats: WorkerStats::default(),
             kernel_filter_failed,
+            adopt_at: None,
+            became_first: false,
         };
         ClusterWorker {
             inside: devices.inside,
@@ -361,15 +369,23 @@ impl ClusterWorker {
     /// nothing and reads neither ring, and when the wait ends decides
     /// what the rings hold first under the state adopted before (the view
     /// it arrived in; the fence itself is read live), then adopts the
-    /// new state. Otherwise it adopts states and forwards the inside
-    /// ring as usual meanwhile. Returns whether the outside ring waits.
+    /// new state. Only the inbound ESP that arrived after the worker ran
+    /// again is decided under the new state: the others moved on to the
+    /// view changes of the stall long before (a view without this node,
+    /// when they suspected it), and its cluster thread has read them by
+    /// the end of the wait; under the old view this node would process
+    /// packets the others process too. The outbound backlog stays under
+    /// the old state: its counters enter the new lineage afterwards and
+    /// heal from the others' checkpoints. Otherwise it adopts states and
+    /// forwards the inside ring as usual meanwhile. Returns whether the
+    /// outside ring waits.
     fn round(&mut self, inside: bool, outside: bool) -> bool {
         let rt = self.plane.store.load();
         let state = self.plane.link.shared.load_full();
         let now = Instant::now();
         let idle = now.saturating_duration_since(self.last_round);
         self.last_round = now;
-        let mut backlog = false;
+        let mut backlog = None;
         let mut waiting = false;
         match state.fence().filter(|fence| fence.uncertain(now)) {
             Some(fence) => {
@@ -387,7 +403,7 @@ impl ClusterWorker {
                         waiting = true;
                     } else {
                         wait.ran_out = true;
-                        backlog = wait.frozen;
+                        backlog = wait.frozen.then_some(wait.since);
                     }
                 }
             }
@@ -395,15 +411,20 @@ impl ClusterWorker {
                 backlog = self
                     .fence_wait
                     .take()
-                    .is_some_and(|wait| wait.frozen && !wait.ran_out);
+                    .filter(|wait| wait.frozen && !wait.ran_out)
+                    .map(|wait| wait.since);
             }
         }
-        if backlog {
-            self.read(Side::Outside, &rt);
+        let mut became_first = false;
+        if let Some(resumed) = backlog {
             self.read(Side::Inside, &rt);
+            self.plane.adopt_at = Some((resumed, Arc::clone(&state)));
+            self.read(Side::Outside, &rt);
+            self.plane.adopt_at = None;
+            became_first = std::mem::take(&mut self.plane.became_first);
         }
         let plane = &mut self.plane;
-        if plane.classifier.begin_batch(&state, &rt, &mut plane.stats) {
+        if plane.classifier.begin_batch(&state, &rt, &mut plane.stats) || became_first {
             self.announce();
         }
         if inside {
@@ -523,6 +544,11 @@ impl Plane {
             return;
         }
         let arrival = clock.arrival(meta.timestamp);
+        if self.adopt_at.as_ref().is_some_and(|(at, _)| arrival >= *at) {
+            if let Some((_, state)) = self.adopt_at.take() {
+                self.became_first |= self.classifier.begin_batch(&state, rt, &mut self.stats);
+            }
+        }
         match self
             .classifier
             .classify(side, frame, arrival, rt, &mut self.stats)
