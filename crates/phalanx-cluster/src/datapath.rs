@@ -100,6 +100,14 @@ pub enum DataPathReport {
     EntryCheckpoint(Checkpoint),
     /// Multicast an observer checkpoint.
     ReplayCheckpoint(ReplayCheckpoint),
+    /// The data path adopted state `version` of a node that holds the
+    /// replicated state but owns no traffic yet (a joiner before
+    /// `Ready`): it runs, counts and observes, so the node may declare
+    /// itself ready.
+    Adopted {
+        /// The [`SharedState::version`] adopted.
+        version: u64,
+    },
     /// The data path switched over after suspecting `suspect`.
     TakeoverApplied {
         /// The suspect.

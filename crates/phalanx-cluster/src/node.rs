@@ -384,6 +384,9 @@ pub struct ClusterNode {
     failovers: VecDeque<FailoverRecord>,
     progress: BTreeMap<u32, Progress>,
     datapath: DataPathStats,
+    /// The newest state version the data path reported adopting while
+    /// synced and not ready (see [`DataPathReport::Adopted`]).
+    datapath_adopted: u64,
     /// App messages delivered, for [`ClusterNode::poll_app`].
     apps: VecDeque<AppMessage>,
     policy: QuorumPolicy,
@@ -421,6 +424,7 @@ impl ClusterNode {
             failovers: VecDeque::new(),
             progress: BTreeMap::new(),
             datapath: DataPathStats::default(),
+            datapath_adopted: 0,
             apps: VecDeque::new(),
             policy: QuorumPolicy::default(),
             stood_down: false,
@@ -564,6 +568,10 @@ impl ClusterNode {
         match report {
             DataPathReport::Stats(stats) => self.datapath = stats,
             DataPathReport::TakeoverApplied { suspect } => self.takeover_applied(now, suspect),
+            DataPathReport::Adopted { version } => {
+                self.datapath_adopted = self.datapath_adopted.max(version);
+                self.finish_catch_up(now);
+            }
             DataPathReport::LeaseRequest { spi, after_end } => {
                 self.forward(Message::LeaseRequest { spi, after_end });
             }

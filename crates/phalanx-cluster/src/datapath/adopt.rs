@@ -20,6 +20,12 @@ impl NodeDataPath {
             return;
         }
         self.version = Some(state.version);
+        if state.head.generation != 0 && !state.head.ready {
+            let report = DataPathReport::Adopted {
+                version: state.version,
+            };
+            push(&mut self.reports, &mut self.stats, report);
+        }
         if let Some(fence) = &state.fence {
             if self.fence.as_ref().is_none_or(|f| !Arc::ptr_eq(f, fence)) {
                 self.fence = Some(Arc::clone(fence));

@@ -27,6 +27,9 @@ pub(super) enum LogEvent {
 struct CatchUp {
     installed: Instant,
     pending: BTreeSet<u32>,
+    /// The last state version published before the install: `Ready`
+    /// waits until the data path adopted a later one.
+    published: u64,
 }
 
 /// Where a node stands in joining. See the `node` module docs.
@@ -248,6 +251,7 @@ impl ClusterNode {
             self.join.catch_up = Some(CatchUp {
                 installed: now,
                 pending,
+                published: self.publisher.current().version,
             });
             self.finish_catch_up(now);
         }
@@ -265,11 +269,18 @@ impl ClusterNode {
         self.finish_catch_up(now);
     }
 
-    /// `Ready` once every inbound SA caught up, or after the timeout.
-    fn finish_catch_up(&mut self, now: Instant) {
+    /// `Ready` once every inbound SA caught up (or after the timeout) and
+    /// the data path runs with the state installed: a data path that
+    /// starts only after `Ready` works off what its ring collected under
+    /// the new view, packets the others already processed under the old
+    /// one, and its counters enter the new lineage ahead of theirs.
+    pub(super) fn finish_catch_up(&mut self, now: Instant) {
         let Some(catch_up) = &self.join.catch_up else {
             return;
         };
+        if self.datapath_adopted <= catch_up.published {
+            return;
+        }
         if catch_up.pending.is_empty() || now >= catch_up.installed + JOIN_SYNC_TIMEOUT {
             self.join.catch_up = None;
             let node = self.config.local;

@@ -21,6 +21,8 @@ struct Mini {
     deaf: BTreeSet<(NodeId, NodeId)>,
     /// The log delivers nothing (Corosync re-forming its ring).
     stalled: bool,
+    /// Nodes whose data path is not running yet.
+    no_path: BTreeSet<NodeId>,
 }
 
 impl Mini {
@@ -35,6 +37,7 @@ impl Mini {
             dead: BTreeSet::new(),
             deaf: BTreeSet::new(),
             stalled: false,
+            no_path: BTreeSet::new(),
         };
         for &id in ids {
             mini.add(NodeId(id));
@@ -100,6 +103,9 @@ impl Mini {
                     if self.members.contains(&id) {
                         self.log.push((Some(id), message, Vec::new()));
                     }
+                }
+                if self.no_path.contains(&id) {
+                    continue;
                 }
                 let path = self.paths.get_mut(&id).unwrap();
                 while let Some(report) = path.poll_report() {
@@ -186,6 +192,29 @@ fn t02_join() {
     assert_eq!(status.view.members(), &[NodeId(1), NodeId(2), NodeId(3)]);
     assert!(status.generation > generation);
     assert_eq!(status.counters.transfers_sent, 1);
+    assert!(mini.paths[&NodeId(3)].is_active());
+}
+
+/// "n3 joins, its data path starts 400 ms later": n3 declares itself
+/// ready only once its data path runs with the installed state, however
+/// long the replay checkpoints have been there (a data path that started
+/// after `Ready` would work off its ring under the new view: packets the
+/// others already processed).
+#[test]
+fn t10_ready_waits_for_the_data_path() {
+    let mut mini = Mini::new(&[1, 2]);
+    mini.run(250 * MS);
+    mini.add(NodeId(3));
+    mini.no_path.insert(NodeId(3));
+    mini.membership();
+    mini.run(400 * MS);
+    assert!(mini.node(3).is_synced());
+    assert!(!mini.node(3).is_ready(), "ready without a data path");
+    assert_eq!(mini.node(1).status().view.len(), 2);
+    mini.no_path.clear();
+    mini.run(50 * MS);
+    assert!(mini.node(3).is_ready());
+    assert_eq!(mini.node(1).status().view.len(), 3);
     assert!(mini.paths[&NodeId(3)].is_active());
 }
 
