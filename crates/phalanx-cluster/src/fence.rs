@@ -69,6 +69,13 @@
 //! heard last) + `suspect_after` to its suspicion, and from its
 //! hand-back to its report of it arriving here + 5 ms.
 //!
+//! When the log takes this node out of the base view (a peer's suspicion
+//! agreed), every member owns its share by the base view itself, not only
+//! the reporting peers that take it over as a silent suspect's. A node
+//! that reads the log late (it stalled) decides its backlog under the view
+//! before, so from then until it is back in the view its whole share is
+//! fenced from the earliest takeover a peer reported (`set_in_view`).
+//!
 //! [`Hearing`]: crate::codec::Hearing
 //!
 //! The cluster thread writes, the data-plane threads read, without
@@ -302,6 +309,13 @@ pub(crate) struct FenceWriter {
     reports: BTreeMap<NodeId, PeerReport>,
     /// Spells of arrival times a peer reported it had taken over.
     handbacks: u64,
+    /// The spell open while the log holds this node out of the base view.
+    removal: Option<usize>,
+    /// The log held this node in the base view when last told.
+    in_view: bool,
+    /// While `removal` is open: the earliest takeover a peer reported
+    /// since (its start replaces the estimate the spell opened with).
+    removal_from: Option<Instant>,
 }
 
 impl FenceWriter {
@@ -317,6 +331,54 @@ impl FenceWriter {
             sent_log: VecDeque::with_capacity(SENT_LOG),
             reports: BTreeMap::new(),
             handbacks: 0,
+            removal: None,
+            in_view: false,
+            removal_from: None,
+        }
+    }
+
+    /// The log took this node out of the base view (`in_view` false), or
+    /// back in. Out of it, this node's whole share belongs to the others
+    /// by the base view itself, not only the part a reporting peer takes
+    /// over as a silent suspect's: a node that reads the log late (it
+    /// stalled) and decides its backlog under the view before must fence
+    /// all of it, from the earliest moment a peer may have taken any over
+    /// (the removal followed a suspicion; the peers' own reports of when
+    /// they started make that exact once they arrive), until it is back
+    /// in the view (as at any view change, the others adopt that at about
+    /// the same time).
+    ///
+    /// A node that was never in the view (a joiner) fences nothing here:
+    /// it owned nothing the others could take.
+    pub(crate) fn set_in_view(&mut self, now: Instant, in_view: bool) {
+        let was = std::mem::replace(&mut self.in_view, in_view);
+        let fence = &*self.fence;
+        match (self.removal, in_view) {
+            (None, false) if was => {
+                let sa = self.suspect_after;
+                let from = self
+                    .reports
+                    .values()
+                    .flat_map(|r| [r.silent_from, r.earliest])
+                    .chain([self.last_sent.map(|s| s + sa)])
+                    .flatten()
+                    .min()
+                    .unwrap_or(now);
+                let slot = self.take_slot();
+                let fence = &*self.fence;
+                let spell = &fence.spells[slot];
+                spell.from.store(fence.nanos(from), Ordering::Relaxed);
+                spell.until.store(NEVER, Ordering::Relaxed);
+                self.removal = Some(slot);
+                self.removal_from = None;
+            }
+            (Some(slot), true) => {
+                fence.spells[slot]
+                    .until
+                    .store(fence.nanos(now), Ordering::Relaxed);
+                self.removal = None;
+            }
+            _ => {}
         }
     }
 
@@ -443,6 +505,7 @@ impl FenceWriter {
             silent_from: None,
             handbacks: heard.handbacks,
         });
+        let was_silent_from = entry.silent_from;
         let mut ended = None;
         if heard.silent {
             if let Some(start) = silent_start {
@@ -453,6 +516,23 @@ impl FenceWriter {
                 .silent_from
                 .take()
                 .or_else(|| silent_start.filter(|_| heard.handbacks != entry.handbacks));
+        }
+        if let Some(slot) = self.removal {
+            // A report of a takeover that started (now or before the
+            // hand-back it reports), never the "none" of counter 0.
+            let started = match heard.silent {
+                true => silent_start,
+                false => was_silent_from.or(ended),
+            }
+            .filter(|_| heard.silent_after != 0);
+            if let Some(start) = started {
+                let from = self.removal_from.map_or(start, |f| f.min(start));
+                self.removal_from = Some(from);
+                let fence = &*self.fence;
+                fence.spells[slot]
+                    .from
+                    .store(fence.nanos(from), Ordering::Relaxed);
+            }
         }
         entry.handbacks = heard.handbacks;
         entry.received = now;
@@ -548,8 +628,12 @@ impl FenceWriter {
     /// The slot for a new spell: the oldest, but never the gap's spell
     /// whose end is not known yet.
     fn take_slot(&mut self) -> usize {
-        if self.open.is_some_and(|(slot, _)| slot == self.next) {
-            self.next = (self.next + 1) % SPELLS;
+        for _ in 0..2 {
+            let busy = self.open.is_some_and(|(slot, _)| slot == self.next)
+                || self.removal == Some(self.next);
+            if busy {
+                self.next = (self.next + 1) % SPELLS;
+            }
         }
         let slot = self.next;
         self.next = (self.next + 1) % SPELLS;

@@ -438,23 +438,23 @@ impl ClusterNode {
 
     /// Share an SA with the cluster (multicast `SaAdd` once this node
     /// holds the state; until then the data path observes it locally).
-    pub fn register_sa(&mut self, _now: Instant, sa: SaDescriptor) {
+    pub fn register_sa(&mut self, now: Instant, sa: SaDescriptor) {
         self.registrations.insert((sa.direction, sa.spi), sa);
         self.publisher.set_local_sa(sa);
         if self.log.is_some() {
             self.multicast(&Message::SaAdd(sa));
         }
-        self.refresh();
+        self.refresh_at(now);
     }
 
     /// Delete an SA cluster-wide.
-    pub fn remove_sa(&mut self, _now: Instant, direction: Direction, spi: u32) {
+    pub fn remove_sa(&mut self, now: Instant, direction: Direction, spi: u32) {
         self.registrations.remove(&(direction, spi));
         self.publisher.remove_local_sa(direction, spi);
         if self.log.is_some() {
             self.multicast(&Message::SaDelete { direction, spi });
         }
-        self.refresh();
+        self.refresh_at(now);
     }
 
     /// Multicasts another component's `payload` through the agreed log:
@@ -505,13 +505,13 @@ impl ClusterNode {
             }
         }
         self.on_membership(now, members, was_member);
-        self.refresh();
+        self.refresh_at(now);
     }
 
     /// A message delivered by the agreed log, in log order.
     pub fn handle_delivery(&mut self, now: Instant, from: NodeId, message: &[u8]) {
         self.on_delivery(now, from, message.to_vec());
-        self.refresh();
+        self.refresh_at(now);
     }
 
     /// A heartbeat datagram from `from` (as the socket layer maps its
@@ -533,7 +533,7 @@ impl ClusterNode {
             Ok(Message::Checkpoint(checkpoint)) if from != self.config.local => {
                 self.counters.datagram_checkpoints += 1;
                 self.publisher.note(&checkpoint);
-                self.refresh();
+                self.refresh_at(now);
                 return;
             }
             Ok(_) => {
@@ -560,7 +560,7 @@ impl ClusterNode {
         self.join.seen_state |= heartbeat.synced;
         let recovered = self.detector.heard(now, from);
         self.on_recovery(now, from, recovered);
-        self.refresh();
+        self.refresh_at(now);
     }
 
     /// A report of the data path.
@@ -600,7 +600,7 @@ impl ClusterNode {
                 self.forward(Message::ReplayCheckpoint(replay));
             }
         }
-        self.refresh();
+        self.refresh_at(now);
     }
 
     /// Multicast a data-path message once this node holds the state.
@@ -621,7 +621,7 @@ impl ClusterNode {
             self.publisher.set_tick(self.tick);
         }
         self.join_timers(now);
-        self.refresh();
+        self.refresh_at(now);
     }
 
     /// The next message to multicast through the group transport.
@@ -733,6 +733,16 @@ impl ClusterNode {
     /// The state the data path adopts; a new `Arc` whenever it changed.
     pub fn shared(&self) -> Arc<SharedState> {
         self.publisher.current()
+    }
+
+    /// [`refresh`](Self::refresh), and tell the fence whether the log
+    /// holds this node in the base view (see `FenceWriter::set_in_view`).
+    fn refresh_at(&mut self, now: Instant) {
+        if let Some(log) = &self.log {
+            let in_view = log.base_view().contains(self.config.local);
+            self.fence.set_in_view(now, in_view);
+        }
+        self.refresh();
     }
 
     /// Publish a new shared state if anything changed (every `handle_*`

@@ -650,3 +650,24 @@ fn s31_a_node_stalled_across_a_view_change() {
         assert_inbound_once(&run, 7, &script);
     }
 }
+
+/// "n2 stalls for 32 ms" with n1 hearing heartbeats a microsecond late:
+/// only n3 suspects n2, the log takes n2 out, and n1, which suspects
+/// nobody, owns n2's share by the base view from then on. n2 reads that
+/// only after its backlog; its fence must cover all of its share, not
+/// only the part n3 reports taking over (found by the property test: 7
+/// packets accepted by n1 and n2).
+#[test]
+fn s32_a_stall_the_log_answers_with_a_removal() {
+    for scheme in DispatchScheme::ALL {
+        let script = format!(
+            "n1,n2,n3 {scheme}; n1 hears heartbeats 1 us late; 100 packets; n2 stalls for 32 ms; \
+             640 inbound; idle 400 ms; settle; 3000 packets; replay inbound"
+        );
+        let (h, run) = run(&script);
+        assert_safe(&h, &script);
+        let twice = run.inbound.iter().filter(|(_, a)| a.len() > 1).count();
+        assert_eq!(twice, 0, "{script}: accepted twice");
+        assert_eq!(run.replays_accepted, 0, "{script}");
+    }
+}
