@@ -57,7 +57,8 @@ pub(crate) struct Run {
     /// began.
     pub(crate) split: Option<(Vec<Vec<NodeId>>, usize)>,
     /// Packets sent by two sides of a partition, once both sides'
-    /// detectors had time to fire (`SIDE_GRACE` packets after the split).
+    /// detectors had time to fire (`SIDE_GRACE` packets after the split,
+    /// or after the end of a stall during it).
     pub(crate) side_overlaps: u64,
     /// Late acceptances (`Record::late_inbound`) already in `inbound`.
     late_merged: usize,
@@ -198,7 +199,18 @@ fn step(h: &mut ClusterHarness, run: &mut Run, index: usize, clause: &str) {
             }
         }
         ["kill", n] => h.kill(node(n)),
-        [n, "stalls", "for", ms, "ms"] => h.stall(node(n), Duration::from_millis(number(ms))),
+        [n, "stalls", "for", ms, "ms"] => {
+            h.stall(node(n), Duration::from_millis(number(ms)));
+            // A node that stalled gives its peers a fresh `suspect_after`
+            // when it runs again (the detector's stall guard): its side
+            // may go on sending until then plus the grace. Counted in
+            // outbound packets, 20 per ms (the other clauses pass time
+            // too, so this errs on the short side).
+            if let Some((_, at)) = &mut run.split {
+                let end = run.packets.len() + number(ms) as usize * 20;
+                *at = (*at).max(end);
+            }
+        }
         [a, "deaf", "to", b, "for", ms, "ms"] => {
             h.deafen(node(a), node(b), Duration::from_millis(number(ms)));
         }
