@@ -224,9 +224,12 @@ struct Pair {
 }
 
 impl Pair {
-    fn create() -> Pair {
-        let a = NetNs::create("pkt-a");
-        let b = NetNs::create("pkt-b");
+    /// `tag` names the namespaces (`<tag>-a`, `<tag>-b`): the tests of
+    /// this file run in parallel in one process, and namespace names only
+    /// tell processes apart.
+    fn create(tag: &str) -> Pair {
+        let a = NetNs::create(&format!("{tag}-a"));
+        let b = NetNs::create(&format!("{tag}-b"));
         a.ip(&[
             "link",
             "add",
@@ -277,7 +280,7 @@ fn arp_reply(mac: [u8; 6], ip: [u8; 4], to_mac: [u8; 6], to_ip: [u8; 4]) -> Vec<
 /// traffic that follows, to the virtual MAC, seen as OTHER_HOST.
 #[test]
 fn a_node_answers_arp_for_the_virtual_mac_and_sees_its_traffic() {
-    let pair = Pair::create();
+    let pair = Pair::create("pkt-arp");
     assert_eq!(pair.b_flags() & libc::IFF_PROMISC as u32, 0);
     let mut config = small_ring("pb0");
     config.promiscuous = true;
@@ -349,7 +352,7 @@ fn experimental_frame(dst: [u8; 6], tag: Option<u16>, index: u8) -> Vec<u8> {
 /// tag arrives as metadata, taken off the frame by the receiving kernel.
 #[test]
 fn batches_arrive_in_order_and_tags_become_metadata() {
-    let pair = Pair::create();
+    let pair = Pair::create("pkt-batch");
     let mut node = open(&pair.b, &small_ring("pb0"));
     let mut peer = open(&pair.a, &small_ring("pa0"));
     let frames: Vec<Vec<u8>> = (0..10)
