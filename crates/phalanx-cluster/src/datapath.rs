@@ -194,8 +194,6 @@ pub struct NodeDataPath {
     continuous_marks: bool,
     /// Outbound packets, over the shared state's `view`.
     dispatcher: Dispatcher,
-    /// The scheme keeps outbound stream state (flow tables, queue models).
-    stateful_scheme: bool,
     /// Inbound ESP, over its `inbound_view` and `silent`.
     inbound_dispatcher: InboundDispatcher,
     version: Option<u64>,
@@ -237,7 +235,6 @@ impl NodeDataPath {
             spacing,
             continuous_marks,
             dispatcher: Dispatcher::new(scheme, View::default()),
-            stateful_scheme: scheme.is_stateful(),
             inbound_dispatcher: InboundDispatcher::new(scheme, View::default(), &[]),
             version: None,
             generation: 0,
@@ -275,7 +272,7 @@ impl NodeDataPath {
             return OutboundDecision::UnknownSa;
         };
         let c = stream.sequencer.count(fingerprint);
-        if self.stateful_scheme && stream.sequencer.at_state_restart() {
+        if self.dispatcher.scheme().is_stateful() && stream.sequencer.at_state_restart() {
             self.dispatcher.forget_stream(Direction::Outbound, spi);
             self.stats.state_restarts += 1;
         }

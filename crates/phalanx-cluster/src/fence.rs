@@ -352,7 +352,6 @@ impl FenceWriter {
     /// it owned nothing the others could take.
     pub(crate) fn set_in_view(&mut self, now: Instant, in_view: bool) {
         let was = std::mem::replace(&mut self.in_view, in_view);
-        let fence = &*self.fence;
         match (self.removal, in_view) {
             (None, false) if was => {
                 let sa = self.suspect_after;
@@ -373,6 +372,7 @@ impl FenceWriter {
                 self.removal_from = None;
             }
             (Some(slot), true) => {
+                let fence = &*self.fence;
                 fence.spells[slot]
                     .until
                     .store(fence.nanos(now), Ordering::Relaxed);
@@ -505,7 +505,6 @@ impl FenceWriter {
             silent_from: None,
             handbacks: heard.handbacks,
         });
-        let was_silent_from = entry.silent_from;
         let mut ended = None;
         if heard.silent {
             if let Some(start) = silent_start {
@@ -518,11 +517,11 @@ impl FenceWriter {
                 .or_else(|| silent_start.filter(|_| heard.handbacks != entry.handbacks));
         }
         if let Some(slot) = self.removal {
-            // A report of a takeover that started (now or before the
+            // A report of a takeover that started (now, or before the
             // hand-back it reports), never the "none" of counter 0.
             let started = match heard.silent {
                 true => silent_start,
-                false => was_silent_from.or(ended),
+                false => ended,
             }
             .filter(|_| heard.silent_after != 0);
             if let Some(start) = started {

@@ -585,22 +585,25 @@ impl ClusterNode {
                     },
                 );
                 let message = Message::Checkpoint(checkpoint);
-                if self.log.is_some() && self.datagrams.len() < MAX_DATAGRAMS {
-                    self.datagrams.push_back(encode(&message));
-                }
+                self.send_datagram(&message);
                 self.forward(message);
             }
             DataPathReport::EntryCheckpoint(checkpoint) => {
-                if self.log.is_some() && self.datagrams.len() < MAX_DATAGRAMS {
-                    self.datagrams
-                        .push_back(encode(&Message::Checkpoint(checkpoint)));
-                }
+                self.send_datagram(&Message::Checkpoint(checkpoint));
             }
             DataPathReport::ReplayCheckpoint(replay) => {
                 self.forward(Message::ReplayCheckpoint(replay));
             }
         }
         self.refresh_at(now);
+    }
+
+    /// Queue `message` for the heartbeat channel once this node holds the
+    /// state (at most `MAX_DATAGRAMS`; the rest is left to the log).
+    fn send_datagram(&mut self, message: &Message) {
+        if self.log.is_some() && self.datagrams.len() < MAX_DATAGRAMS {
+            self.datagrams.push_back(encode(message));
+        }
     }
 
     /// Multicast a data-path message once this node holds the state.
