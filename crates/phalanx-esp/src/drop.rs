@@ -65,11 +65,21 @@ pub enum DropReason {
     EcnNotEct,
     /// The SA cannot do this (e.g. a dummy packet on a transport-mode SA).
     Unsupported,
+    /// The encapsulated packet is larger than the path MTU learned for the
+    /// SA (RFC 4301 §8.2.1): the inner sender is told (ICMP) or the packet
+    /// fragmented, as the caller decides.
+    PathMtuExceeded,
+    /// The socket refused the finished packet (no route, no buffer room
+    /// after the wait, ...).
+    SendFailed,
 }
+
+// Every reason has a slot in an SA's per-reason drop counters.
+const _: () = assert!(DropReason::COUNT <= phalanx_sa::limits::SA_DROP_SLOTS);
 
 impl DropReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [DropReason; 27] = [
+    pub const ALL: [DropReason; 29] = [
         DropReason::Truncated,
         DropReason::MalformedHeader,
         DropReason::NotIpsec,
@@ -97,10 +107,18 @@ impl DropReason {
         DropReason::Fragment,
         DropReason::EcnNotEct,
         DropReason::Unsupported,
+        DropReason::PathMtuExceeded,
+        DropReason::SendFailed,
     ];
 
     /// Number of reasons.
     pub const COUNT: usize = DropReason::ALL.len();
+
+    /// Counts this drop on `drops`, an SA's per-reason counters.
+    #[inline]
+    pub fn record_on(self, drops: &phalanx_sa::SaDrops) {
+        drops.record(self.index());
+    }
 
     /// The counter index of this reason.
     pub const fn index(self) -> usize {
@@ -137,6 +155,8 @@ impl DropReason {
             DropReason::Fragment => "fragment",
             DropReason::EcnNotEct => "ecn_not_ect",
             DropReason::Unsupported => "unsupported",
+            DropReason::PathMtuExceeded => "path_mtu_exceeded",
+            DropReason::SendFailed => "send_failed",
         }
     }
 
@@ -170,6 +190,8 @@ impl DropReason {
             DropReason::Fragment => "IP fragment (not reassembled here)",
             DropReason::EcnNotEct => "outer CE mark on a Not-ECT inner packet",
             DropReason::Unsupported => "operation not supported by the SA",
+            DropReason::PathMtuExceeded => "encapsulated packet larger than the path MTU",
+            DropReason::SendFailed => "the socket refused the packet",
         }
     }
 }
@@ -277,7 +299,7 @@ mod tests {
         for (i, r) in DropReason::ALL.iter().enumerate() {
             assert_eq!(r.index(), i, "{r:?}");
         }
-        assert_eq!(DropReason::COUNT, DropReason::Unsupported as usize + 1);
+        assert_eq!(DropReason::COUNT, DropReason::SendFailed as usize + 1);
     }
 
     #[test]

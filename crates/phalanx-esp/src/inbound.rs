@@ -177,13 +177,17 @@ pub fn finish_inbound_with_events(
     op: Op,
     soft_expired: &mut Vec<u32>,
 ) -> (PacketBuf, Verdict) {
-    match pending.protocol {
+    let (buf, verdict) = match pending.protocol {
         PendingProtocol::Esp => esp::inbound::finish(&pending, op, soft_expired),
         PendingProtocol::Ah { saved, header_len } => {
             let (saved, header_len) = (saved as usize, header_len as usize);
             ah::inbound::finish(&pending, saved, header_len, op, soft_expired)
         }
+    };
+    if let Verdict::Drop(reason) = verdict {
+        reason.record_on(&pending.sa.drops);
     }
+    (buf, verdict)
 }
 
 /// The drop reason of an outer-header parse error.
@@ -273,9 +277,19 @@ pub(crate) fn lookup(
 ) -> Result<Arc<InboundSa>, DropReason> {
     let sa = sad.get(spi, protocol).ok_or(DropReason::UnknownSpi)?;
     if !sa.accepts_destination(dst) {
+        DropReason::WrongDestination.record_on(&sa.drops);
         return Err(DropReason::WrongDestination);
     }
     Ok(sa)
+}
+
+/// Runs the checks that follow a successful SA lookup; a refusal is also
+/// counted on the SA.
+pub(crate) fn on_sa<T>(
+    sa: &InboundSa,
+    checks: impl FnOnce() -> Result<T, DropReason>,
+) -> Result<T, DropReason> {
+    checks().inspect_err(|reason| reason.record_on(&sa.drops))
 }
 
 /// The engine's verdict as a drop reason.

@@ -51,4 +51,4 @@ pub use context::{IvSource, OutboundContext};
 pub use drop::{Counters, DropReason, Verdict};
 pub use inbound::{finish_inbound, finish_inbound_with_events, prepare_inbound, InboundPending};
 pub use limits::{OUTBOUND_HEADROOM, OUTBOUND_TAILROOM};
-pub use outbound::{finish_outbound, prepare_dummy, prepare_outbound};
+pub use outbound::{finish_outbound, max_inner_len, prepare_dummy, prepare_outbound};

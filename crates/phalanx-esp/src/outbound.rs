@@ -27,9 +27,21 @@ pub fn prepare_outbound(
     packet: PacketBuf,
     ctx: &mut OutboundContext<'_>,
 ) -> Result<Op, (PacketBuf, DropReason)> {
-    match sa.params.protocol {
+    let prepared = match sa.params.protocol {
         IpsecProtocol::Esp => esp::outbound::prepare(sa, packet, ctx),
         IpsecProtocol::Ah => ah::outbound::prepare(sa, packet, ctx),
+    };
+    prepared.inspect_err(|(_, reason)| reason.record_on(&sa.drops))
+}
+
+/// The largest inner packet `sa` can carry over an outer path MTU of
+/// `mtu` bytes (tunnel mode: the whole inner IP packet; transport: the IP
+/// packet it protects). What a sender that must shrink its packets is
+/// told (RFC 4301 §8.2.1: ICMP with the MTU less the IPsec overhead).
+pub fn max_inner_len(sa: &OutboundSa, mtu: usize) -> usize {
+    match sa.params.protocol {
+        IpsecProtocol::Esp => esp::outbound::max_inner_len(sa, mtu),
+        IpsecProtocol::Ah => ah::outbound::max_inner_len(sa, mtu),
     }
 }
 

@@ -476,3 +476,40 @@ fn ah_needs_tailroom_and_an_aligned_header() {
     rx.expect(&misaligned, "malformed_header");
     rx.expect(&packet, "forwarded");
 }
+
+/// Drops after the SA was found are counted on the SA too, per reason
+/// (what `phalanxctl sas` and `phalanx_sa_drops_total` show); drops before
+/// it (no SA for the SPI) are not.
+#[test]
+fn drops_are_counted_on_the_sa_they_belong_to() {
+    let now = Instant::now();
+    let spec = PairSpec::esp(
+        gcm128(),
+        ModeCase::Tunnel {
+            inner: Ip::V4,
+            outer: Ip::V4,
+        },
+    );
+    let tx = spec.outbound(now);
+    let (sad, rx) = spec.sad(now);
+    let sealed = seal_one(&tx, &udp4(100, 0, false));
+    let mut counters = Counters::new();
+    assert_eq!(open_one(&sad, &sealed, &mut counters).0, Verdict::Forward);
+    let (verdict, _) = open_one(&sad, &sealed, &mut counters);
+    assert_eq!(verdict, Verdict::Drop(DropReason::Replayed));
+    let mut forged = seal_one(&tx, &udp4(100, 0, false));
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    let (verdict, _) = open_one(&sad, &forged, &mut counters);
+    assert_eq!(verdict, Verdict::Drop(DropReason::AuthFailed));
+    let drops = rx.drops.snapshot();
+    assert_eq!(drops[DropReason::Replayed.index()], 1);
+    assert_eq!(drops[DropReason::AuthFailed.index()], 1);
+    assert_eq!(rx.drops.total(), 2);
+    // An unknown SPI belongs to no SA.
+    let mut unknown = sealed.clone();
+    unknown[20] ^= 0xff;
+    let (verdict, _) = open_one(&sad, &unknown, &mut counters);
+    assert_eq!(verdict, Verdict::Drop(DropReason::UnknownSpi));
+    assert_eq!(rx.drops.total(), 2);
+}

@@ -13,6 +13,7 @@
 mod hash;
 pub mod lifetime;
 pub mod limits;
+pub mod path_mtu;
 pub mod replay;
 pub mod sa;
 pub mod sad;
@@ -21,6 +22,7 @@ pub mod sequence;
 pub mod spd;
 
 pub use lifetime::{LifetimeLimits, LifetimeState, UsageCounter};
+pub use path_mtu::{PathMtu, SaDrops};
 pub use replay::{ReplayError, ReplaySnapshot, ReplayWindow};
 pub use sa::{
     InboundSa, IpsecProtocol, OutboundSa, SaError, SaMode, SaParams, SaStats, SaStatsSnapshot,

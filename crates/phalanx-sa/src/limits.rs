@@ -45,3 +45,21 @@ pub const FLOW_CACHE_MIN_ENTRIES: usize = FLOW_CACHE_WAYS;
 /// See [`FLOW_CACHE_MIN_ENTRIES`]: 2^24 entries is 1 GiB, far past any
 /// sensible per-worker cache.
 pub const FLOW_CACHE_MAX_ENTRIES: usize = 1 << 24;
+
+/// Age after which a learned path MTU is forgotten (RFC 1191 §6.3: "no
+/// less than 10 minutes"; Linux `net.ipv4.route.mtu_expires`, 600 s).
+pub const PMTU_EXPIRES: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Smallest IPv4 path MTU believed. RFC 791 allows 68, but a forged ICMP
+/// message naming so small an MTU would multiply the packets sent
+/// (RFC 5927 §7.1); Linux refuses to go below `net.ipv4.route.min_pmtu`,
+/// 552 by default, and so does this.
+pub const PMTU_MIN_V4: u32 = 552;
+
+/// Smallest IPv6 path MTU (RFC 8200 §5: every link carries 1280 octets;
+/// RFC 8201 §4: a smaller Packet Too Big MTU is not believed).
+pub const PMTU_MIN_V6: u32 = 1280;
+
+/// Per-SA drop counter slots ([`SaDrops`](crate::SaDrops)): room for every
+/// drop reason of the data plane.
+pub const SA_DROP_SLOTS: usize = 32;

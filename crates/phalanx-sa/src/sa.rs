@@ -9,6 +9,7 @@
 //! it).
 
 use crate::lifetime::{LifetimeLimits, UsageCounter};
+use crate::path_mtu::{PathMtu, SaDrops};
 use crate::replay::{ReplayError, ReplaySnapshot, ReplayWindow};
 use crate::selector::{FlowKey, Selector};
 use crate::sequence::{SequenceCounter, SequenceError};
@@ -163,6 +164,10 @@ pub struct OutboundSa {
     pub usage: UsageCounter,
     /// Operator counters.
     pub stats: SaStats,
+    /// Packets dropped on this SA, per reason (operator counters).
+    pub drops: SaDrops,
+    /// The outside path MTU learned for this SA's peer (RFC 4301 §8.2).
+    pub path_mtu: PathMtu,
     /// Negotiated parameters (read-only).
     pub params: SaParams,
     /// The keyed algorithms.
@@ -182,6 +187,8 @@ impl OutboundSa {
             seq: SequenceCounter::new(params.esn),
             usage: UsageCounter::new(params.lifetime, now),
             stats: SaStats::default(),
+            drops: SaDrops::default(),
+            path_mtu: PathMtu::new(now),
             params,
             transform,
         }
@@ -222,6 +229,8 @@ pub struct InboundSa {
     replay_highest: AtomicU64,
     /// Lifetime usage (hot part on its own line).
     pub usage: UsageCounter,
+    /// Packets dropped on this SA, per reason (operator counters).
+    pub drops: SaDrops,
     /// Negotiated parameters (read-only).
     pub params: SaParams,
     /// The keyed algorithms.
@@ -251,6 +260,7 @@ impl InboundSa {
             replay_highest: AtomicU64::new(window.highest()),
             replay: parking_lot::Mutex::new(window),
             usage: UsageCounter::new(params.lifetime, now),
+            drops: SaDrops::default(),
             params,
             transform,
         })

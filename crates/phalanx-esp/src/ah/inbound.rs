@@ -98,13 +98,14 @@ fn admit(
     now: Instant,
 ) -> Result<(Arc<InboundSa>, u64), DropReason> {
     let sa = inbound::lookup(sad, header.spi, IpsecProtocol::Ah, outer.dst)?;
-    sa_state::usable_inbound(&sa.usage, now)?;
-    if header.len < AH_FIXED_LEN + sa.transform.suite().icv_len() {
-        return Err(DropReason::MalformedHeader);
-    }
-    let seq = sa
-        .replay_check(header.seq_low)
-        .map_err(sa_state::replay_reason)?;
+    let seq = inbound::on_sa(&sa, || {
+        sa_state::usable_inbound(&sa.usage, now)?;
+        if header.len < AH_FIXED_LEN + sa.transform.suite().icv_len() {
+            return Err(DropReason::MalformedHeader);
+        }
+        sa.replay_check(header.seq_low)
+            .map_err(sa_state::replay_reason)
+    })?;
     Ok((sa, seq))
 }
 

@@ -65,7 +65,7 @@ pub(crate) fn prepare(
         Err(reason) => return Err((packet, reason)),
     };
     packet.truncate(plan.inner_len());
-    if let Err(reason) = check(&packet, &plan) {
+    if let Err(reason) = check(&packet, &plan, sa.path_mtu.current(ctx.now)) {
         return Err((packet, reason));
     }
     let spi = sa.params.spi;
@@ -145,15 +145,36 @@ pub(crate) fn ah_len(icv_len: usize, family: Family) -> usize {
     AH_FIXED_LEN + padded_icv_len(icv_len, family == Family::V6)
 }
 
-fn check(packet: &PacketBuf, plan: &Plan) -> Result<(), DropReason> {
+fn check(packet: &PacketBuf, plan: &Plan, path_mtu: Option<u32>) -> Result<(), DropReason> {
     if plan.ah_len + plan.payload_len > ip::max_payload(plan.family, plan.front) {
         return Err(DropReason::TooBig);
+    }
+    // RFC 4301 §8.2.1, as for ESP.
+    let total = plan.front + plan.ah_len + plan.payload_len;
+    if path_mtu.is_some_and(|mtu| total > mtu as usize) {
+        return Err(DropReason::PathMtuExceeded);
     }
     // The tail keeps a copy of the header in front of AH during the engine.
     if packet.headroom() < plan.head() || packet.tailroom() < plan.front {
         return Err(DropReason::NoRoom);
     }
     Ok(())
+}
+
+/// The largest inner packet whose AH packet fits an outer path MTU of
+/// `mtu` bytes (tunnel: the inner IP packet; transport: the whole packet).
+pub(crate) fn max_inner_len(sa: &OutboundSa, mtu: usize) -> usize {
+    let icv_len = sa.transform.suite().icv_len();
+    let (outer, family) = match sa.params.mode {
+        SaMode::Tunnel { local, .. } => {
+            let family = Family::of_addr(local);
+            (family.header_len(), family)
+        }
+        // The AH header's alignment is the packet's family's; take the
+        // larger (IPv6: 8 octets).
+        SaMode::Transport => (0, Family::V6),
+    };
+    mtu.saturating_sub(outer + ah_len(icv_len, family))
 }
 
 /// Prepends the headers. Cannot fail: [`check`] proved the room.

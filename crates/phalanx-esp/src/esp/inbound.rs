@@ -55,16 +55,19 @@ fn lookup_and_check(
     // A view over the fixed-size header: field offsets checked at compile time.
     let esp = EspPacket::new_unchecked(&header[..]);
     let sa = crate::inbound::lookup(sad, esp.spi(), IpsecProtocol::Esp, outer.dst)?;
-    if sa.params.encap.is_some() != (esp_at != outer.front) {
-        return Err(DropReason::EncapMismatch);
-    }
-    sa_state::usable_inbound(&sa.usage, now)?;
-    let layout = layout(&sa.transform, esp_at, packet.len())?;
-    // RFC 4303 §3.4.3: the replay check comes before the ICV, so replayed
-    // packets cost no cryptography.
-    let seq = sa
-        .replay_check(esp.sequence_number())
-        .map_err(sa_state::replay_reason)?;
+    let (seq, layout) = crate::inbound::on_sa(&sa, || {
+        if sa.params.encap.is_some() != (esp_at != outer.front) {
+            return Err(DropReason::EncapMismatch);
+        }
+        sa_state::usable_inbound(&sa.usage, now)?;
+        let layout = layout(&sa.transform, esp_at, packet.len())?;
+        // RFC 4303 §3.4.3: the replay check comes before the ICV, so
+        // replayed packets cost no cryptography.
+        let seq = sa
+            .replay_check(esp.sequence_number())
+            .map_err(sa_state::replay_reason)?;
+        Ok((seq, layout))
+    })?;
     let layout = OpLayout {
         esn_high: sa.params.esn.then_some((seq >> 32) as u32),
         ..layout

@@ -141,6 +141,33 @@ pub(crate) fn prepare_dummy(
     seal(sa, packet, plan, ctx)
 }
 
+/// The largest inner packet (tunnel: the whole inner IP packet;
+/// transport: the IP packet whose payload is protected) whose ESP packet
+/// fits an outer path MTU of `mtu` bytes. In transport mode the padding
+/// depends on the IP header length, so the bound assumes the worst case.
+pub(crate) fn max_inner_len(sa: &OutboundSa, mtu: usize) -> usize {
+    let transform = &sa.transform;
+    let outer = match sa.params.mode {
+        SaMode::Tunnel { local, .. } => Family::of_addr(local).header_len(),
+        SaMode::Transport => 0,
+    };
+    let udp = if sa.params.encap.is_some() {
+        UDP_HEADER_LEN
+    } else {
+        0
+    };
+    let fixed = outer + udp + ESP_HEADER_LEN + transform.iv_len() + transform.icv_len();
+    // RFC 4303 §2.4: payload plus trailer fill whole blocks, at least
+    // 4-octet aligned (the alignment `trailer::pad_len` pads to).
+    let align = transform.block_size().next_power_of_two().max(4);
+    let room = mtu.saturating_sub(fixed) / align * align;
+    let slack = match sa.params.mode {
+        SaMode::Tunnel { .. } => 0,
+        SaMode::Transport => align - 1,
+    };
+    room.saturating_sub(ESP_TRAILER_LEN + slack)
+}
+
 /// The protocol of the header after the IP header: UDP when encapsulated
 /// (RFC 3948 §2.1), else ESP.
 fn outer_protocol(sa: &OutboundSa) -> IpProtocol {
@@ -212,7 +239,8 @@ fn seal(
         pad: trailer::pad_len(plan.payload_len + plan.tfc, transform.block_size()),
         icv: transform.icv_len(),
     };
-    if let Err(reason) = check(&packet, &plan, &sizes, ctx) {
+    let path_mtu = sa.path_mtu.current(ctx.now);
+    if let Err(reason) = check(&packet, &plan, &sizes, path_mtu, ctx) {
         return Err((packet, reason));
     }
     let seq = match admit(sa, packet.len(), ctx) {
@@ -239,6 +267,7 @@ fn check(
     packet: &PacketBuf,
     plan: &Plan,
     sizes: &Sizes,
+    path_mtu: Option<u32>,
     ctx: &OutboundContext<'_>,
 ) -> Result<(), DropReason> {
     if !ctx.iv.serves(sizes.iv) {
@@ -247,6 +276,11 @@ fn check(
     let after_front = sizes.udp + sizes.esp_len(plan);
     if after_front > ip::max_payload(plan.family, plan.front) {
         return Err(DropReason::TooBig);
+    }
+    // RFC 4301 §8.2.1: a packet the path cannot carry is not sent; the
+    // caller has the inner packet back to answer its sender or fragment it.
+    if path_mtu.is_some_and(|mtu| plan.front + after_front > mtu as usize) {
+        return Err(DropReason::PathMtuExceeded);
     }
     if packet.headroom() < sizes.head(plan) || packet.tailroom() < sizes.tail(plan) {
         return Err(DropReason::NoRoom);
