@@ -387,5 +387,8 @@ impl Ipv4Repr {
     }
 }
 
+mod fragment;
+pub use fragment::Ipv4Fragments;
+
 #[cfg(test)]
 mod tests;

@@ -43,6 +43,7 @@ pub mod iana;
 // they use its `open_enum!`).
 pub mod arp;
 pub mod ethernet;
+pub mod icmp;
 pub mod ike;
 pub mod ip;
 pub mod ipv4;
@@ -59,7 +60,7 @@ pub use esp::{EspPacket, EspRepr, EspTrailer};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddress, VlanTag};
 pub use iana::{EncrId, IntegId, IpProtocol};
 pub use ip::{flow_of, ip_version, Flow, IpVersion};
-pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv4::{Ipv4Fragments, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use natt::UdpEncapPayload;
 pub use tcp::TcpPacket;
