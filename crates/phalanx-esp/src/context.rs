@@ -107,6 +107,10 @@ pub struct OutboundContext<'a> {
     /// processing: the rekey events (RFC 4301 §4.4.2.1). Each SA appears
     /// once in its life, so this grows rarely; the caller drains it.
     pub soft_expired: Vec<u32>,
+    /// Refuse packets larger than the SA's path MTU
+    /// ([`DropReason::PathMtuExceeded`](crate::DropReason)); default on. Off
+    /// for a packet the caller sends with fragmentation allowed.
+    pub check_path_mtu: bool,
 }
 
 impl<'a> OutboundContext<'a> {
@@ -116,6 +120,7 @@ impl<'a> OutboundContext<'a> {
             now,
             iv,
             soft_expired: Vec::new(),
+            check_path_mtu: true,
         }
     }
 }

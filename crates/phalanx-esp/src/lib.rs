@@ -44,6 +44,7 @@ mod ip;
 pub mod limits;
 mod note;
 mod outbound;
+mod path_mtu;
 mod sa_state;
 mod selectors;
 
@@ -52,3 +53,4 @@ pub use drop::{Counters, DropReason, Verdict};
 pub use inbound::{finish_inbound, finish_inbound_with_events, prepare_inbound, InboundPending};
 pub use limits::{OUTBOUND_HEADROOM, OUTBOUND_TAILROOM};
 pub use outbound::{finish_outbound, max_inner_len, prepare_dummy, prepare_outbound};
+pub use path_mtu::{too_big_action, FragmentPolicy, IcmpRateLimit, TooBigAction};

@@ -24,3 +24,18 @@ pub const OUTBOUND_HEADROOM: usize = IPV6_HEADER_LEN + 48;
 /// front of it there while the engine runs (IPv4 with options: 60 bytes;
 /// IPv6 with extension headers: more).
 pub const OUTBOUND_TAILROOM: usize = 64;
+
+/// Smallest IPv4 MTU (RFC 791: every host takes 68-octet datagrams): the
+/// least an ICMP Fragmentation Needed ever announces.
+pub const IPV4_MIN_MTU: u32 = 68;
+
+/// Smallest IPv6 MTU (RFC 8200 §5).
+pub const IPV6_MIN_MTU: u32 = 1280;
+
+/// ICMP errors per second one worker sends on average (RFC 1812 §4.3.2.8
+/// and RFC 4443 §2.4 (f) ask for a limit; Linux's `icmp_msgs_per_sec`
+/// default is 1000 per host).
+pub const ICMP_RATE_PER_SECOND: u32 = 100;
+
+/// Burst of ICMP errors one worker sends before the rate applies.
+pub const ICMP_RATE_BURST: u32 = 50;

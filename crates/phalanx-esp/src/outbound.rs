@@ -21,7 +21,10 @@ use crate::{ah, esp};
 /// AH header) are written around the packet in its head- and tailroom.
 ///
 /// The op's `user` field belongs to this crate until [`finish_outbound`].
-/// On error the buffer comes back with the drop reason.
+/// On error the buffer comes back with the drop reason, which is counted
+/// on the SA's drops, except [`DropReason::PathMtuExceeded`]: the caller
+/// may still send that packet fragmented ([`too_big_action`](crate::too_big_action))
+/// and counts it if it does not.
 pub fn prepare_outbound(
     sa: &OutboundSa,
     packet: PacketBuf,
@@ -31,7 +34,13 @@ pub fn prepare_outbound(
         IpsecProtocol::Esp => esp::outbound::prepare(sa, packet, ctx),
         IpsecProtocol::Ah => ah::outbound::prepare(sa, packet, ctx),
     };
-    prepared.inspect_err(|(_, reason)| reason.record_on(&sa.drops))
+    // A packet too big for the path may still go, fragmented: the caller
+    // counts it on the SA if it ends up dropped.
+    prepared.inspect_err(|(_, reason)| {
+        if *reason != DropReason::PathMtuExceeded {
+            reason.record_on(&sa.drops);
+        }
+    })
 }
 
 /// The largest inner packet `sa` can carry over an outer path MTU of

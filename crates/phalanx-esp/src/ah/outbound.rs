@@ -65,7 +65,11 @@ pub(crate) fn prepare(
         Err(reason) => return Err((packet, reason)),
     };
     packet.truncate(plan.inner_len());
-    if let Err(reason) = check(&packet, &plan, sa.path_mtu.current(ctx.now)) {
+    if let Err(reason) = check(
+        &packet,
+        &plan,
+        sa.path_mtu.current(ctx.now).filter(|_| ctx.check_path_mtu),
+    ) {
         return Err((packet, reason));
     }
     let spi = sa.params.spi;

@@ -239,7 +239,7 @@ fn seal(
         pad: trailer::pad_len(plan.payload_len + plan.tfc, transform.block_size()),
         icv: transform.icv_len(),
     };
-    let path_mtu = sa.path_mtu.current(ctx.now);
+    let path_mtu = sa.path_mtu.current(ctx.now).filter(|_| ctx.check_path_mtu);
     if let Err(reason) = check(&packet, &plan, &sizes, path_mtu, ctx) {
         return Err((packet, reason));
     }
