@@ -157,6 +157,9 @@ pub struct ProtectedSettings {
     pub udp_port: u16,
     /// Open a raw socket for plain ESP (protocol 50).
     pub raw_esp: bool,
+    /// What an IPv4 packet without DF that does not fit the path MTU
+    /// becomes: inner fragments (RFC 4459 §3) or a fragmented ESP packet.
+    pub fragment: phalanx_esp::FragmentPolicy,
 }
 
 /// Key material of one SA, wiped when dropped.

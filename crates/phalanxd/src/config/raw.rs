@@ -75,6 +75,7 @@ pub(crate) struct RawProtected {
     pub(crate) local: Spanned<String>,
     pub(crate) udp_port: Option<Spanned<u32>>,
     pub(crate) raw_esp: Option<bool>,
+    pub(crate) fragment: Option<Spanned<String>>,
 }
 
 /// `in` or `out`.

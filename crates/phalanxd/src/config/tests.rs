@@ -851,3 +851,14 @@ fn the_ike_examples_parse() {
         assert_eq!(ike.child_policies[0].selectors.len(), 2, "{name}");
     }
 }
+
+#[test]
+fn fragment_is_inner_by_default_or_outer_and_nothing_else() {
+    let c = Config::parse("gw.toml", BASE).unwrap();
+    assert_eq!(c.protected.fragment, phalanx_esp::FragmentPolicy::Inner);
+    let outer = edit("raw_esp = true", "raw_esp = true\nfragment = \"outer\"");
+    let c = Config::parse("gw.toml", &outer).unwrap();
+    assert_eq!(c.protected.fragment, phalanx_esp::FragmentPolicy::Outer);
+    let bad = edit("raw_esp = true", "raw_esp = true\nfragment = \"both\"");
+    assert_error(&bad, 12, "protected.fragment", "neither \"inner\" nor \"outer\"");
+}

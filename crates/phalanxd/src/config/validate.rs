@@ -11,6 +11,8 @@ use phalanx_sa::{PortRange, Selector};
 use serde_path_to_error::Segment;
 use toml::Spanned;
 
+use phalanx_esp::FragmentPolicy;
+
 use super::raw::{RawAction, RawClear, RawConfig, RawDaemon, RawPolicy, RawProtected, Word};
 use super::{
     cluster, ike, sa, values, ClearSettings, Config, ConfigError, DaemonSettings, PolicyConfig,
@@ -229,10 +231,22 @@ fn protected(
             }
         },
     };
+    let fragment = match raw.fragment {
+        None => FragmentPolicy::default(),
+        Some(word) => match word.get_ref().as_str() {
+            "inner" => FragmentPolicy::Inner,
+            "outer" => FragmentPolicy::Outer,
+            other => {
+                let msg = format!("{other:?} is neither \"inner\" nor \"outer\"");
+                return Err(source.error(word.span(), "protected.fragment", msg));
+            }
+        },
+    };
     Ok(ProtectedSettings {
         local,
         udp_port,
         raw_esp: raw.raw_esp.unwrap_or(false),
+        fragment,
     })
 }
 
