@@ -200,11 +200,27 @@ pub enum DaemonCounter {
     /// (`kernel_filter_xdp`) but could not be loaded or attached (the
     /// socket filter alone decides; see the log).
     ClusterKernelFilterXdpUnavailable,
+    /// ICMP Fragmentation Needed / Packet Too Big sent to inner senders whose packets did not fit the path MTU (RFC 4301 §8.2.1).
+    IcmpTooBigSent,
+    /// Such ICMP errors not sent: the worker's rate limit (RFC 1812 §4.3.2.8).
+    IcmpTooBigRateLimited,
+    /// Such ICMP errors the ICMP socket refused, or that had no socket.
+    IcmpSendFailed,
+    /// Inner IPv4 packets without DF fragmented before encryption because their ESP packet would not fit the path MTU (RFC 4459 §3); each fragment then counts as a packet.
+    InnerFragmented,
+    /// ESP packets larger than the path MTU sent with fragmentation allowed (`fragment = "outer"`, or IPv6 packets of at most 1280 octets over a path that cannot carry 1280 inside).
+    OuterFragmented,
+    /// Path MTU values an outbound SA learned from the kernel (a refused send, an ICMP error for our packets, or the route at installation).
+    PathMtuLearned,
+    /// ICMP errors the kernel reported for our ESP packets (the sockets' error queues): unreachable, too big, ...
+    IcmpErrorsReceived,
+    /// Datagrams the kernel dropped before phalanxd read them, for lack of room in a socket's receive buffer (SO_RXQ_OVFL).
+    KernelRxDropped,
 }
 
 impl DaemonCounter {
     /// Every counter, in discriminant order.
-    pub const ALL: [DaemonCounter; 66] = [
+    pub const ALL: [DaemonCounter; 74] = [
         DaemonCounter::TunRxPackets,
         DaemonCounter::TunTxPackets,
         DaemonCounter::UdpRxPackets,
@@ -271,6 +287,14 @@ impl DaemonCounter {
         DaemonCounter::ClusterKernelFilterUnavailable,
         DaemonCounter::ClusterInboundFenced,
         DaemonCounter::ClusterKernelFilterXdpUnavailable,
+        DaemonCounter::IcmpTooBigSent,
+        DaemonCounter::IcmpTooBigRateLimited,
+        DaemonCounter::IcmpSendFailed,
+        DaemonCounter::InnerFragmented,
+        DaemonCounter::OuterFragmented,
+        DaemonCounter::PathMtuLearned,
+        DaemonCounter::IcmpErrorsReceived,
+        DaemonCounter::KernelRxDropped,
     ];
 
     /// Number of counters.
@@ -347,6 +371,14 @@ impl DaemonCounter {
                 "cluster_kernel_filter_xdp_unavailable"
             }
             DaemonCounter::ClusterInboundFenced => "cluster_inbound_fenced",
+            DaemonCounter::IcmpTooBigSent => "icmp_too_big_sent",
+            DaemonCounter::IcmpTooBigRateLimited => "icmp_too_big_rate_limited",
+            DaemonCounter::IcmpSendFailed => "icmp_send_failed",
+            DaemonCounter::InnerFragmented => "inner_fragmented",
+            DaemonCounter::OuterFragmented => "outer_fragmented",
+            DaemonCounter::PathMtuLearned => "path_mtu_learned",
+            DaemonCounter::IcmpErrorsReceived => "icmp_errors_received",
+            DaemonCounter::KernelRxDropped => "kernel_rx_dropped",
         }
     }
 }

@@ -20,6 +20,8 @@ mod packet;
 pub mod worker;
 
 #[cfg(test)]
+mod path_mtu_tests;
+#[cfg(test)]
 mod zero_copy_tests;
 
 pub use counters::{DaemonCounter, DaemonCounters, PolicyHits, StatsSlot, WorkerStats};

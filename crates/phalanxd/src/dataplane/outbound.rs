@@ -27,19 +27,20 @@
 //! moved to that number just before the packet takes it.
 
 use std::cell::Cell;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use phalanx_crypto::{Frame, PacketBuf};
+use phalanx_crypto::{Frame, Op, PacketBuf};
 use phalanx_esp::{
-    finish_outbound, prepare_outbound, DropReason, IvSource, OutboundContext, Verdict,
-    OUTBOUND_HEADROOM, OUTBOUND_TAILROOM,
+    finish_outbound, max_inner_len, prepare_outbound, too_big_action, DropReason, FragmentPolicy,
+    IcmpRateLimit, IvSource, OutboundContext, TooBigAction, Verdict, OUTBOUND_HEADROOM,
+    OUTBOUND_TAILROOM,
 };
 use phalanx_io::{PacketBatch, PacketMeta};
 use phalanx_sa::{FlowCache, FlowKey, OutboundSa, PolicyAction};
-use phalanx_wire::EncrId;
+use phalanx_wire::{icmp, EncrId, Ipv4Fragments};
 
 use super::counters::{DaemonCounter, WorkerStats};
 use super::engine::CryptoEngine;
@@ -79,6 +80,28 @@ pub trait Egress {
             self.raw(esp, meta);
         }
     }
+
+    /// As [`udp`](Self::udp), for a datagram larger than the path MTU that
+    /// may be fragmented on its way (the kernel fragments it). Sent after
+    /// everything queued before it. The default sends it as any other.
+    fn udp_fragmentable(&mut self, payload: &[u8], meta: PacketMeta) {
+        self.udp(payload, meta);
+    }
+
+    /// As [`udp_fragmentable`](Self::udp_fragmentable), for the raw socket.
+    fn raw_fragmentable(&mut self, esp: &[u8], meta: PacketMeta) {
+        self.raw(esp, meta);
+    }
+
+    /// An ICMP error for the inner sender `to`: `message` is the ICMP
+    /// message from its type octet on (checksum filled for ICMPv4; the
+    /// kernel fills ICMPv6's), sent the way a router originates one (the
+    /// kernel adds the IP header and picks the source). Returns whether it
+    /// went out; the default has nowhere to send it.
+    fn icmp(&mut self, message: &[u8], to: IpAddr) -> bool {
+        let _ = (message, to);
+        false
+    }
 }
 
 /// A packet the cluster dispatcher gave to this node: the SA that
@@ -100,6 +123,32 @@ enum Plan<'a> {
     Assigned(&'a [Assigned]),
 }
 
+/// Where a batch's ops go: the frame being filled, the engine, the
+/// egress and the counters (borrowed together by the helpers).
+struct Out<'a, E: Egress> {
+    frame: &'a mut Frame,
+    engine: &'a mut CryptoEngine,
+    egress: &'a mut E,
+    stats: &'a mut WorkerStats,
+}
+
+/// An egress whose every packet may be fragmented on the way.
+struct Fragmentable<'a, E: Egress>(&'a mut E);
+
+impl<E: Egress> Egress for Fragmentable<'_, E> {
+    fn udp(&mut self, payload: &[u8], meta: PacketMeta) {
+        self.0.udp_fragmentable(payload, meta);
+    }
+
+    fn raw(&mut self, esp: &[u8], meta: PacketMeta) {
+        self.0.raw_fragmentable(esp, meta);
+    }
+}
+
+/// Room for one ICMP error message: the IPv6 one is the largest
+/// (RFC 4443 §3.2: the packet stays within 1280 octets).
+const ICMP_MESSAGE_MAX: usize = 1280;
+
 /// A worker's outbound state, reused across batches.
 #[derive(Debug)]
 pub struct OutboundPath {
@@ -111,6 +160,13 @@ pub struct OutboundPath {
     /// Cluster mode: this node's id, the high 16 bits of every IV of the
     /// combined modes (`IvSource::NodePartitioned`).
     iv_node: Option<u16>,
+    /// What an IPv4 packet without DF that does not fit the path becomes.
+    fragment: FragmentPolicy,
+    /// Bounds the ICMP errors this worker sends.
+    icmp_limit: IcmpRateLimit,
+    /// Where an inner fragment is written before it is copied into a
+    /// packet buffer (the largest IPv4 packet).
+    fragment_scratch: Vec<u8>,
 }
 
 impl OutboundPath {
@@ -124,7 +180,16 @@ impl OutboundPath {
             local,
             link: None,
             iv_node: None,
+            fragment: FragmentPolicy::default(),
+            icmp_limit: IcmpRateLimit::default(),
+            fragment_scratch: vec![0; usize::from(u16::MAX)],
         }
+    }
+
+    /// What an IPv4 packet without DF that does not fit the path MTU
+    /// becomes (`[protected] fragment`).
+    pub fn set_fragment_policy(&mut self, policy: FragmentPolicy) {
+        self.fragment = policy;
     }
 
     /// Cluster mode: the combined modes' IVs carry `node` in their top 16
@@ -304,23 +369,32 @@ impl OutboundPath {
                     self.bufs.put(op.buf);
                     continue;
                 }
+                Err((buf, DropReason::PathMtuExceeded)) => {
+                    let sa = Arc::clone(sa);
+                    let mut out = Out {
+                        frame: &mut frame,
+                        engine,
+                        egress,
+                        stats,
+                    };
+                    self.too_big(&sa, buf, ctx, &mut out, now);
+                    continue;
+                }
                 Err((buf, reason)) => {
                     stats.outbound.record(Verdict::Drop(reason), buf.len());
                     self.bufs.put(buf);
                     continue;
                 }
             };
-            if let Err(op) = frame.push(op) {
-                let next = self.spare.pop().unwrap_or_default();
-                let full = std::mem::replace(&mut frame, next);
-                engine.submit(full, &mut |done| {
-                    complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
-                });
-                // The frame was just emptied; a push cannot fail.
-                if let Err(op) = frame.push(op) {
-                    self.bufs.put(op.buf);
-                }
-            }
+            self.push(
+                op,
+                &mut Out {
+                    frame: &mut frame,
+                    engine,
+                    egress,
+                    stats,
+                },
+            );
         }
         if frame.is_empty() {
             self.spare.push(frame);
@@ -334,6 +408,195 @@ impl OutboundPath {
         });
         soft_events(&mut seq_ctx.soft_expired, stats, self.link.as_ref());
         soft_events(&mut rand_ctx.soft_expired, stats, self.link.as_ref());
+    }
+
+    /// Adds `op` to the frame, submitting the frame first when it is full.
+    fn push<E: Egress>(&mut self, op: Op, out: &mut Out<'_, E>) {
+        let local = self.local;
+        if let Err(op) = out.frame.push(op) {
+            let next = self.spare.pop().unwrap_or_default();
+            let full = std::mem::replace(out.frame, next);
+            let (egress, stats) = (&mut *out.egress, &mut *out.stats);
+            out.engine.submit(full, &mut |done| {
+                complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
+            });
+            // The frame was just emptied; a push cannot fail.
+            if let Err(op) = out.frame.push(op) {
+                self.bufs.put(op.buf);
+            }
+        }
+    }
+
+    /// `buf` (the inner packet) did not fit `sa`'s path MTU: tell its
+    /// sender, fragment it, or send it fragmentable, as
+    /// [`too_big_action`] decides (RFC 4301 §8.2.1, RFC 4459). Whatever is
+    /// not sent is counted as `path_mtu_exceeded`, on the SA too.
+    fn too_big<E: Egress>(
+        &mut self,
+        sa: &Arc<OutboundSa>,
+        buf: PacketBuf,
+        ctx: &mut OutboundContext<'_>,
+        out: &mut Out<'_, E>,
+        now: Instant,
+    ) {
+        let mtu = sa.path_mtu.current(now).unwrap_or(u32::MAX) as usize;
+        let max_inner = max_inner_len(sa, mtu);
+        let action = too_big_action(buf.as_slice(), max_inner, self.fragment);
+        match action {
+            TooBigAction::Notify { mtu } => self.notify(buf.as_slice(), mtu, out, now),
+            TooBigAction::FragmentInner { mtu } => {
+                if self.fragment_inner(sa, buf.as_slice(), mtu, ctx, out) {
+                    self.bufs.put(buf);
+                    return;
+                }
+            }
+            TooBigAction::FragmentOuter => {
+                self.send_fragmentable(sa, buf, ctx, out);
+                return;
+            }
+            TooBigAction::Drop => {}
+        }
+        DropReason::PathMtuExceeded.record_on(&sa.drops);
+        let verdict = Verdict::Drop(DropReason::PathMtuExceeded);
+        out.stats.outbound.record(verdict, buf.len());
+        self.bufs.put(buf);
+    }
+
+    /// ICMP Fragmentation Needed / Packet Too Big to the sender of
+    /// `inner`, announcing `mtu`, within the rate limit.
+    fn notify<E: Egress>(&mut self, inner: &[u8], mtu: u32, out: &mut Out<'_, E>, now: Instant) {
+        if !self.icmp_limit.allow(now) {
+            out.stats.daemon.bump(DaemonCounter::IcmpTooBigRateLimited);
+            return;
+        }
+        let mut message = [0u8; ICMP_MESSAGE_MAX];
+        let built = match phalanx_wire::flow_of(inner).map(|f| f.src) {
+            Ok(to @ IpAddr::V4(_)) => {
+                let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+                icmp::frag_needed_v4(&mut message, mtu, inner).map(|n| (to, n))
+            }
+            Ok(to @ IpAddr::V6(_)) => {
+                // The raw ICMPv6 socket fills the checksum (RFC 3542 §3.1).
+                let any = Ipv6Addr::UNSPECIFIED;
+                icmp::packet_too_big_v6(&mut message, mtu, inner, any, any).map(|n| (to, n))
+            }
+            Err(_) => None,
+        };
+        let sent = built.is_some_and(|(to, n)| out.egress.icmp(&message[..n], to));
+        let counter = if sent {
+            DaemonCounter::IcmpTooBigSent
+        } else {
+            DaemonCounter::IcmpSendFailed
+        };
+        out.stats.daemon.bump(counter);
+    }
+
+    /// Splits the IPv4 packet `inner` into fragments of at most `mtu`
+    /// octets and protects each (RFC 4459 §3). False when it cannot be
+    /// fragmented (the caller drops it).
+    fn fragment_inner<E: Egress>(
+        &mut self,
+        sa: &OutboundSa,
+        inner: &[u8],
+        mtu: usize,
+        ctx: &mut OutboundContext<'_>,
+        out: &mut Out<'_, E>,
+    ) -> bool {
+        let Ok(mut fragments) = Ipv4Fragments::new(inner, mtu) else {
+            return false;
+        };
+        out.stats.daemon.bump(DaemonCounter::InnerFragmented);
+        let mut piece = std::mem::take(&mut self.fragment_scratch);
+        while let Some(n) = fragments.write_next(&mut piece) {
+            let mut buf = self.bufs.take(HEADROOM);
+            if !buf.extend_from_slice(&piece[..n]) {
+                out.stats
+                    .outbound
+                    .record(Verdict::Drop(DropReason::NoRoom), n);
+                self.bufs.put(buf);
+                continue;
+            }
+            match prepare_outbound(sa, buf, ctx) {
+                Ok(op) => self.push(op, out),
+                Err((buf, reason)) => {
+                    // A fragment that fits cannot be too big; any other
+                    // refusal (lifetime, sequence space) is the SA's.
+                    if reason == DropReason::PathMtuExceeded {
+                        reason.record_on(&sa.drops);
+                    }
+                    out.stats.outbound.record(Verdict::Drop(reason), buf.len());
+                    self.bufs.put(buf);
+                }
+            }
+        }
+        self.fragment_scratch = piece;
+        true
+    }
+
+    /// Protects `buf` whole and sends the ESP packet with fragmentation
+    /// allowed, after everything queued before it (the frame in progress
+    /// is run first, so the SA's packets leave in sequence order).
+    fn send_fragmentable<E: Egress>(
+        &mut self,
+        sa: &OutboundSa,
+        buf: PacketBuf,
+        ctx: &mut OutboundContext<'_>,
+        out: &mut Out<'_, E>,
+    ) {
+        let local = self.local;
+        // Everything before this packet goes out first, the normal way.
+        if !out.frame.is_empty() {
+            let next = self.spare.pop().unwrap_or_default();
+            let full = std::mem::replace(out.frame, next);
+            let (egress, stats) = (&mut *out.egress, &mut *out.stats);
+            out.engine.submit(full, &mut |done| {
+                complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
+            });
+        }
+        let (egress, stats) = (&mut *out.egress, &mut *out.stats);
+        out.engine.drain(&mut |done| {
+            complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
+        });
+        ctx.check_path_mtu = false;
+        let prepared = prepare_outbound(sa, buf, ctx);
+        ctx.check_path_mtu = true;
+        let op = match prepared {
+            Ok(op) => op,
+            Err((buf, reason)) => {
+                out.stats.outbound.record(Verdict::Drop(reason), buf.len());
+                self.bufs.put(buf);
+                return;
+            }
+        };
+        let mut single = self.spare.pop().unwrap_or_default();
+        if let Err(op) = single.push(op) {
+            self.bufs.put(op.buf);
+            self.spare.push(single);
+            return;
+        }
+        out.stats.daemon.bump(DaemonCounter::OuterFragmented);
+        let mut fragmentable = Fragmentable(&mut *out.egress);
+        let stats = &mut *out.stats;
+        out.engine.submit(single, &mut |done| {
+            complete(
+                &mut self.bufs,
+                &mut self.spare,
+                done,
+                &mut fragmentable,
+                stats,
+                local,
+            )
+        });
+        out.engine.drain(&mut |done| {
+            complete(
+                &mut self.bufs,
+                &mut self.spare,
+                done,
+                &mut fragmentable,
+                stats,
+                local,
+            )
+        });
     }
 
     /// A packet found the protect policy of outbound id `id` without an

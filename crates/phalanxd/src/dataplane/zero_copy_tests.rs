@@ -18,7 +18,13 @@ use super::{
 use crate::config::Config;
 use crate::install::SaStore;
 
-fn store(me: &str, local: &str, remote: &str, spis: (u32, u32), net: (&str, &str)) -> SaStore {
+pub(super) fn store(
+    me: &str,
+    local: &str,
+    remote: &str,
+    spis: (u32, u32),
+    net: (&str, &str),
+) -> SaStore {
     let (out, inb) = spis;
     let text = format!(
         "[clear]\ntun = \"phx0\"\n[protected]\nlocal = \"{local}\"\n\

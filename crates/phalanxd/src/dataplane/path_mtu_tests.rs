@@ -1,0 +1,192 @@
+//! A packet whose ESP packet would not fit the SA's path MTU (RFC 4301
+//! §8.2.1, RFC 4459), through the worker's outbound path in memory: the
+//! inner sender gets ICMP (DF set, IPv6), an IPv4 packet without DF is
+//! fragmented before encryption (or sent fragmentable with `fragment =
+//! "outer"`), the ICMP is rate-limited, and every packet not sent is
+//! counted as `path_mtu_exceeded`, on the SA too.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use phalanx_esp::{max_inner_len, DropReason, FragmentPolicy};
+use phalanx_io::{PacketBatch, PacketMeta};
+use phalanx_sa::OutboundSa;
+use phalanx_wire::icmp::IcmpPacket;
+use phalanx_wire::{IpProtocol, Ipv4Packet, Ipv4Repr};
+
+use super::zero_copy_tests::store;
+use super::{CryptoEngine, DaemonCounter, Egress, OutboundPath, WorkerStats};
+use crate::install::{SaHandle, SaStore};
+
+/// The path MTU every case learns.
+const MTU: u32 = 1280;
+
+#[derive(Default)]
+struct Capture {
+    udp: Vec<Vec<u8>>,
+    fragmentable: Vec<Vec<u8>>,
+    icmp: Vec<(Vec<u8>, IpAddr)>,
+}
+
+impl Egress for Capture {
+    fn udp(&mut self, payload: &[u8], _: PacketMeta) {
+        self.udp.push(payload.to_vec());
+    }
+    fn raw(&mut self, _: &[u8], _: PacketMeta) {
+        panic!("the test SAs use UDP encapsulation");
+    }
+    fn udp_fragmentable(&mut self, payload: &[u8], _: PacketMeta) {
+        self.fragmentable.push(payload.to_vec());
+    }
+    fn icmp(&mut self, message: &[u8], to: IpAddr) -> bool {
+        self.icmp.push((message.to_vec(), to));
+        true
+    }
+}
+
+fn v4(len: usize, df: bool) -> Vec<u8> {
+    let mut p = vec![0x5a; len];
+    Ipv4Repr {
+        src: "10.1.0.2".parse().unwrap(),
+        dst: "10.2.0.2".parse().unwrap(),
+        protocol: IpProtocol::UDP,
+        payload_len: len - 20,
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 77,
+        dont_frag: df,
+    }
+    .emit(&mut Ipv4Packet::new_unchecked(&mut p[..20]));
+    p
+}
+
+fn v6(len: usize) -> Vec<u8> {
+    let mut p = vec![0x5a; len];
+    p[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, 17, 64]);
+    p[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+    p[8..24].copy_from_slice(&"fd01::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    p[24..40].copy_from_slice(&"fd02::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    p
+}
+
+/// Gateway a (IPv4 outside, `inner` prefixes inside) with a path MTU of
+/// [`MTU`] learned on its outbound SA.
+fn gateway(inner: (&str, &str)) -> (SaStore, Arc<OutboundSa>) {
+    let a = store("a", "192.0.2.1", "192.0.2.2", (0x1001, 0x2001), inner);
+    let sa = match &a.load().sa("o").expect("SA o").handle {
+        SaHandle::Outbound { sa, .. } => Arc::clone(sa),
+        SaHandle::Inbound(_) => unreachable!("o is outbound"),
+    };
+    sa.path_mtu.learn(MTU, false, Instant::now());
+    (a, sa)
+}
+
+fn send(a: &SaStore, policy: FragmentPolicy, packets: &[Vec<u8>]) -> (Capture, WorkerStats) {
+    let mut input = PacketBatch::new(packets.len().max(1), 2048, 128);
+    for p in packets {
+        input.push(p, PacketMeta::default()).unwrap();
+    }
+    let mut path = OutboundPath::new("192.0.2.1".parse().unwrap(), 2048, 64);
+    path.set_fragment_policy(policy);
+    let (mut out, mut stats) = (Capture::default(), WorkerStats::default());
+    let mut engine = CryptoEngine::new(0);
+    path.process(
+        &a.load(),
+        &input,
+        &mut engine,
+        &mut out,
+        &mut stats,
+        Instant::now(),
+    );
+    (out, stats)
+}
+
+fn path_mtu_drops(stats: &WorkerStats) -> u64 {
+    stats.outbound.drops(DropReason::PathMtuExceeded)
+}
+
+#[test]
+fn df_set_gets_frag_needed_with_the_inner_mtu_and_is_counted() {
+    let (a, sa) = gateway(("10.1.0.0/24", "10.2.0.0/24"));
+    let big = v4(1400, true);
+    let (out, stats) = send(&a, FragmentPolicy::Inner, &[big.clone(), v4(1000, true)]);
+    assert_eq!(out.udp.len(), 1, "the packet that fits goes");
+    assert!(out.udp[0].len() + 28 <= MTU as usize);
+    let (message, to) = &out.icmp[0];
+    assert_eq!(*to, "10.1.0.2".parse::<IpAddr>().unwrap());
+    let icmp = IcmpPacket::new_checked(&message[..]).unwrap();
+    let inner_mtu = max_inner_len(&sa, MTU as usize);
+    assert_eq!((icmp.msg_type(), icmp.code()), (3, 4));
+    assert_eq!(usize::from(icmp.next_hop_mtu()), inner_mtu);
+    assert_eq!(
+        inner_mtu, 1218,
+        "1280 - 20 - 8 - 8 - 8 - 16, 4-aligned, - 2"
+    );
+    assert_eq!(&icmp.quoted()[..28], &big[..28]);
+    assert_eq!(path_mtu_drops(&stats), 1);
+    assert_eq!(stats.daemon.get(DaemonCounter::IcmpTooBigSent), 1);
+    assert_eq!(sa.drops.snapshot()[DropReason::PathMtuExceeded.index()], 1);
+}
+
+#[test]
+fn df_clear_is_fragmented_before_encryption() {
+    let (a, sa) = gateway(("10.1.0.0/24", "10.2.0.0/24"));
+    let (out, stats) = send(&a, FragmentPolicy::Inner, &[v4(1400, false)]);
+    assert_eq!(out.udp.len(), 2);
+    assert!(out.udp.iter().all(|d| d.len() + 28 <= MTU as usize));
+    assert!(out.icmp.is_empty());
+    assert_eq!(path_mtu_drops(&stats), 0);
+    assert_eq!(stats.daemon.get(DaemonCounter::InnerFragmented), 1);
+    assert_eq!(stats.outbound.forwarded_packets, 2);
+    assert_eq!(sa.drops.total(), 0);
+}
+
+#[test]
+fn df_clear_with_fragment_outer_goes_whole_and_fragmentable() {
+    let (a, _) = gateway(("10.1.0.0/24", "10.2.0.0/24"));
+    let (out, stats) = send(&a, FragmentPolicy::Outer, &[v4(1400, false), v4(100, true)]);
+    assert_eq!(out.fragmentable.len(), 1);
+    assert!(out.fragmentable[0].len() + 28 > MTU as usize);
+    assert_eq!(out.udp.len(), 1);
+    assert_eq!(stats.daemon.get(DaemonCounter::OuterFragmented), 1);
+    assert_eq!(path_mtu_drops(&stats), 0);
+}
+
+#[test]
+fn ipv6_gets_packet_too_big_or_goes_fragmentable_up_to_1280() {
+    let (a, _) = gateway(("fd01::/64", "fd02::/64"));
+    let (out, stats) = send(&a, FragmentPolicy::Inner, &[v6(1280), v6(1400)]);
+    // The path carries only 1218 inside: 1280 must still get through
+    // (RFC 8200 §5), fragmented outside; larger packets are told 1280.
+    assert_eq!(out.fragmentable.len(), 1);
+    let (message, to) = &out.icmp[0];
+    assert_eq!(*to, "fd01::2".parse::<IpAddr>().unwrap());
+    let icmp = IcmpPacket::new_checked(&message[..]).unwrap();
+    assert_eq!((icmp.msg_type(), icmp.code(), icmp.mtu()), (2, 0, 1280));
+    assert_eq!(path_mtu_drops(&stats), 1);
+}
+
+#[test]
+fn icmp_is_rate_limited_and_every_packet_still_counted() {
+    let (a, sa) = gateway(("10.1.0.0/24", "10.2.0.0/24"));
+    let packets: Vec<Vec<u8>> = (0..64).map(|_| v4(1400, true)).collect();
+    let (out, stats) = send(&a, FragmentPolicy::Inner, &packets);
+    let limited = stats.daemon.get(DaemonCounter::IcmpTooBigRateLimited);
+    assert_eq!(out.icmp.len() as u64 + limited, 64);
+    assert_eq!(
+        out.icmp.len(),
+        phalanx_esp::limits::ICMP_RATE_BURST as usize
+    );
+    assert_eq!(path_mtu_drops(&stats), 64);
+    assert_eq!(sa.drops.total(), 64);
+}
+
+#[test]
+fn without_a_learned_mtu_nothing_changes() {
+    let (a, sa) = gateway(("10.1.0.0/24", "10.2.0.0/24"));
+    sa.path_mtu.forget();
+    let (out, stats) = send(&a, FragmentPolicy::Inner, &[v4(1400, true)]);
+    assert_eq!(out.udp.len(), 1);
+    assert_eq!(path_mtu_drops(&stats), 0);
+}
