@@ -860,5 +860,10 @@ fn fragment_is_inner_by_default_or_outer_and_nothing_else() {
     let c = Config::parse("gw.toml", &outer).unwrap();
     assert_eq!(c.protected.fragment, phalanx_esp::FragmentPolicy::Outer);
     let bad = edit("raw_esp = true", "raw_esp = true\nfragment = \"both\"");
-    assert_error(&bad, 12, "protected.fragment", "neither \"inner\" nor \"outer\"");
+    assert_error(
+        &bad,
+        12,
+        "protected.fragment",
+        "neither \"inner\" nor \"outer\"",
+    );
 }
