@@ -224,9 +224,14 @@ pub struct SaInfo {
     pub packets: u64,
     /// Bytes processed successfully.
     pub bytes: u64,
-    /// Packets dropped on this SA, where the daemon counts them per SA.
+    /// Packets dropped on this SA, all reasons together.
     #[serde(default)]
     pub drops: Option<u64>,
+    /// The drops of [`drops`](Self::drops) by reason (snake_case drop
+    /// reason names, as `phalanxctl counters` shows them); reasons with no
+    /// drops are left out.
+    #[serde(default)]
+    pub drop_reasons: Vec<NamedCounter>,
     /// Outbound: the next sequence number to send.
     #[serde(default)]
     pub next_sequence: Option<u64>,

@@ -58,6 +58,7 @@ fn sa_table(sas: &[SaInfo]) -> String {
         ("ENCAP", Align::Left),
         ("PACKETS", Align::Right),
         ("BYTES", Align::Right),
+        ("DROPS", Align::Right),
         ("SEQ", Align::Right),
         ("LIFETIME", Align::Left),
     ]);
@@ -73,6 +74,7 @@ fn sa_table(sas: &[SaInfo]) -> String {
                 .map_or_else(|| "-".to_owned(), |p| format!("udp:{p}")),
             sa.packets.to_string(),
             sa.bytes.to_string(),
+            drops(sa),
             sequence(sa),
             sa.lifetime.clone(),
         ]);
@@ -88,6 +90,17 @@ fn algorithms(sa: &SaInfo) -> String {
         (true, false) => sa.integrity.clone(),
         (true, true) => "none".to_owned(),
         (false, false) => format!("{}/{}", sa.encryption, sa.integrity),
+    }
+}
+
+/// The SA's drops, with the largest reason: `3 (replayed)`.
+fn drops(sa: &SaInfo) -> String {
+    let Some(total) = sa.drops else {
+        return "-".to_owned();
+    };
+    match sa.drop_reasons.iter().max_by_key(|r| r.count) {
+        Some(top) if total > 0 => format!("{total} ({})", top.name),
+        _ => total.to_string(),
     }
 }
 
@@ -361,6 +374,7 @@ mod tests {
             packets: 12,
             bytes: 3400,
             drops: None,
+            drop_reasons: Vec::new(),
             next_sequence: Some(13),
             highest_sequence: Some(11),
             lifetime: "ok".into(),

@@ -38,6 +38,7 @@ fn sa() -> SaInfo {
         packets: 42,
         bytes: 4200,
         drops: None,
+        drop_reasons: Vec::new(),
         next_sequence: Some(43),
         highest_sequence: None,
         lifetime: "ok".into(),

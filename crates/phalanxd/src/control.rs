@@ -447,6 +447,7 @@ mod tests {
             packets: 5,
             bytes: 500,
             drops: Some(1),
+            drop_reasons: Vec::new(),
             next_sequence: None,
             highest_sequence: Some(5),
             lifetime: "ok".into(),

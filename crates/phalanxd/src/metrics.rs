@@ -382,7 +382,7 @@ type SaValue = fn(&SaInfo) -> Option<u64>;
 
 /// Per-SA counters, labelled by name, direction and SPI (hex).
 fn render_sas(out: &mut String, sas: &[SaInfo]) {
-    let families: [(&str, &str, SaValue); 3] = [
+    let families: [(&str, &str, SaValue); 2] = [
         (
             "phalanx_sa_packets_total",
             "Packets processed per SA.",
@@ -391,11 +391,6 @@ fn render_sas(out: &mut String, sas: &[SaInfo]) {
         ("phalanx_sa_bytes_total", "Bytes processed per SA.", |sa| {
             Some(sa.bytes)
         }),
-        (
-            "phalanx_sa_drops_total",
-            "Packets dropped per SA, where counted per SA.",
-            |sa| sa.drops,
-        ),
     ];
     for (name, help, value) in families {
         family(out, name, "counter", help);
@@ -409,6 +404,25 @@ fn render_sas(out: &mut String, sas: &[SaInfo]) {
                 ];
                 sample(out, name, &labels, v);
             }
+        }
+    }
+    let name = "phalanx_sa_drops_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Packets dropped per SA and reason (reasons with drops only).",
+    );
+    for sa in sas {
+        let spi = format!("0x{:08x}", sa.spi);
+        for reason in &sa.drop_reasons {
+            let labels = [
+                ("sa", sa.name.as_str()),
+                ("direction", sa.direction.as_str()),
+                ("spi", &spi),
+                ("reason", reason.name.as_str()),
+            ];
+            sample(out, name, &labels, reason.count);
         }
     }
 }
@@ -575,7 +589,15 @@ mod tests {
             replay_window: 0,
             packets,
             bytes: packets * 100,
-            drops: (direction == Direction::In).then_some(2),
+            drops: Some(if direction == Direction::In { 2 } else { 0 }),
+            drop_reasons: if direction == Direction::In {
+                vec![NamedCounter {
+                    name: "replayed".into(),
+                    count: 2,
+                }]
+            } else {
+                Vec::new()
+            },
             next_sequence: None,
             highest_sequence: None,
             lifetime: "ok".into(),
@@ -811,7 +833,13 @@ mod tests {
         assert_eq!(value(&s, "phalanx_sa_bytes_total", &out), 700.0);
         let inbound = [("sa", "b-a"), ("direction", "in"), ("spi", "0xdeadbeef")];
         assert_eq!(value(&s, "phalanx_sa_packets_total", &inbound), 9.0);
-        assert_eq!(value(&s, "phalanx_sa_drops_total", &inbound), 2.0);
+        let replayed = [
+            ("sa", "b-a"),
+            ("direction", "in"),
+            ("spi", "0xdeadbeef"),
+            ("reason", "replayed"),
+        ];
+        assert_eq!(value(&s, "phalanx_sa_drops_total", &replayed), 2.0);
         assert_eq!(
             value(&s, "phalanx_drops_total", &[("reason", "auth_failed")]),
             4.0
@@ -862,7 +890,7 @@ mod tests {
             .iter()
             .any(|(n, l, _)| n == "phalanx_worker_busy_seconds_total"
                 && l.iter().any(|(_, v)| v == "1")));
-        // The outbound SA has no per-SA drop count: no sample, not a zero.
+        // The outbound SA dropped nothing: no reason, no sample.
         assert!(!s
             .iter()
             .any(|(n, l, _)| n == "phalanx_sa_drops_total" && l.iter().any(|(_, v)| v == "out")));

@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use phalanx_control::{Direction, NamedCounter, PolicyInfo, ReloadSummary, SaInfo};
+use phalanx_esp::DropReason;
 use phalanx_sa::{PortRange, SaMode};
 use phalanx_wire::IpProtocol;
 
@@ -17,13 +18,14 @@ pub fn sa_info(sa: &InstalledSa, now: Instant) -> SaInfo {
         SaMode::Tunnel { local, remote } => (local.to_string(), remote.to_string(), "tunnel"),
         SaMode::Transport => ("-".to_owned(), "-".to_owned(), "transport"),
     };
-    let (direction, stats, usage, next, highest) = match &sa.handle {
+    let (direction, stats, usage, next, highest, drops) = match &sa.handle {
         SaHandle::Inbound(s) => (
             Direction::In,
             s.stats.snapshot(),
             &s.usage,
             None,
             Some(s.replay_snapshot().highest),
+            &s.drops,
         ),
         SaHandle::Outbound { sa: s, .. } => (
             Direction::Out,
@@ -31,8 +33,15 @@ pub fn sa_info(sa: &InstalledSa, now: Instant) -> SaInfo {
             &s.usage,
             s.seq.peek_next(),
             None,
+            &s.drops,
         ),
     };
+    let counts = drops.snapshot();
+    let drop_reasons: Vec<NamedCounter> = DropReason::ALL
+        .iter()
+        .filter(|r| counts[r.index()] > 0)
+        .map(|r| named(r.name(), counts[r.index()]))
+        .collect();
     let lifetime = if usage.is_hard_expired() {
         "hard-expired"
     } else if usage.is_soft_expired() {
@@ -59,7 +68,8 @@ pub fn sa_info(sa: &InstalledSa, now: Instant) -> SaInfo {
         },
         packets: stats.packets,
         bytes: stats.bytes,
-        drops: None,
+        drops: Some(drops.total()),
+        drop_reasons,
         next_sequence: next,
         highest_sequence: highest,
         lifetime: lifetime.to_owned(),
