@@ -24,6 +24,7 @@ fn sample_sa() -> SaInfo {
         packets: 10,
         bytes: 12_000,
         drops: None,
+        drop_reasons: Vec::new(),
         next_sequence: Some(11),
         highest_sequence: None,
         lifetime: "ok".into(),
