@@ -50,6 +50,7 @@ mod datagram;
 pub mod ethtool;
 pub mod limits;
 pub mod packet;
+pub mod path_mtu;
 mod plan;
 pub mod poll;
 pub mod raw;

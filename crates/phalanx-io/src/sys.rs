@@ -483,6 +483,70 @@ pub(crate) fn set_no_check(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+/// `setsockopt(fd, level, name, value)` for a `T` the option takes by value.
+fn set_option<T>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live `T` and its exact size; the kernel
+    // only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            ptr::from_ref(value).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Blocks every ICMP type from reaching a raw ICMP (`v6` false: raw(7)
+/// `ICMP_FILTER`, a bit per type) or ICMPv6 socket (RFC 3542 §3.2
+/// `ICMP6_FILTER`, all types blocked), so a send-only socket queues
+/// nothing.
+pub(crate) fn block_all_icmp(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
+    /// raw(7): `ICMP_FILTER` at level `SOL_RAW`.
+    const ICMP_FILTER: libc::c_int = 1;
+    /// RFC 3542 §3.2: `ICMP6_FILTER` at level `IPPROTO_ICMPV6`.
+    const ICMP6_FILTER: libc::c_int = 1;
+    if v6 {
+        // struct icmp6_filter: 256 bits, a set bit blocks the type.
+        set_option(fd, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &[u32::MAX; 8])
+    } else {
+        set_option(fd, libc::SOL_RAW, ICMP_FILTER, &u32::MAX)
+    }
+}
+
+/// `getsockopt(IPV6_MTU)` on a connected IPv6 socket: the path MTU the
+/// kernel knows for its peer (ipv6(7)).
+pub(crate) fn ipv6_path_mtu(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut mtu: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `mtu` and `len` are live and `len` is `mtu`'s size; the
+    // kernel writes at most that much.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU,
+            ptr::from_mut(&mut mtu).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    u32::try_from(mtu).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
+}
+
 /// Moves the calling thread to `SCHED_FIFO` at `priority` (1..=99).
 pub(crate) fn set_fifo_priority(priority: i32) -> io::Result<()> {
     let param = libc::sched_param {
