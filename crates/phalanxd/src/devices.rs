@@ -11,6 +11,7 @@
 //! program are created and attached to the outside ring here too (they
 //! need `CAP_BPF`; the mapped maps need nothing after the drop).
 
+use crate::dataplane::io::IcmpSockets;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,6 +66,7 @@ pub fn open(config: &Config, workers: usize) -> Result<Vec<WorkerDevices>, Devic
     .max(1);
     let tuns = open_tun(config, queues)?;
     let raw = open_raw(config, false)?;
+    let icmp = Arc::new(IcmpSockets::open());
     let mut devices = Vec::with_capacity(workers);
     let mut tuns = tuns.into_iter();
     for index in 0..workers {
@@ -78,6 +80,7 @@ pub fn open(config: &Config, workers: usize) -> Result<Vec<WorkerDevices>, Devic
             udp: open_udp(config, workers > 1)?,
             raw: raw.clone(),
             reads_raw: index == 0,
+            icmp: Arc::clone(&icmp),
         });
     }
     Ok(devices)

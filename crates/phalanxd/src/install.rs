@@ -44,7 +44,8 @@ use std::time::Instant;
 use arc_swap::{ArcSwap, Guard};
 use phalanx_crypto::{CryptoError, SaTransform};
 use phalanx_sa::{
-    InboundSa, OutboundSa, OutboundSad, Policy, PolicyAction, PolicyId, SaError, Sad, Spd, SpdError,
+    InboundSa, OutboundSa, OutboundSad, Policy, PolicyAction, PolicyId, SaError, SaMode, Sad, Spd,
+    SpdError,
 };
 
 use crate::config::{ChildRef, Config, Direction, PolicyConfig, PolicyTarget, SaConfig};
@@ -583,6 +584,39 @@ fn diff_policies(old: &[InstalledPolicy], new: &[PolicyConfig], summary: &mut Ap
             summary.removed.push(o.config.name.clone());
         }
     }
+}
+
+/// Teaches every tunnel-mode outbound SA of `rt` the path MTU of the
+/// kernel's route to its peer (the outgoing link's MTU, or a smaller value
+/// the kernel learned from ICMP for our packets), one query per peer
+/// address, so that packets too big for it are answered (RFC 4301 §8.2.1)
+/// instead of refused by the socket. Returns how many SAs learned a value.
+/// Run by a worker at its start and every `ROUTE_MTU_REFRESH`, it keeps
+/// each value from ageing out and picks up what the kernel learned since.
+pub fn refresh_route_mtus(rt: &Runtime, now: Instant) -> u64 {
+    let mut known: Vec<(std::net::IpAddr, Option<u32>)> = Vec::new();
+    let mut learned = 0;
+    for installed in &rt.sas {
+        let SaHandle::Outbound { sa, .. } = &installed.handle else {
+            continue;
+        };
+        let SaMode::Tunnel { remote, .. } = sa.params.mode else {
+            continue;
+        };
+        let mtu = match known.iter().find(|(r, _)| *r == remote) {
+            Some((_, mtu)) => *mtu,
+            None => {
+                let mtu = phalanx_io::path_mtu::route_mtu(remote).ok();
+                known.push((remote, mtu));
+                mtu
+            }
+        };
+        if let Some(mtu) = mtu {
+            sa.path_mtu.learn(mtu, remote.is_ipv6(), now);
+            learned += 1;
+        }
+    }
+    learned
 }
 
 #[cfg(test)]

@@ -83,6 +83,12 @@ pub const TAILROOM: usize = 128;
 /// them, and the longest it sleeps in `poll` (milliseconds).
 pub const STATS_INTERVAL_MS: u64 = 100;
 
+/// How often one worker asks the kernel for every outbound SA's path MTU
+/// (`IP_MTU` of the route): well within the 600 s a learned value lives
+/// (`phalanx_sa::limits::PMTU_EXPIRES`), and soon enough to pick up what
+/// the kernel learned from ICMP Fragmentation Needed for our packets.
+pub const ROUTE_MTU_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Entries of each worker's SPD flow cache.
 pub const FLOW_CACHE_ENTRIES: usize = 4096;
 

@@ -9,11 +9,13 @@
 //! the senders; what still does not fit is dropped and counted.
 
 use std::io;
+use std::net::IpAddr;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use phalanx_io::path_mtu::IcmpSocket;
 use phalanx_io::poll::{Interest, PollSet};
 use phalanx_io::raw::RawEspSocket;
 use phalanx_io::tun::TunDevice;
@@ -75,6 +77,44 @@ fn flush_batch<S: BatchSender>(socket: &mut S, batch: &mut PacketBatch) -> usize
     sent
 }
 
+/// The raw ICMP sockets the path-MTU errors to inner senders go out on
+/// (RFC 4301 §8.2.1), opened while `CAP_NET_RAW` is held; a family whose
+/// socket could not be opened counts its errors as `icmp_send_failed`.
+#[derive(Debug, Default)]
+pub struct IcmpSockets {
+    v4: Option<IcmpSocket>,
+    v6: Option<IcmpSocket>,
+}
+
+impl IcmpSockets {
+    /// No sockets: every error is counted as not sent.
+    pub const fn none() -> IcmpSockets {
+        IcmpSockets { v4: None, v6: None }
+    }
+
+    /// Opens both families; logs (once) a family it cannot open.
+    pub fn open() -> IcmpSockets {
+        let open = |v6: bool| match IcmpSocket::open(v6) {
+            Ok(socket) => Some(socket),
+            Err(error) => {
+                let family = if v6 { "ICMPv6" } else { "ICMP" };
+                tracing::warn!(%error, "no raw {family} socket: packets too big for the path MTU are dropped without telling their sender");
+                None
+            }
+        };
+        IcmpSockets {
+            v4: open(false),
+            v6: open(true),
+        }
+    }
+
+    /// Sends `message` to `to` on the socket of its family.
+    pub fn send(&self, message: &[u8], to: IpAddr) -> bool {
+        let socket = if to.is_ipv6() { &self.v6 } else { &self.v4 };
+        socket.as_ref().is_some_and(|s| s.send(message, to).is_ok())
+    }
+}
+
 /// The protected side of one worker.
 pub struct SocketEgress<'a> {
     /// This worker's UDP socket.
@@ -85,6 +125,8 @@ pub struct SocketEgress<'a> {
     pub raw: Option<&'a SharedRaw>,
     /// Its send batch.
     pub raw_tx: &'a mut PacketBatch,
+    /// Where ICMP errors to inner senders go.
+    pub icmp: &'a IcmpSockets,
     /// What happened, merged into the worker's stats afterwards.
     pub counters: DaemonCounters,
 }
@@ -179,6 +221,18 @@ impl Egress for SocketEgress<'_> {
             Some(esp) => self.raw(esp, meta),
             None => self.counters.bump(DaemonCounter::IoDropped),
         }
+    }
+
+    fn udp_fragmentable(&mut self, payload: &[u8], meta: PacketMeta) {
+        // The sockets leave path-MTU discovery at the kernel's default
+        // (ip(7) IP_PMTUDISC_WANT): the kernel fragments a datagram larger
+        // than the route's MTU. Queued behind what is queued, it keeps
+        // the SA's order.
+        self.udp(payload, meta);
+    }
+
+    fn icmp(&mut self, message: &[u8], to: IpAddr) -> bool {
+        self.icmp.send(message, to)
     }
 
     fn raw(&mut self, esp: &[u8], meta: PacketMeta) {

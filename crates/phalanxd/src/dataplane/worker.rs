@@ -35,14 +35,14 @@ use phalanx_io::PacketBatch;
 use super::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
 use super::engine::CryptoEngine;
 use super::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADROOM};
-use super::io::{SharedRaw, SocketEgress, TunDelivery};
+use super::io::{IcmpSockets, SharedRaw, SocketEgress, TunDelivery};
 use super::load::LoadWindow;
 use super::outbound::OutboundPath;
 use crate::ike::WorkerLink;
 use crate::install::SaStore;
 use crate::limits::{
-    HEADROOM, SEND_BATCH, SOCKET_BATCH, STATS_INTERVAL_MS, TAILROOM, TUN_BATCH, TUN_SEND_BATCH,
-    TUN_SEND_ROOM,
+    HEADROOM, ROUTE_MTU_REFRESH, SEND_BATCH, SOCKET_BATCH, STATS_INTERVAL_MS, TAILROOM, TUN_BATCH,
+    TUN_SEND_BATCH, TUN_SEND_ROOM,
 };
 
 /// What a worker is told at start.
@@ -71,6 +71,8 @@ pub struct WorkerDevices {
     pub raw: Option<SharedRaw>,
     /// Whether this worker receives on the raw socket.
     pub reads_raw: bool,
+    /// The ICMP sockets the path-MTU errors go out on, shared.
+    pub icmp: Arc<IcmpSockets>,
 }
 
 /// A running worker.
@@ -171,6 +173,8 @@ struct Load {
     busy: Duration,
     published: Instant,
     window: LoadWindow,
+    /// When the path MTUs were last asked of the kernel.
+    route_mtu_at: Instant,
 }
 
 impl Load {
@@ -179,6 +183,8 @@ impl Load {
             start,
             busy: Duration::ZERO,
             published: start,
+            // Due at the first publication.
+            route_mtu_at: start.checked_sub(ROUTE_MTU_REFRESH).unwrap_or(start),
             window: LoadWindow::new(),
         }
     }
@@ -353,6 +359,7 @@ impl Worker {
             udp_tx: &mut self.udp_tx,
             raw: self.devices.raw.as_ref(),
             raw_tx: &mut self.raw_tx,
+            icmp: &self.devices.icmp,
             counters: DaemonCounters::default(),
         };
         let now = Instant::now();
@@ -397,6 +404,15 @@ impl Worker {
 
     /// Copies the counters where the control plane reads them.
     fn publish(&mut self, now: Instant, load: &mut Load) {
+        if self.settings.index == 0 && now.duration_since(load.route_mtu_at) >= ROUTE_MTU_REFRESH {
+            // One worker asks the kernel for the outbound SAs' path MTUs
+            // now and then (crate::install::refresh_route_mtus).
+            load.route_mtu_at = now;
+            let learned = crate::install::refresh_route_mtus(&self.store.load(), now);
+            self.stats
+                .daemon
+                .add(DaemonCounter::PathMtuLearned, learned);
+        }
         let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.stats.busy_ns = nanos(load.busy);
         self.stats.wall_ns = nanos(now.duration_since(load.start));

@@ -45,7 +45,10 @@ use crate::cluster::ReportSender;
 use crate::dataplane::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
 use crate::dataplane::engine::CryptoEngine;
 use crate::dataplane::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADROOM};
-use crate::dataplane::io::{SharedRaw, SocketEgress, TunDelivery};
+use crate::dataplane::io::{IcmpSockets, SharedRaw, SocketEgress, TunDelivery};
+
+/// The cluster worker's ICMP sockets: none (see `flush_clear`).
+static NO_ICMP: IcmpSockets = IcmpSockets::none();
 use crate::dataplane::load::LoadWindow;
 use crate::dataplane::outbound::{Assigned, OutboundPath};
 use crate::dataplane::worker::packet_room;
@@ -643,6 +646,10 @@ impl Plane {
             udp_tx: &mut self.udp_tx,
             raw: self.raw.as_ref(),
             raw_tx: &mut self.raw_tx,
+            // Cluster nodes answer no inner sender yet: the ICMP would
+            // have to leave on the inside ring from the virtual address;
+            // such packets are counted (icmp_send_failed, path_mtu_exceeded).
+            icmp: &NO_ICMP,
             counters: DaemonCounters::default(),
         };
         self.outbound.process_assigned(
