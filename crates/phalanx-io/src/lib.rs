@@ -47,6 +47,7 @@
 mod batch;
 pub mod bpf;
 mod datagram;
+pub mod errqueue;
 pub mod ethtool;
 pub mod limits;
 pub mod packet;

@@ -18,7 +18,9 @@
 //! is the ESP payload, `meta.remote` its destination (port ignored),
 //! `meta.local`, when set, its source (`IP_PKTINFO`/`IPV6_PKTINFO`), and
 //! `meta.tos`, when not 0, the header's TOS / Traffic Class
-//! (`IP_TOS`/`IPV6_TCLASS`).
+//! (`IP_TOS`/`IPV6_TCLASS`). As on the UDP socket, path-MTU discovery is
+//! "do" and errors are reported on the error queue (see
+//! [`crate::errqueue`]): the kernel never fragments a packet locally.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -28,6 +30,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::batch::{PacketBatch, PacketMeta};
 use crate::datagram::DatagramIo;
+use crate::errqueue::enable_error_reporting;
 use crate::limits::{DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN};
 use crate::stats::SocketStats;
 use crate::sys::RecvInfo;
@@ -90,6 +93,7 @@ impl RawEspSocket {
         let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
         let socket = Socket::new(domain, Type::RAW, Some(Protocol::from(IPPROTO_ESP)))?;
         set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
+        enable_error_reporting(&socket, v6)?;
         if config.freebind {
             set_freebind(&socket, config.bind)?;
         }

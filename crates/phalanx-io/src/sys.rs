@@ -508,6 +508,72 @@ fn set_option<T>(
     }
 }
 
+/// The path-MTU discovery modes this crate uses, of ip(7)
+/// `IP_MTU_DISCOVER` and ipv6(7) `IPV6_MTU_DISCOVER`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PmtuDiscovery {
+    /// `IP_PMTUDISC_DO` / `IPV6_PMTUDISC_DO`: never fragment locally, set
+    /// DF on IPv4; a packet larger than the path MTU fails with `EMSGSIZE`.
+    Do,
+}
+
+/// Sets the path-MTU discovery mode of `fd` at the IPv4 level (ip(7)
+/// `IP_MTU_DISCOVER`, `ipv6_level` false) or the IPv6 level (ipv6(7)
+/// `IPV6_MTU_DISCOVER`). Neither nix nor socket2 offers the option.
+pub(crate) fn set_mtu_discover(
+    fd: BorrowedFd<'_>,
+    ipv6_level: bool,
+    mode: PmtuDiscovery,
+) -> io::Result<()> {
+    let value: libc::c_int = match (ipv6_level, mode) {
+        (false, PmtuDiscovery::Do) => libc::IP_PMTUDISC_DO,
+        (true, PmtuDiscovery::Do) => libc::IPV6_PMTUDISC_DO,
+    };
+    if ipv6_level {
+        set_option(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, &value)
+    } else {
+        set_option(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &value)
+    }
+}
+
+/// The path-MTU discovery mode of `fd` (ip(7) `IP_MTU_DISCOVER` or ipv6(7)
+/// `IPV6_MTU_DISCOVER`), as the kernel's integer.
+#[cfg(test)]
+pub(crate) fn mtu_discover(fd: BorrowedFd<'_>, ipv6_level: bool) -> io::Result<libc::c_int> {
+    let (level, name) = if ipv6_level {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)
+    };
+    int_option(fd, level, name)
+}
+
+/// `getsockopt(fd, level, name)` of an option whose value is an int.
+fn int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live and `len` is `value`'s size; the
+    // kernel writes at most that much.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            ptr::from_mut(&mut value).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Blocks every ICMP type from reaching a raw ICMP (`v6` false: raw(7)
 /// `ICMP_FILTER`, a bit per type) or ICMPv6 socket (RFC 3542 §3.2
 /// `ICMP6_FILTER`, all types blocked), so a send-only socket queues
@@ -528,22 +594,7 @@ pub(crate) fn block_all_icmp(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
 /// `getsockopt(IPV6_MTU)` on a connected IPv6 socket: the path MTU the
 /// kernel knows for its peer (ipv6(7)).
 pub(crate) fn ipv6_path_mtu(fd: BorrowedFd<'_>) -> io::Result<u32> {
-    let mut mtu: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `mtu` and `len` are live and `len` is `mtu`'s size; the
-    // kernel writes at most that much.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU,
-            ptr::from_mut(&mut mtu).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let mtu = int_option(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU)?;
     u32::try_from(mtu).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
 }
 

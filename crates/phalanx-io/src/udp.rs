@@ -21,6 +21,11 @@
 //! applies; `EINVAL`: the socket or segment size rules it out), GSO is
 //! turned off for the socket's lifetime, counted in
 //! [`SocketStats::gso_refusals`], and the batch goes out as plain datagrams.
+//!
+//! Path MTU. The socket is opened with path-MTU discovery "do" and
+//! extended error reporting (see [`crate::errqueue`]): the kernel never
+//! fragments a datagram locally; one larger than the route's path MTU is
+//! refused with `EMSGSIZE`.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -31,6 +36,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::batch::{PacketBatch, PacketMeta};
 use crate::datagram::{canonical, DatagramIo};
+use crate::errqueue::enable_error_reporting;
 use crate::limits::{DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, GRO_BUFFER_LEN};
 use crate::plan::segments;
 use crate::stats::SocketStats;
@@ -126,6 +132,7 @@ impl UdpSocket {
             set_freebind(&socket, config.bind.ip())?;
         }
         set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
+        enable_error_reporting(&socket, v6)?;
         enable_pktinfo(&socket, v6)?;
         enable_recv_tos(&socket, v6)?;
         socket.set_nonblocking(config.nonblocking)?;

@@ -20,7 +20,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 /// The two namespaces, named per test (tests of one binary run in parallel).
 fn pair(tag: &str) -> (NetNs, NetNs) {
-    let (a, b) = (NetNs::create(&format!("{tag}-a")), NetNs::create(&format!("{tag}-b")));
+    let (a, b) = (
+        NetNs::create(&format!("{tag}-a")),
+        NetNs::create(&format!("{tag}-b")),
+    );
     a.ip(&[
         "link",
         "add",
