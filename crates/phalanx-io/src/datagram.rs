@@ -11,8 +11,35 @@ use crate::plan::{gso_group_len, OutPacket};
 use crate::stats::SocketStats;
 use crate::sys::{self, MsgScratch, OutMsg, RecvInfo};
 
+/// Packets of a batch the kernel refused to send, and why.
+///
+/// `first..first + count` index the batch handed to `send_batch` /
+/// `send_batch_from` (the packets of one message: one, or a GSO run);
+/// `errno` is what `sendmmsg(2)` returned for that message, e.g.
+/// `EMSGSIZE` (larger than the route's path MTU: see
+/// [`errqueue`](crate::errqueue)), `ENETUNREACH`, `EHOSTUNREACH`, `EPERM`
+/// (a netfilter rule), `EINVAL` (an address the socket cannot send to).
+/// Each such packet is also counted in
+/// [`SocketStats::send_dropped`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendFailure {
+    /// Index of the first refused packet in the batch.
+    pub first: usize,
+    /// Number of consecutive refused packets.
+    pub count: usize,
+    /// The `errno` of the refusal (`libc::EMSGSIZE`, ...).
+    pub errno: i32,
+}
+
+impl SendFailure {
+    /// The refused packets' indices.
+    pub fn packets(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.count
+    }
+}
+
 /// What to do after `sendmmsg` failed on the first message of a call.
-enum SendFailure {
+enum ErrorAction {
     /// Nothing more can go now (`EAGAIN`): report what was sent.
     Stop,
     /// GSO was refused and is now off: plan again.
@@ -28,6 +55,9 @@ pub(crate) struct DatagramIo {
     scratch: MsgScratch,
     infos: Vec<RecvInfo>,
     plan: Vec<OutMsg>,
+    /// Refusals of the last send call, until taken; never grows past
+    /// its capacity (`max_batch`).
+    failures: Vec<SendFailure>,
     /// Counters, owned by the socket that owns this engine.
     pub(crate) stats: SocketStats,
     /// Whether sends may use `UDP_SEGMENT`.
@@ -40,9 +70,16 @@ pub(crate) struct DatagramIo {
 }
 
 impl DatagramIo {
-    /// Room for `max_msgs` messages per system call; `gso` allows
-    /// `UDP_SEGMENT` messages of up to `MAX_GSO_SEGMENTS` packets each.
-    pub(crate) fn new(max_msgs: usize, gso: bool, v6_socket: bool, raw: bool) -> Self {
+    /// Room for `max_msgs` messages per system call and for the refusals
+    /// of a batch of `max_batch` packets; `gso` allows `UDP_SEGMENT`
+    /// messages of up to `MAX_GSO_SEGMENTS` packets each.
+    pub(crate) fn new(
+        max_msgs: usize,
+        max_batch: usize,
+        gso: bool,
+        v6_socket: bool,
+        raw: bool,
+    ) -> Self {
         let max_msgs = max_msgs.clamp(1, crate::limits::UIO_MAXIOV);
         // A GSO message takes one iovec per packet; allow a full batch of
         // packets even when the messages are few.
@@ -51,6 +88,7 @@ impl DatagramIo {
             scratch: MsgScratch::new(max_msgs, max_iovs),
             infos: vec![RecvInfo::default(); max_msgs],
             plan: Vec::with_capacity(max_msgs),
+            failures: Vec::with_capacity(max_batch.max(1)),
             stats: SocketStats::default(),
             gso,
             v6_socket,
@@ -110,16 +148,18 @@ impl DatagramIo {
 
     /// Sends packets `first..` of `batch` to their `meta.remote`, grouping
     /// runs into GSO messages when allowed. Returns the number of packets
-    /// consumed: sent, or dropped and counted in `send_dropped`. Fewer than
-    /// `batch.len() - first` means the socket would block; `Err` only when
-    /// nothing was consumed and the socket would block, or on an error of
-    /// the descriptor itself.
+    /// consumed: sent, or dropped (counted in `send_dropped` and recorded
+    /// for [`take_failures`](Self::take_failures), which forgets those of
+    /// the previous call). Fewer than `batch.len() - first` means the
+    /// socket would block; `Err` only when nothing was consumed and the
+    /// socket would block, or on an error of the descriptor itself.
     pub(crate) fn send(
         &mut self,
         fd: BorrowedFd<'_>,
         batch: &PacketBatch,
         first: usize,
     ) -> io::Result<usize> {
+        self.failures.clear();
         let end = batch.len();
         let mut next = first.min(end);
         while next < end {
@@ -134,20 +174,51 @@ impl DatagramIo {
                 Err(err) => err,
             };
             match self.classify(&err) {
-                SendFailure::Stop if next > first => break,
-                SendFailure::Stop | SendFailure::Fatal => return Err(err),
-                SendFailure::Replan => {}
-                SendFailure::Skip => {
+                ErrorAction::Stop if next > first => break,
+                ErrorAction::Stop | ErrorAction::Fatal => return Err(err),
+                ErrorAction::Replan => {}
+                ErrorAction::Skip => {
                     // The error is about the plan's first message (sendmmsg(2)).
                     let Some(&dropped) = self.plan.first() else {
                         return Err(err);
                     };
-                    self.stats.send_dropped += dropped.count as u64;
+                    self.refused(dropped.first, dropped.count, &err);
                     next = dropped.first + dropped.count;
                 }
             }
         }
         Ok(next - first)
+    }
+
+    /// Hands out (and forgets) the refusals of the last send call, in
+    /// packet order.
+    pub(crate) fn take_failures(&mut self, f: impl FnMut(SendFailure)) {
+        self.failures.drain(..).for_each(f);
+    }
+
+    /// Counts and records the refusal of packets `first..first + count`.
+    fn refused(&mut self, first: usize, count: usize, err: &io::Error) {
+        let errno = err.raw_os_error().unwrap_or(0);
+        let count64 = count as u64;
+        self.stats.send_dropped += count64;
+        if errno == libc::EMSGSIZE {
+            self.stats.send_too_big += count64;
+        } else {
+            self.stats.send_other_errors += count64;
+        }
+        let has_room = self.failures.len() < self.failures.capacity();
+        match self.failures.last_mut() {
+            // A run of packets refused for one reason is one record.
+            Some(last) if last.errno == errno && last.first + last.count == first => {
+                last.count += count;
+            }
+            _ if has_room => self.failures.push(SendFailure {
+                first,
+                count,
+                errno,
+            }),
+            _ => self.stats.send_failures_unrecorded += count64,
+        }
     }
 
     /// Fills the plan with messages starting at packet `next`.
@@ -195,9 +266,9 @@ impl DatagramIo {
         last.first + last.count
     }
 
-    fn classify(&mut self, err: &io::Error) -> SendFailure {
+    fn classify(&mut self, err: &io::Error) -> ErrorAction {
         if err.kind() == io::ErrorKind::WouldBlock {
-            return SendFailure::Stop;
+            return ErrorAction::Stop;
         }
         let code = err.raw_os_error().unwrap_or(0);
         let gso_message = self.plan.first().is_some_and(|m| m.segment_size > 0);
@@ -208,11 +279,11 @@ impl DatagramIo {
         if gso_message && (code == libc::EIO || code == libc::EINVAL) {
             self.gso = false;
             self.stats.gso_refusals += 1;
-            return SendFailure::Replan;
+            return ErrorAction::Replan;
         }
         match code {
-            libc::EBADF | libc::ENOTSOCK | libc::EFAULT => SendFailure::Fatal,
-            _ => SendFailure::Skip,
+            libc::EBADF | libc::ENOTSOCK | libc::EFAULT => ErrorAction::Fatal,
+            _ => ErrorAction::Skip,
         }
     }
 

@@ -63,4 +63,5 @@ pub mod tun;
 pub mod udp;
 
 pub use batch::{BoundsError, PacketBatch, PacketMeta};
+pub use datagram::SendFailure;
 pub use stats::{SocketStats, TunStats};

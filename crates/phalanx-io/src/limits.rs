@@ -42,6 +42,12 @@ pub const DEFAULT_SOCKET_BUFFER: usize = 8 << 20;
 /// Most messages one `recvmmsg`/`sendmmsg` call carries by default.
 pub const DEFAULT_MMSG_BATCH: usize = 64;
 
+/// Default for the most packets of one batch handed to a socket's
+/// `send_batch` whose refusals are each reported (`take_send_failures`):
+/// the room, fixed at open, of the socket's record of send failures.
+/// Above the daemon's batches (128 packets).
+pub const DEFAULT_MAX_BATCH: usize = 256;
+
 /// The kernel caps the iovec count of one message and the message count of
 /// one `sendmmsg` at `UIO_MAXIOV` (1024).
 pub const UIO_MAXIOV: usize = 1024;

@@ -29,9 +29,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::batch::{PacketBatch, PacketMeta};
-use crate::datagram::DatagramIo;
+use crate::datagram::{DatagramIo, SendFailure};
 use crate::errqueue::enable_error_reporting;
-use crate::limits::{DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN};
+use crate::limits::{
+    DEFAULT_MAX_BATCH, DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN,
+};
 use crate::stats::SocketStats;
 use crate::sys::RecvInfo;
 use crate::udp::{enable_pktinfo, enable_recv_tos, set_buffers, set_freebind};
@@ -55,10 +57,15 @@ pub struct RawEspConfig {
     pub send_buffer: usize,
     /// Most messages per `recvmmsg`/`sendmmsg`.
     pub max_msgs: usize,
+    /// Most packets of one batch handed to `send_batch`: the room of the
+    /// record of send failures (`take_send_failures`), allocated at open.
+    /// Every refusal of a batch up to this size is reported.
+    pub max_batch: usize,
 }
 
 impl RawEspConfig {
-    /// Defaults: blocking, 8 MiB socket buffers, 64 messages per call.
+    /// Defaults: blocking, 8 MiB socket buffers, 64 messages per call,
+    /// failures of batches up to 256 packets recorded.
     pub fn new(bind: IpAddr) -> Self {
         Self {
             bind,
@@ -67,6 +74,7 @@ impl RawEspConfig {
             recv_buffer: DEFAULT_SOCKET_BUFFER,
             send_buffer: DEFAULT_SOCKET_BUFFER,
             max_msgs: DEFAULT_MMSG_BATCH,
+            max_batch: DEFAULT_MAX_BATCH,
         }
     }
 }
@@ -107,7 +115,7 @@ impl RawEspSocket {
         socket.bind(&SockAddr::from(SocketAddr::new(config.bind, 0)))?;
         Ok(Self {
             socket,
-            io: DatagramIo::new(config.max_msgs, false, false, true),
+            io: DatagramIo::new(config.max_msgs, config.max_batch, false, false, true),
             v6,
         })
     }
@@ -143,6 +151,12 @@ impl RawEspSocket {
     /// Like [`send_batch`](Self::send_batch) for packets `first..`.
     pub fn send_batch_from(&mut self, batch: &PacketBatch, first: usize) -> io::Result<usize> {
         self.io.send(self.socket.as_fd(), batch, first)
+    }
+
+    /// Hands `f` each refusal of the last send call and forgets them, as
+    /// [`UdpSocket::take_send_failures`](crate::udp::UdpSocket::take_send_failures).
+    pub fn take_send_failures(&mut self, f: impl FnMut(SendFailure)) {
+        self.io.take_failures(f);
     }
 }
 

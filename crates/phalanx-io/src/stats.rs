@@ -21,9 +21,22 @@ pub struct SocketStats {
     pub packets_sent: u64,
     /// Messages sent with `UDP_SEGMENT` (each carries several packets).
     pub gso_messages: u64,
-    /// Packets dropped because the kernel refused their message (no route,
-    /// too big, filtered, ...), or because they were too big to send.
+    /// Packets dropped because the kernel refused their message (too big,
+    /// no route, filtered, ...): `send_too_big + send_other_errors`. Each
+    /// refusal is also reported, with its packets and `errno`, by
+    /// `take_send_failures`.
     pub send_dropped: u64,
+    /// Packets of `send_dropped` refused with `EMSGSIZE`: larger than the
+    /// path MTU the kernel knows for their route (path-MTU discovery is
+    /// "do": nothing is fragmented locally), or than 64 KiB.
+    pub send_too_big: u64,
+    /// Packets of `send_dropped` refused for any other reason (`errno`
+    /// other than `EMSGSIZE`).
+    pub send_other_errors: u64,
+    /// Packets of `send_dropped` whose refusal `take_send_failures` does
+    /// not report because its record was full (a batch of more packets
+    /// than the socket's `max_batch`, refused in more runs than that).
+    pub send_failures_unrecorded: u64,
     /// Times the kernel refused GSO (`EIO`/`EINVAL`) and GSO was turned off.
     pub gso_refusals: u64,
 }

@@ -35,9 +35,9 @@ use nix::sys::socket::{getsockopt, setsockopt, sockopt};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::batch::{PacketBatch, PacketMeta};
-use crate::datagram::{canonical, DatagramIo};
+use crate::datagram::{canonical, DatagramIo, SendFailure};
 use crate::errqueue::enable_error_reporting;
-use crate::limits::{DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, GRO_BUFFER_LEN};
+use crate::limits::{DEFAULT_MAX_BATCH, DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, GRO_BUFFER_LEN};
 use crate::plan::segments;
 use crate::stats::SocketStats;
 use crate::sys::RecvInfo;
@@ -72,6 +72,10 @@ pub struct UdpConfig {
     pub send_buffer: usize,
     /// Most messages per `recvmmsg`/`sendmmsg`.
     pub max_msgs: usize,
+    /// Most packets of one batch handed to `send_batch`: the room of the
+    /// record of send failures (`take_send_failures`), allocated at open.
+    /// Every refusal of a batch up to this size is reported.
+    pub max_batch: usize,
     /// GRO receive buffers (64 KiB each): the most super-datagrams one
     /// `recv_batch` takes from the kernel.
     pub gro_slots: usize,
@@ -79,7 +83,8 @@ pub struct UdpConfig {
 
 impl UdpConfig {
     /// Defaults: GRO and GSO on, blocking, 8 MiB socket buffers, 64
-    /// messages per call, 32 GRO buffers.
+    /// messages per call, failures of batches up to 256 packets recorded,
+    /// 32 GRO buffers.
     pub fn new(bind: SocketAddr) -> Self {
         Self {
             bind,
@@ -91,6 +96,7 @@ impl UdpConfig {
             recv_buffer: DEFAULT_SOCKET_BUFFER,
             send_buffer: DEFAULT_SOCKET_BUFFER,
             max_msgs: DEFAULT_MMSG_BATCH,
+            max_batch: DEFAULT_MAX_BATCH,
             gro_slots: 32,
         }
     }
@@ -143,7 +149,7 @@ impl UdpSocket {
         let stash = gro.then(|| GroStash::new(config.gro_slots.min(config.max_msgs)));
         Ok(Self {
             socket,
-            io: DatagramIo::new(config.max_msgs, gso, v6, false),
+            io: DatagramIo::new(config.max_msgs, config.max_batch, gso, v6, false),
             gro: stash,
         })
     }
@@ -192,9 +198,11 @@ impl UdpSocket {
     /// `meta.local` if set, with `meta.tos` as the outer TOS / Traffic
     /// Class if not 0). Returns the number of packets consumed, from
     /// the front: sent, or dropped because the kernel refused them (counted
-    /// in [`SocketStats::send_dropped`]). Fewer than `batch.len()` only on a
-    /// nonblocking socket whose buffer is full: continue with
-    /// [`send_batch_from`](Self::send_batch_from) once it is writable.
+    /// in [`SocketStats::send_dropped`] and reported, with their indices
+    /// and `errno`, by [`take_send_failures`](Self::take_send_failures)).
+    /// Fewer than `batch.len()` only on a nonblocking socket whose buffer
+    /// is full: continue with [`send_batch_from`](Self::send_batch_from)
+    /// once it is writable.
     pub fn send_batch(&mut self, batch: &PacketBatch) -> io::Result<usize> {
         self.send_batch_from(batch, 0)
     }
@@ -202,6 +210,16 @@ impl UdpSocket {
     /// Like [`send_batch`](Self::send_batch) for packets `first..`.
     pub fn send_batch_from(&mut self, batch: &PacketBatch, first: usize) -> io::Result<usize> {
         self.io.send(self.socket.as_fd(), batch, first)
+    }
+
+    /// Hands `f` each refusal of the last
+    /// [`send_batch`](Self::send_batch) /
+    /// [`send_batch_from`](Self::send_batch_from) call, in packet order,
+    /// and forgets them (the next send call forgets them too). Indices are
+    /// into that call's batch; consecutive packets refused with one `errno`
+    /// come as one [`SendFailure`]. Allocates nothing.
+    pub fn take_send_failures(&mut self, f: impl FnMut(SendFailure)) {
+        self.io.take_failures(f);
     }
 }
 

@@ -237,7 +237,74 @@ fn unsendable_packets_are_dropped_and_counted() {
     assert_eq!(tx.send_batch(&batch).unwrap(), 3, "all consumed");
     let stats = tx.stats();
     assert_eq!((stats.packets_sent, stats.send_dropped), (2, 1));
+    assert_eq!((stats.send_too_big, stats.send_other_errors), (0, 1));
+    assert_eq!(failures(&mut tx), vec![(1..2, libc::EAFNOSUPPORT)]);
+    assert_eq!(failures(&mut tx), vec![], "taking drains");
     assert_eq!(receive(&mut rx, 2, 8).len(), 2);
+}
+
+/// The refusals `take_send_failures` reports: (packets, errno).
+fn failures(tx: &mut UdpSocket) -> Vec<(std::ops::Range<usize>, i32)> {
+    let mut got = Vec::new();
+    tx.take_send_failures(|f| got.push((f.packets(), f.errno)));
+    got
+}
+
+/// A batch of `sizes.len()` datagrams to `to`, room for 70,000 bytes each.
+fn outgoing_large(to: SocketAddr, sizes: &[usize]) -> PacketBatch {
+    let mut batch = PacketBatch::new(sizes.len(), 70_000, DEFAULT_HEADROOM);
+    for &len in sizes {
+        let meta = PacketMeta {
+            remote: to,
+            ..PacketMeta::default()
+        };
+        batch.push(&vec![7; len], meta).unwrap();
+    }
+    batch
+}
+
+/// Datagrams above the 65,507 bytes UDP/IPv4 carries fail with
+/// `EMSGSIZE`: a run of them is one report, counted as too big.
+#[test]
+fn too_big_datagrams_are_reported_by_index_and_errno() {
+    let mut tx = socket(false, false);
+    let rx = socket(false, false);
+    let big = 66_000;
+    let sizes = [100, big, big, big, 100, big];
+    let batch = outgoing_large(rx.local_addr().unwrap(), &sizes);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 6);
+    assert_eq!(
+        failures(&mut tx),
+        vec![(1..4, libc::EMSGSIZE), (5..6, libc::EMSGSIZE)]
+    );
+    let stats = tx.stats();
+    assert_eq!(
+        (stats.packets_sent, stats.send_dropped, stats.send_too_big),
+        (2, 4, 4)
+    );
+    assert_eq!(stats.send_other_errors, 0);
+    // The next call forgets what was not taken.
+    assert_eq!(tx.send_batch_from(&batch, 4).unwrap(), 2);
+    assert_eq!(failures(&mut tx), vec![(5..6, libc::EMSGSIZE)]);
+}
+
+/// The record holds `max_batch` refusals; what does not fit is counted.
+#[test]
+fn refusals_past_the_record_are_counted() {
+    let mut config = UdpConfig::new(LOOPBACK.parse().unwrap());
+    (config.gso, config.nonblocking, config.max_batch) = (false, true, 2);
+    let mut tx = UdpSocket::bind(&config).unwrap();
+    let rx = socket(false, false);
+    let big = 66_000;
+    let sizes = [big, 100, big, 100, big, big];
+    let batch = outgoing_large(rx.local_addr().unwrap(), &sizes);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 6);
+    assert_eq!(
+        failures(&mut tx),
+        vec![(0..1, libc::EMSGSIZE), (2..3, libc::EMSGSIZE)]
+    );
+    let stats = tx.stats();
+    assert_eq!((stats.send_dropped, stats.send_failures_unrecorded), (4, 2));
 }
 
 #[test]
