@@ -50,6 +50,20 @@ enum ErrorAction {
     Fatal,
 }
 
+/// A GSO message the kernel refused with `EINVAL`, being sent again as
+/// single datagrams to learn whether the segment size or GSO itself was
+/// the problem.
+#[derive(Clone, Copy, Debug)]
+struct GsoRetry {
+    /// One past its last packet.
+    end: usize,
+    /// Its segment size.
+    segment_size: usize,
+    /// A single datagram of the segment size was accepted: the size fits
+    /// the path, so GSO itself was refused.
+    gso_at_fault: bool,
+}
+
 /// Message scratch, plan and counters of one socket.
 pub(crate) struct DatagramIo {
     scratch: MsgScratch,
@@ -62,6 +76,9 @@ pub(crate) struct DatagramIo {
     pub(crate) stats: SocketStats,
     /// Whether sends may use `UDP_SEGMENT`.
     pub(crate) gso: bool,
+    /// The GSO message of the current send call being sent again as
+    /// single datagrams, if any.
+    gso_retry: Option<GsoRetry>,
     /// Destinations of a dual-stack IPv6 socket are IPv4-mapped.
     v6_socket: bool,
     /// A raw socket: destination ports are meaningless and sent as 0
@@ -91,6 +108,7 @@ impl DatagramIo {
             failures: Vec::with_capacity(max_batch.max(1)),
             stats: SocketStats::default(),
             gso,
+            gso_retry: None,
             v6_socket,
             raw,
         }
@@ -160,15 +178,17 @@ impl DatagramIo {
         first: usize,
     ) -> io::Result<usize> {
         self.failures.clear();
+        self.gso_retry = None;
         let end = batch.len();
         let mut next = first.min(end);
         while next < end {
+            self.settle_gso_retry(next);
             self.plan_from(batch, next);
             let result = sys::send_mmsg(fd, &mut self.scratch, &self.plan, |k| batch.packet(k));
             let err = match result {
                 Ok(0) => io::Error::from(io::ErrorKind::WouldBlock),
                 Ok(sent) => {
-                    next = self.account_sent(sent);
+                    next = self.account_sent(batch, sent);
                     continue;
                 }
                 Err(err) => err,
@@ -187,6 +207,7 @@ impl DatagramIo {
                 }
             }
         }
+        self.settle_gso_retry(next);
         Ok(next - first)
     }
 
@@ -221,13 +242,17 @@ impl DatagramIo {
         }
     }
 
-    /// Fills the plan with messages starting at packet `next`.
+    /// Fills the plan with messages starting at packet `next`: single
+    /// datagrams only up to the end of a GSO message being retried.
     fn plan_from(&mut self, batch: &PacketBatch, next: usize) {
         self.plan.clear();
+        let end = self
+            .gso_retry
+            .map_or(batch.len(), |r| r.end.min(batch.len()));
         let (mut i, mut iovs) = (next, 0);
-        while i < batch.len() && self.plan.len() < self.scratch.max_msgs() {
+        while i < end && self.plan.len() < self.scratch.max_msgs() {
             let room = self.scratch.max_iovs() - iovs;
-            let mut count = if self.gso {
+            let mut count = if self.gso && self.gso_retry.is_none() {
                 gso_group_len((i..batch.len()).map(|k| out_packet(batch, k)), room)
             } else {
                 1
@@ -256,14 +281,38 @@ impl DatagramIo {
     }
 
     /// Counts the first `sent` planned messages; returns the next packet.
-    fn account_sent(&mut self, sent: usize) -> usize {
+    fn account_sent(&mut self, batch: &PacketBatch, sent: usize) -> usize {
         self.stats.send_calls += 1;
         for m in &self.plan[..sent] {
             self.stats.packets_sent += m.count as u64;
             self.stats.gso_messages += u64::from(m.segment_size > 0);
+            if let Some(retry) = &mut self.gso_retry {
+                // Only a datagram of the full segment size proves the size
+                // fits the path; the shorter last one proves nothing.
+                retry.gso_at_fault |= batch.packet(m.first).len() == retry.segment_size;
+            }
         }
         let last = self.plan[sent - 1];
         last.first + last.count
+    }
+
+    /// Ends the retry of a refused GSO message once packet `next` is past
+    /// it: GSO is turned off for good if a datagram of its segment size
+    /// went out alone (GSO itself was refused), kept otherwise (the size
+    /// did not fit the path; those datagrams were refused one by one with
+    /// `EMSGSIZE`, which queued the path MTU).
+    fn settle_gso_retry(&mut self, next: usize) {
+        let Some(retry) = self.gso_retry else {
+            return;
+        };
+        if next < retry.end {
+            return;
+        }
+        self.gso_retry = None;
+        if retry.gso_at_fault {
+            self.gso = false;
+            self.stats.gso_refusals += 1;
+        }
     }
 
     fn classify(&mut self, err: &io::Error) -> ErrorAction {
@@ -271,15 +320,33 @@ impl DatagramIo {
             return ErrorAction::Stop;
         }
         let code = err.raw_os_error().unwrap_or(0);
-        let gso_message = self.plan.first().is_some_and(|m| m.segment_size > 0);
-        // udp(7) / udp_send_skb: GSO fails with EIO when the route's device
-        // cannot checksum (or an xfrm policy applies) and with EINVAL when
-        // the socket or the segment size rules it out. Quinn and
-        // wireguard-go handle both the same way: turn GSO off for good.
-        if gso_message && (code == libc::EIO || code == libc::EINVAL) {
-            self.gso = false;
-            self.stats.gso_refusals += 1;
-            return ErrorAction::Replan;
+        let gso_message = self.plan.first().filter(|m| m.segment_size > 0);
+        match (gso_message, code) {
+            // udp(7) / udp_send_skb: GSO fails with EIO when the route's
+            // device cannot checksum or an xfrm policy applies. Quinn and
+            // wireguard-go turn GSO off for good.
+            (Some(_), libc::EIO) => {
+                self.gso = false;
+                self.stats.gso_refusals += 1;
+                return ErrorAction::Replan;
+            }
+            // The segment size plus headers exceeds the route's path MTU
+            // (udp_send_skb; EINVAL before Linux 6.14, `hlen + gso_size >
+            // fragsize`, EMSGSIZE since, measured on 6.18), which happens
+            // whenever the path shrinks; or (EINVAL) the socket rules GSO
+            // out (SO_NO_CHECK). Either way no local error is queued. The
+            // message's datagrams go again one by one, which tells the
+            // cases apart (see `settle_gso_retry`) and gets each its own
+            // verdict.
+            (Some(m), libc::EINVAL | libc::EMSGSIZE) => {
+                self.gso_retry = Some(GsoRetry {
+                    end: m.first + m.count,
+                    segment_size: usize::from(m.segment_size),
+                    gso_at_fault: false,
+                });
+                return ErrorAction::Replan;
+            }
+            _ => {}
         }
         match code {
             libc::EBADF | libc::ENOTSOCK | libc::EFAULT => ErrorAction::Fatal,

@@ -37,7 +37,10 @@ pub struct SocketStats {
     /// not report because its record was full (a batch of more packets
     /// than the socket's `max_batch`, refused in more runs than that).
     pub send_failures_unrecorded: u64,
-    /// Times the kernel refused GSO (`EIO`/`EINVAL`) and GSO was turned off.
+    /// Times the kernel refused GSO itself and GSO was turned off for good:
+    /// `EIO`, or `EINVAL` / `EMSGSIZE` for a message whose datagrams of
+    /// the segment size then went out alone (a segment size above the
+    /// path MTU leaves GSO on).
     pub gso_refusals: u64,
 }
 

@@ -17,10 +17,18 @@
 //! source, with one TOS), all of one size but the last, which may be shorter, go out as
 //! one message with `UDP_SEGMENT` and one iovec per packet: the kernel
 //! segments, nothing is copied here. If the kernel refuses GSO on this
-//! socket's path (`EIO`: the device cannot checksum or an xfrm policy
-//! applies; `EINVAL`: the socket or segment size rules it out), GSO is
-//! turned off for the socket's lifetime, counted in
-//! [`SocketStats::gso_refusals`], and the batch goes out as plain datagrams.
+//! socket's path with `EIO` (the device cannot checksum or an xfrm policy
+//! applies), GSO is turned off for the socket's lifetime, counted in
+//! [`SocketStats::gso_refusals`], and the batch goes out as plain
+//! datagrams. `EINVAL` (and, since Linux 6.14, `EMSGSIZE`) for a GSO
+//! message is ambiguous: the segment size does not fit the route's path
+//! MTU (`udp_send_skb`: `hlen + gso_size > fragsize`), which happens
+//! whenever the path shrinks, or (`EINVAL`) the socket rules GSO out. The
+//! message's datagrams then go again one by one: those too big fail with
+//! `EMSGSIZE` each (reported by `take_send_failures`; the kernel queues
+//! the path MTU on the error queue), shorter ones go out, and GSO is
+//! turned off for good only if one of the segment size was accepted
+//! alone.
 //!
 //! Path MTU. The socket is opened with path-MTU discovery "do" and
 //! extended error reporting (see [`crate::errqueue`]): the kernel never
