@@ -49,6 +49,7 @@ pub mod bpf;
 mod datagram;
 pub mod errqueue;
 pub mod ethtool;
+pub mod kernel_stats;
 pub mod limits;
 pub mod packet;
 pub mod path_mtu;

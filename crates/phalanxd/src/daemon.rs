@@ -278,6 +278,11 @@ impl ControlHandler for Daemon {
         }));
         daemon.push(report::named("reloads", reloads));
         daemon.push(report::named("reload_failures", failures));
+        // What the kernel dropped before our sockets read it (the
+        // namespace's IP/UDP error counters), beside our own drops.
+        if let Ok(kernel) = phalanx_io::kernel_stats::KernelDrops::read() {
+            daemon.extend(kernel.named().iter().map(|(n, c)| report::named(n, *c)));
+        }
         let workers = workers
             .iter()
             .enumerate()
