@@ -7,6 +7,7 @@ use std::net::{SocketAddr, SocketAddrV6};
 use std::os::fd::BorrowedFd;
 
 use crate::batch::{PacketBatch, PacketMeta};
+use crate::errqueue::is_pending_icmp_error;
 use crate::plan::{gso_group_len, OutPacket};
 use crate::stats::SocketStats;
 use crate::sys::{self, MsgScratch, OutMsg, RecvInfo};
@@ -124,13 +125,22 @@ impl DatagramIo {
         dont_wait: bool,
     ) -> io::Result<usize> {
         let want = want.min(self.infos.len());
-        let got = sys::recv_mmsg(
+        let got = match sys::recv_mmsg(
             fd,
             &mut self.scratch,
             bufs,
             &mut self.infos[..want],
             dont_wait,
-        )?;
+        ) {
+            Ok(got) => got,
+            // The pending error an ICMP error set: nothing received, the
+            // error itself is on the error queue (crate::errqueue).
+            Err(err) if is_pending_icmp_error(&err) => {
+                self.stats.recv_pending_errors += 1;
+                return Ok(0);
+            }
+            Err(err) => return Err(err),
+        };
         if got > 0 {
             self.stats.recv_calls += 1;
         }

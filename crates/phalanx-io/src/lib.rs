@@ -20,6 +20,12 @@
 //!   / `IPV6_TCLASS`), so ECN marks (RFC 6040) and DSCP (RFC 4301
 //!   §5.1.2.1) survive the socket API; GSO never merges packets of
 //!   different TOS.
+//! - **Every refused send is told, with its reason.** The sockets run
+//!   path-MTU discovery "do" (nothing is fragmented locally) with
+//!   extended error reporting ([`errqueue`]): the packets a send refused
+//!   are reported by index and errno ([`SendFailure`]), and the local and
+//!   ICMP errors about our packets, path MTU included, are read off the
+//!   error queue ([`SocketError`]).
 //! - **Knows no protocol.** Nothing here parses ESP or IKE. The only header
 //!   this crate reads is the IPv4 header that raw IPv4 sockets deliver, and
 //!   only to strip it (see [`raw`]).
@@ -65,4 +71,5 @@ pub mod udp;
 
 pub use batch::{BoundsError, PacketBatch, PacketMeta};
 pub use datagram::SendFailure;
+pub use errqueue::{ErrorOrigin, SocketError};
 pub use stats::{SocketStats, TunStats};

@@ -30,7 +30,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::batch::{PacketBatch, PacketMeta};
 use crate::datagram::{DatagramIo, SendFailure};
-use crate::errqueue::enable_error_reporting;
+use crate::errqueue::{self, enable_error_reporting, SocketError};
 use crate::limits::{
     DEFAULT_MAX_BATCH, DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN,
 };
@@ -131,7 +131,9 @@ impl RawEspSocket {
     }
 
     /// Appends received ESP payloads to the free slots of `batch` (see the
-    /// module doc for the normalization). Returns how many were added.
+    /// module doc for the normalization). Returns how many were added;
+    /// 0 as [`UdpSocket::recv_batch`](crate::udp::UdpSocket::recv_batch)
+    /// (the pending error of an ICMP error included: call again).
     pub fn recv_batch(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let fd = self.socket.as_fd();
         if self.v6 {
@@ -157,6 +159,17 @@ impl RawEspSocket {
     /// [`UdpSocket::take_send_failures`](crate::udp::UdpSocket::take_send_failures).
     pub fn take_send_failures(&mut self, f: impl FnMut(SendFailure)) {
         self.io.take_failures(f);
+    }
+
+    /// Hands `f` the errors queued on the socket (see
+    /// [`errqueue`]), oldest first, until the queue is
+    /// empty or `max` were handed out; returns how many were. Never
+    /// blocks (`MSG_ERRQUEUE | MSG_DONTWAIT`). Call it when `poll`
+    /// reports an error on the descriptor (`POLLERR`), until it returns
+    /// fewer than `max`: an entry left in the queue keeps `POLLERR` set
+    /// and holds receive-buffer room.
+    pub fn recv_errors(&mut self, max: usize, f: impl FnMut(SocketError)) -> io::Result<usize> {
+        errqueue::recv_errors(self.socket.as_fd(), max, f)
     }
 }
 

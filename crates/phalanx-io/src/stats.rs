@@ -15,6 +15,11 @@ pub struct SocketStats {
     /// Received messages dropped: truncated (`MSG_TRUNC`), a segment larger
     /// than the batch's buffers, or (raw IPv4) a malformed IP header.
     pub recv_dropped: u64,
+    /// Receive calls that returned, instead of data, the socket's pending
+    /// error an ICMP error had set (`ECONNREFUSED`, `EMSGSIZE`, ...; see
+    /// [`errqueue`](crate::errqueue)): `recv_batch` returned `Ok(0)`, the
+    /// error itself is on the error queue.
+    pub recv_pending_errors: u64,
     /// `sendmmsg` calls that sent at least one message.
     pub send_calls: u64,
     /// Packets the kernel accepted.

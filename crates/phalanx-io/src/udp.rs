@@ -44,7 +44,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::batch::{PacketBatch, PacketMeta};
 use crate::datagram::{canonical, DatagramIo, SendFailure};
-use crate::errqueue::enable_error_reporting;
+use crate::errqueue::{self, enable_error_reporting, SocketError};
 use crate::limits::{DEFAULT_MAX_BATCH, DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, GRO_BUFFER_LEN};
 use crate::plan::segments;
 use crate::stats::SocketStats;
@@ -189,8 +189,11 @@ impl UdpSocket {
     /// slot behind the headroom, with `remote` = source, `local` =
     /// destination address, `stride` = GRO segment size, `tos` = the outer
     /// TOS / Traffic Class. Returns how many
-    /// were added (0 if `batch` is full, or every message received was
-    /// dropped). A blocking socket waits for the first datagram; a
+    /// were added: 0 if `batch` is full, every message received was
+    /// dropped, or the kernel returned the pending error an ICMP error set
+    /// (counted in [`SocketStats::recv_pending_errors`]; the error is on
+    /// the error queue, see [`recv_errors`](Self::recv_errors)); call
+    /// again. A blocking socket waits for the first datagram; a
     /// nonblocking one returns `WouldBlock` when there is none.
     pub fn recv_batch(&mut self, batch: &mut PacketBatch) -> io::Result<usize> {
         let fd = self.socket.as_fd();
@@ -228,6 +231,17 @@ impl UdpSocket {
     /// come as one [`SendFailure`]. Allocates nothing.
     pub fn take_send_failures(&mut self, f: impl FnMut(SendFailure)) {
         self.io.take_failures(f);
+    }
+
+    /// Hands `f` the errors queued on the socket (see
+    /// [`errqueue`]), oldest first, until the queue is
+    /// empty or `max` were handed out; returns how many were. Never
+    /// blocks (`MSG_ERRQUEUE | MSG_DONTWAIT`). Call it when `poll`
+    /// reports an error on the descriptor (`POLLERR`), until it returns
+    /// fewer than `max`: an entry left in the queue keeps `POLLERR` set
+    /// and holds receive-buffer room.
+    pub fn recv_errors(&mut self, max: usize, f: impl FnMut(SocketError)) -> io::Result<usize> {
+        errqueue::recv_errors(self.socket.as_fd(), max, f)
     }
 }
 

@@ -288,6 +288,27 @@ fn too_big_datagrams_are_reported_by_index_and_errno() {
     assert_eq!(failures(&mut tx), vec![(5..6, libc::EMSGSIZE)]);
 }
 
+/// A datagram that fits UDP but not the loopback's MTU fails in
+/// `ip_append_data`, which also queues a local error with the MTU (the
+/// loopback's 65,536 capped at `IP_MAX_MTU`, 65,535).
+#[test]
+fn a_local_too_big_error_is_queued_with_the_mtu() {
+    let mut tx = socket(false, false);
+    let rx = socket(false, false);
+    let to = rx.local_addr().unwrap();
+    let batch = outgoing_large(to, &[65_510]);
+    assert_eq!(tx.send_batch(&batch).unwrap(), 1);
+    assert_eq!(failures(&mut tx), vec![(0..1, libc::EMSGSIZE)]);
+    let mut errors = Vec::new();
+    assert_eq!(tx.recv_errors(8, |e| errors.push(e)).unwrap(), 1);
+    let e = errors[0];
+    assert_eq!(e.origin, crate::ErrorOrigin::Local);
+    assert_eq!((e.errno, e.info), (libc::EMSGSIZE, 65_535));
+    assert_eq!(e.destination, Some(SocketAddr::new(to.ip(), 0)));
+    assert_eq!((e.offender, e.payload_len), (None, 0));
+    assert_eq!(tx.recv_errors(8, |_| {}).unwrap(), 0);
+}
+
 /// The record holds `max_batch` refusals; what does not fit is counted.
 #[test]
 fn refusals_past_the_record_are_counted() {
