@@ -52,13 +52,68 @@ fn route_mtu_is_the_link_mtu_for_both_families() {
     let (a, _b) = pair("pmtu-route");
     let v4: IpAddr = "10.9.0.2".parse().unwrap();
     let v6: IpAddr = "fd09::2".parse().unwrap();
-    assert_eq!(a.run(|| route_mtu(v4)).unwrap(), 1280);
-    assert_eq!(a.run(|| route_mtu(v6)).unwrap(), 1280);
+    assert_eq!(a.run(|| route_mtu(v4, None)).unwrap(), 1280);
+    assert_eq!(a.run(|| route_mtu(v6, None)).unwrap(), 1280);
     a.ip(&["link", "set", "va", "mtu", "1400"]);
-    assert_eq!(a.run(|| route_mtu(v4)).unwrap(), 1400);
+    assert_eq!(a.run(|| route_mtu(v4, None)).unwrap(), 1400);
     // A route with its own MTU wins over the link's.
     a.ip(&["route", "add", "10.9.0.2/32", "dev", "va", "mtu", "1000"]);
-    assert_eq!(a.run(|| route_mtu(v4)).unwrap(), 1000);
+    assert_eq!(a.run(|| route_mtu(v4, None)).unwrap(), 1000);
+}
+
+/// With a source address, the route is the one policy routing picks for
+/// it: here table 100, for a source no interface holds (a cluster's
+/// virtual address, bound with freebind).
+#[test]
+fn route_mtu_follows_the_source_address() {
+    let (a, _b) = pair("pmtu-src");
+    a.ip(&["link", "set", "va", "mtu", "1500"]);
+    a.ip(&[
+        "route",
+        "add",
+        "10.9.0.2/32",
+        "dev",
+        "va",
+        "mtu",
+        "1400",
+        "table",
+        "100",
+    ]);
+    a.ip(&["rule", "add", "from", "10.9.1.7", "table", "100"]);
+    a.ip(&[
+        "-6",
+        "route",
+        "add",
+        "fd09::2/128",
+        "dev",
+        "va",
+        "mtu",
+        "1300",
+        "table",
+        "100",
+    ]);
+    a.ip(&["-6", "rule", "add", "from", "fd09:1::7", "table", "100"]);
+    let mtu = |remote: &str, local: Option<&str>| {
+        let remote: IpAddr = remote.parse().unwrap();
+        let local: Option<IpAddr> = local.map(|l| l.parse().unwrap());
+        a.run(|| route_mtu(remote, local)).unwrap()
+    };
+    assert_eq!(mtu("10.9.0.2", None), 1500);
+    assert_eq!(mtu("10.9.0.2", Some("10.9.0.1")), 1500, "a's own address");
+    assert_eq!(mtu("10.9.0.2", Some("10.9.1.7")), 1400, "table 100");
+    assert_eq!(mtu("fd09::2", None), 1500);
+    assert_eq!(mtu("fd09::2", Some("fd09::1")), 1500);
+    assert_eq!(mtu("fd09::2", Some("fd09:1::7")), 1300);
+    let mismatch = a.run(|| {
+        route_mtu(
+            "fd09::2".parse().unwrap(),
+            Some("10.9.0.1".parse().unwrap()),
+        )
+    });
+    assert_eq!(
+        mismatch.unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
 }
 
 /// Receives one ICMP(v6) message whose type octet (at `offset`: behind

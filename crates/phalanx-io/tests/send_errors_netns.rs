@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use common::NetNs;
 use phalanx_io::limits::DEFAULT_HEADROOM;
+use phalanx_io::path_mtu::route_mtu;
 use phalanx_io::poll::{Interest, PollSet};
 use phalanx_io::raw::{RawEspConfig, RawEspSocket};
 use phalanx_io::udp::{UdpConfig, UdpSocket};
@@ -356,6 +357,8 @@ fn udp_icmp_too_big(tag: &str, from: &str, to: &str) {
     let mut tx = udp(&a, from, false);
     let rx = udp(&b, to, false);
     let to = rx.local_addr().unwrap();
+    let path_mtu = || a.run(|| route_mtu(to.ip(), None)).unwrap();
+    assert_eq!(path_mtu(), 1500, "a's link");
     assert_eq!(tx.send_batch(&esp(to, 1400)).unwrap(), 1);
     assert_eq!(failures(&mut tx), vec![], "a's link takes 1400 bytes");
     wait_for_pollerr(&tx);
@@ -368,6 +371,7 @@ fn udp_icmp_too_big(tag: &str, from: &str, to: &str) {
     assert_eq!(again.kind(), io::ErrorKind::WouldBlock, "returned once");
     assert_too_big_from_r(&queued_errors(|f| tx.recv_errors(8, f), 1), to);
     // (c)
+    assert_eq!(path_mtu(), 1280, "learned from r's error");
     assert_eq!(tx.send_batch(&esp(to, 1400)).unwrap(), 1);
     assert_eq!(failures(&mut tx), vec![(0..1, libc::EMSGSIZE)]);
     assert_local_too_big(&queued_errors(|f| tx.recv_errors(8, f), 1), to.ip());
