@@ -221,22 +221,67 @@ impl DatagramIo {
         Ok(next - first)
     }
 
+    /// Whether this is an IPv6 socket's engine (whose IPv4 destinations
+    /// are sent IPv4-mapped).
+    pub(crate) fn v6_socket(&self) -> bool {
+        self.v6_socket
+    }
+
+    /// Sends one packet outside any batch: `payload` to `meta.remote`,
+    /// from `meta.local`, with `meta.tos`, as a batch's packet would go.
+    /// A refusal is returned and counted (`send_dropped` and its cause),
+    /// not recorded for [`take_failures`](Self::take_failures).
+    pub(crate) fn send_one(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        payload: &[u8],
+        meta: &PacketMeta,
+    ) -> io::Result<()> {
+        let msg = OutMsg {
+            remote: self.map_remote(meta.remote),
+            local: meta.local,
+            first: 0,
+            count: 1,
+            segment_size: 0,
+            tos: meta.tos,
+        };
+        let err = match sys::send_mmsg(fd, &mut self.scratch, &[msg], |_| payload) {
+            Ok(0) => io::Error::from(io::ErrorKind::WouldBlock),
+            Ok(_) => {
+                self.stats.send_calls += 1;
+                self.stats.packets_sent += 1;
+                return Ok(());
+            }
+            Err(err) => err,
+        };
+        if matches!(self.classify_single(&err), ErrorAction::Skip) {
+            self.count_refused(1, &err);
+        }
+        Err(err)
+    }
+
     /// Hands out (and forgets) the refusals of the last send call, in
     /// packet order.
     pub(crate) fn take_failures(&mut self, f: impl FnMut(SendFailure)) {
         self.failures.drain(..).for_each(f);
     }
 
+    /// Counts `count` packets refused with `err`.
+    fn count_refused(&mut self, count: usize, err: &io::Error) {
+        let count = count as u64;
+        self.stats.send_dropped += count;
+        if err.raw_os_error() == Some(libc::EMSGSIZE) {
+            self.stats.send_too_big += count;
+        } else {
+            self.stats.send_other_errors += count;
+        }
+    }
+
     /// Counts and records the refusal of packets `first..first + count`.
     fn refused(&mut self, first: usize, count: usize, err: &io::Error) {
         let errno = err.raw_os_error().unwrap_or(0);
         let count64 = count as u64;
-        self.stats.send_dropped += count64;
-        if errno == libc::EMSGSIZE {
-            self.stats.send_too_big += count64;
-        } else {
-            self.stats.send_other_errors += count64;
-        }
+        self.count_refused(count, err);
         let has_room = self.failures.len() < self.failures.capacity();
         match self.failures.last_mut() {
             // A run of packets refused for one reason is one record.
@@ -326,9 +371,6 @@ impl DatagramIo {
     }
 
     fn classify(&mut self, err: &io::Error) -> ErrorAction {
-        if err.kind() == io::ErrorKind::WouldBlock {
-            return ErrorAction::Stop;
-        }
         let code = err.raw_os_error().unwrap_or(0);
         let gso_message = self.plan.first().filter(|m| m.segment_size > 0);
         match (gso_message, code) {
@@ -358,7 +400,15 @@ impl DatagramIo {
             }
             _ => {}
         }
-        match code {
+        self.classify_single(err)
+    }
+
+    /// What to do after a message without GSO failed with `err`.
+    fn classify_single(&self, err: &io::Error) -> ErrorAction {
+        if err.kind() == io::ErrorKind::WouldBlock {
+            return ErrorAction::Stop;
+        }
+        match err.raw_os_error().unwrap_or(0) {
             libc::EBADF | libc::ENOTSOCK | libc::EFAULT => ErrorAction::Fatal,
             _ => ErrorAction::Skip,
         }

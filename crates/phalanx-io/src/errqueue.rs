@@ -169,6 +169,25 @@ pub(crate) fn enable_error_reporting(socket: &Socket, v6: bool) -> io::Result<()
     Ok(())
 }
 
+/// Sends one packet that the kernel may fragment to the path MTU: path-MTU
+/// discovery "dont" (ip(7) `IP_PMTUDISC_DONT`, ipv6(7)
+/// `IPV6_PMTUDISC_DONT`: no DF, local fragmentation) at the level of
+/// `destination`'s family for the duration of `send`, "do" again after it,
+/// whatever `send` returned. `v6_socket`: an IPv6 socket, which sends to
+/// IPv4(-mapped) destinations through the IPv4 level.
+pub(crate) fn send_fragmentable(
+    fd: BorrowedFd<'_>,
+    v6_socket: bool,
+    destination: IpAddr,
+    send: impl FnOnce() -> io::Result<()>,
+) -> io::Result<()> {
+    let ipv6_level = v6_socket && canonical_ip(destination).is_ipv6();
+    sys::set_mtu_discover(fd, ipv6_level, PmtuDiscovery::Dont)?;
+    let sent = send();
+    let restored = sys::set_mtu_discover(fd, ipv6_level, PmtuDiscovery::Do);
+    sent.and(restored)
+}
+
 /// Whether `err`, returned by a receive call, is the socket's pending
 /// error that an ICMP error set (`sk_err`, see the module doc) rather
 /// than an error of the call: the errnos of `icmp_err_convert` and

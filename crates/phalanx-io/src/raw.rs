@@ -161,6 +161,16 @@ impl RawEspSocket {
         self.io.take_failures(f);
     }
 
+    /// Sends one ESP payload that the kernel may fragment, as
+    /// [`UdpSocket::send_fragmentable`](crate::udp::UdpSocket::send_fragmentable).
+    pub fn send_fragmentable(&mut self, payload: &[u8], meta: PacketMeta) -> io::Result<()> {
+        let fd = self.socket.as_fd();
+        let io = &mut self.io;
+        errqueue::send_fragmentable(fd, self.v6, meta.remote.ip(), || {
+            io.send_one(fd, payload, &meta)
+        })
+    }
+
     /// Hands `f` the errors queued on the socket (see
     /// [`errqueue`]), oldest first, until the queue is
     /// empty or `max` were handed out; returns how many were. Never

@@ -515,6 +515,9 @@ pub(crate) enum PmtuDiscovery {
     /// `IP_PMTUDISC_DO` / `IPV6_PMTUDISC_DO`: never fragment locally, set
     /// DF on IPv4; a packet larger than the path MTU fails with `EMSGSIZE`.
     Do,
+    /// `IP_PMTUDISC_DONT` / `IPV6_PMTUDISC_DONT`: fragment locally to the
+    /// path MTU, no DF on IPv4.
+    Dont,
 }
 
 /// Sets the path-MTU discovery mode of `fd` at the IPv4 level (ip(7)
@@ -527,7 +530,9 @@ pub(crate) fn set_mtu_discover(
 ) -> io::Result<()> {
     let value: libc::c_int = match (ipv6_level, mode) {
         (false, PmtuDiscovery::Do) => libc::IP_PMTUDISC_DO,
+        (false, PmtuDiscovery::Dont) => libc::IP_PMTUDISC_DONT,
         (true, PmtuDiscovery::Do) => libc::IPV6_PMTUDISC_DO,
+        (true, PmtuDiscovery::Dont) => libc::IPV6_PMTUDISC_DONT,
     };
     if ipv6_level {
         set_option(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, &value)

@@ -233,6 +233,24 @@ impl UdpSocket {
         self.io.take_failures(f);
     }
 
+    /// Sends one datagram that the kernel may fragment: `payload` to
+    /// `meta.remote` (from `meta.local` if set, with `meta.tos`), with
+    /// path-MTU discovery "dont" for this one send (ip(7)
+    /// `IP_PMTUDISC_DONT` / ipv6(7) `IPV6_PMTUDISC_DONT`: no DF on IPv4,
+    /// fragments to the path MTU), "do" again afterwards even if the send
+    /// failed. For a packet that must not be dropped although it exceeds
+    /// the path (RFC 4459 §3.1: fragmentation by the tunnel endpoint). A
+    /// refusal is returned (`WouldBlock` when the buffer is full) and
+    /// counted like a batch's, not recorded for
+    /// [`take_send_failures`](Self::take_send_failures).
+    pub fn send_fragmentable(&mut self, payload: &[u8], meta: PacketMeta) -> io::Result<()> {
+        let fd = self.socket.as_fd();
+        let io = &mut self.io;
+        errqueue::send_fragmentable(fd, io.v6_socket(), meta.remote.ip(), || {
+            io.send_one(fd, payload, &meta)
+        })
+    }
+
     /// Hands `f` the errors queued on the socket (see
     /// [`errqueue`]), oldest first, until the queue is
     /// empty or `max` were handed out; returns how many were. Never

@@ -407,3 +407,105 @@ fn raw_esp_sockets_get_the_routers_error_from_the_esp_header_on() {
         assert_local_too_big(&queued_errors(|f| tx.recv_errors(8, f), 1), to.ip());
     }
 }
+
+/// The payloads `rx` receives within two seconds (or until `want` came).
+fn received_whole(
+    rx: &mut dyn FnMut(&mut PacketBatch) -> io::Result<usize>,
+    want: usize,
+) -> Vec<(Vec<u8>, PacketMeta)> {
+    let mut got = Vec::new();
+    let mut batch = PacketBatch::new(4, 2048, DEFAULT_HEADROOM);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while got.len() < want && Instant::now() < deadline {
+        batch.clear();
+        match rx(&mut batch) {
+            Ok(_) => got.extend(batch.iter().map(|(p, m)| (p.to_vec(), *m))),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            Err(e) => panic!("recv_batch: {e}"),
+        }
+    }
+    got
+}
+
+/// A 1400-byte ESP-shaped payload.
+fn esp_payload() -> Vec<u8> {
+    let mut payload = vec![0x5a; 1400];
+    payload[..ESP_HEAD.len()].copy_from_slice(&ESP_HEAD);
+    payload
+}
+
+/// A datagram above the link's MTU sent fragmentable goes out in
+/// fragments (with its TOS) and arrives whole, reassembled by b; the
+/// socket refuses the next one of that size again.
+fn udp_fragmentable(tag: &str, from: &str, to: &str) {
+    let (a, b) = pair(tag);
+    let mut tx = udp(&a, from, false);
+    let mut rx = udp(&b, to, false);
+    let to = rx.local_addr().unwrap();
+    let packets_before = b.link_counter("vb", "rx_packets");
+    let meta = PacketMeta {
+        remote: to,
+        tos: 0xb8,
+        ..PacketMeta::default()
+    };
+    tx.send_fragmentable(&esp_payload(), meta).unwrap();
+    let got = received_whole(&mut |batch| rx.recv_batch(batch), 1);
+    assert_eq!(got.len(), 1, "one datagram, reassembled");
+    assert_eq!(
+        (got[0].0.as_slice(), got[0].1.tos),
+        (esp_payload().as_slice(), 0xb8)
+    );
+    let fragments = b.link_counter("vb", "rx_packets") - packets_before;
+    assert!(
+        fragments >= 2,
+        "it crossed the link in fragments: {fragments} packets"
+    );
+    assert_eq!(tx.stats().packets_sent, 1);
+    assert_eq!(tx.send_batch(&esp(to, 1400)).unwrap(), 1);
+    assert_eq!(
+        failures(&mut tx),
+        vec![(0..1, libc::EMSGSIZE)],
+        "\"do\" again"
+    );
+}
+
+#[test]
+fn a_fragmentable_ipv4_datagram_arrives_whole() {
+    udp_fragmentable("frag4", "10.11.0.1:0", "10.11.0.2:0");
+}
+
+/// A dual-stack socket sends to IPv4 peers through the IPv4 level, whose
+/// path-MTU discovery it sets too.
+#[test]
+fn a_dual_stack_socket_sends_ipv4_fragmentable_and_refuses_too_big() {
+    udp_fragmentable("frag4d", "[::]:0", "10.11.0.2:0");
+}
+
+#[test]
+fn a_fragmentable_ipv6_datagram_arrives_whole() {
+    udp_fragmentable("frag6", "[fd11::1]:0", "[fd11::2]:0");
+}
+
+/// The same for raw ESP sockets of both families: b's raw socket sees
+/// the reassembled ESP payload.
+#[test]
+fn a_fragmentable_raw_esp_packet_arrives_whole() {
+    let (a, b) = pair("fragraw");
+    for (bind, to) in [("0.0.0.0", "10.11.0.2"), ("::", "fd11::2")] {
+        let mut tx = raw(&a, bind);
+        let mut rx = raw(&b, bind);
+        let to = SocketAddr::new(to.parse().unwrap(), 0);
+        let meta = PacketMeta {
+            remote: to,
+            ..PacketMeta::default()
+        };
+        tx.send_fragmentable(&esp_payload(), meta).unwrap();
+        let got = received_whole(&mut |batch| rx.recv_batch(batch), 1);
+        assert_eq!(got.len(), 1, "{bind}: one ESP packet, reassembled");
+        assert_eq!(got[0].0, esp_payload());
+        assert_eq!(tx.send_batch(&esp(to, 1400)).unwrap(), 1);
+        assert_eq!(tx.stats().send_too_big, 1, "{bind}: \"do\" again");
+    }
+}

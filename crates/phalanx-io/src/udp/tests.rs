@@ -309,6 +309,24 @@ fn a_local_too_big_error_is_queued_with_the_mtu() {
     assert_eq!(tx.recv_errors(8, |_| {}).unwrap(), 0);
 }
 
+/// `send_fragmentable` puts path-MTU discovery back to "do" even when
+/// its send fails; the failure is returned and counted.
+#[test]
+fn a_failed_fragmentable_send_restores_path_mtu_discovery() {
+    let mut tx = socket(false, false);
+    let meta = PacketMeta {
+        remote: "[::1]:9".parse().unwrap(),
+        ..PacketMeta::default()
+    };
+    let err = tx.send_fragmentable(&[1; 100], meta).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EAFNOSUPPORT));
+    let mode = crate::sys::mtu_discover(tx.as_fd(), false).unwrap();
+    assert_eq!(mode, libc::IP_PMTUDISC_DO);
+    let stats = tx.stats();
+    assert_eq!((stats.send_dropped, stats.send_other_errors), (1, 1));
+    assert_eq!(failures(&mut tx), vec![], "returned, not recorded");
+}
+
 /// The record holds `max_batch` refusals; what does not fit is counted.
 #[test]
 fn refusals_past_the_record_are_counted() {
