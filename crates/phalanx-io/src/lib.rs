@@ -55,6 +55,7 @@ pub mod bpf;
 mod datagram;
 pub mod errqueue;
 pub mod ethtool;
+pub mod icmp;
 pub mod kernel_stats;
 pub mod limits;
 pub mod packet;

@@ -42,6 +42,11 @@ pub const DEFAULT_SOCKET_BUFFER: usize = 8 << 20;
 /// Most messages one `recvmmsg`/`sendmmsg` call carries by default.
 pub const DEFAULT_MMSG_BATCH: usize = 64;
 
+/// `SO_RCVBUF` asked for on a send-only [`IcmpSocket`](crate::icmp::IcmpSocket),
+/// whose filter lets nothing in: as small as the kernel allows (it rounds
+/// up to `SOCK_MIN_RCVBUF`, socket(7)).
+pub const ICMP_RECV_BUFFER: usize = 1;
+
 /// Default for the most packets of one batch handed to a socket's
 /// `send_batch` whose refusals are each reported (`take_send_failures`):
 /// the room, fixed at open, of the socket's record of send failures.

@@ -7,20 +7,21 @@
 //!   exception, aged by `net.ipv4.route.mtu_expires`). Read as ip(7)
 //!   `IP_MTU` / ipv6(7) `IPV6_MTU` on a throwaway connected UDP socket; no
 //!   packet is sent.
-//! - [`IcmpSocket`]: a send-only raw ICMP or ICMPv6 socket. The caller
-//!   builds the ICMP message; the kernel adds the IP header and picks the
-//!   source address by routing, as it does for the ICMP errors a router
-//!   originates. Needs `CAP_NET_RAW` when opened.
+//! - [`IcmpSocket`] (from [`icmp`](crate::icmp), re-exported here): a
+//!   send-only raw ICMP or ICMPv6 socket, to tell an inner sender its
+//!   packet did not fit.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 
 use nix::sys::socket::{getsockopt, sockopt};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::sys;
 use crate::udp::set_freebind;
+
+pub use crate::icmp::IcmpSocket;
 
 /// The path MTU the kernel knows for `remote` (the largest IP packet the
 /// route takes without fragmentation): ip(7) `IP_MTU` / ipv6(7)
@@ -67,56 +68,5 @@ fn bind_source(socket: &Socket, local: IpAddr) -> io::Result<()> {
             socket.bind(&address)
         }
         other => other,
-    }
-}
-
-/// A send-only raw socket for ICMP (IPv4) or ICMPv6 errors.
-#[derive(Debug)]
-pub struct IcmpSocket {
-    socket: Socket,
-    v6: bool,
-}
-
-impl IcmpSocket {
-    /// Opens a nonblocking raw ICMP (`v6` false) or ICMPv6 socket that
-    /// receives nothing (every type filtered, RFC 3542 §3.2).
-    pub fn open(v6: bool) -> io::Result<Self> {
-        let (domain, protocol) = if v6 {
-            (Domain::IPV6, Protocol::ICMPV6)
-        } else {
-            (Domain::IPV4, Protocol::ICMPV4)
-        };
-        let socket = Socket::new(domain, Type::RAW, Some(protocol))?;
-        sys::block_all_icmp(socket.as_fd(), v6)?;
-        socket.set_nonblocking(true)?;
-        Ok(IcmpSocket { socket, v6 })
-    }
-
-    /// Whether this is the ICMPv6 socket.
-    pub fn is_ipv6(&self) -> bool {
-        self.v6
-    }
-
-    /// Sends `message` (from the ICMP type octet on; the ICMPv4 checksum
-    /// filled by the caller, the ICMPv6 one by the kernel, RFC 3542 §3.1)
-    /// to `to`. A full socket buffer is an error, not a wait.
-    pub fn send(&self, message: &[u8], to: IpAddr) -> io::Result<()> {
-        if to.is_ipv6() != self.v6 {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
-        }
-        let sent = self
-            .socket
-            .send_to(message, &SockAddr::from(SocketAddr::new(to, 0)))?;
-        if sent == message.len() {
-            Ok(())
-        } else {
-            Err(io::Error::from(io::ErrorKind::WriteZero))
-        }
-    }
-}
-
-impl AsFd for IcmpSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.socket.as_fd()
     }
 }

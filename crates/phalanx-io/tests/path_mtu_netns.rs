@@ -1,5 +1,6 @@
-//! The route MTU query and the ICMP sender over a veth pair whose MTU is
-//! 1280 (needs root; fails, does not skip, without it).
+//! The route MTU query and the ICMP sender (`icmp::IcmpSocket`) over a
+//! veth pair whose MTU is 1280 (needs root; fails, does not skip, without
+//! it).
 //!
 //! ```text
 //!  netns phxio-<pid>-<test>-a: va (10.9.0.1/24, fd09::1/64, mtu 1280)
@@ -12,10 +13,12 @@ mod common;
 
 use std::io::Read;
 use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use common::NetNs;
-use phalanx_io::path_mtu::{route_mtu, IcmpSocket};
+use phalanx_io::icmp::IcmpSocket;
+use phalanx_io::path_mtu::route_mtu;
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// The two namespaces, named per test (tests of one binary run in parallel).
@@ -173,10 +176,32 @@ fn icmp_messages_arrive_with_the_source_routing_picks() {
     let got = receive(&rx6, 2, 0);
     assert_eq!(&got[4..8], &1280u32.to_be_bytes());
     assert_ne!(&got[2..4], &[0, 0], "the kernel filled the ICMPv6 checksum");
+    // RFC 4443 §2.3: the checksum covers the RFC 8200 §8.1 pseudo-header;
+    // it verifies with a's address as the source routing picked.
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&"fd09::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    pseudo.extend_from_slice(&"fd09::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    pseudo.extend_from_slice(&(got.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    pseudo.extend_from_slice(&got);
+    assert_eq!(checksum(&pseudo), 0, "ICMPv6 checksum verifies");
     assert!(
         tx4.send(&ptb, "fd09::2".parse().unwrap()).is_err(),
         "family mismatch"
     );
+    // b's messages reach a, whose kernel answers them, but never the
+    // send-only sockets: their filters block every type.
+    b.exec(&["ping", "-c", "1", "-W", "1", "10.9.0.1"]);
+    b.exec(&["ping", "-6", "-c", "1", "-W", "1", "fd09::1"]);
+    for tx in [&tx4, &tx6] {
+        let mut buf = [0u8; 64];
+        let got = nix::sys::socket::recv(
+            tx.as_fd().as_raw_fd(),
+            &mut buf,
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+        );
+        assert_eq!(got, Err(nix::errno::Errno::EAGAIN), "nothing queued");
+    }
 }
 
 /// RFC 792 Fragmentation Needed, built by hand (phalanx-io knows no
