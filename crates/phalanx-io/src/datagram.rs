@@ -144,6 +144,10 @@ impl DatagramIo {
         if got > 0 {
             self.stats.recv_calls += 1;
         }
+        // Messages come in queue order: the last count is the latest.
+        if let Some(drops) = self.infos[..got].iter().rev().find_map(|i| i.kernel_drops) {
+            self.stats.kernel_rx_dropped = u64::from(drops);
+        }
         Ok(got)
     }
 

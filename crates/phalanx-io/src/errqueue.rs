@@ -26,7 +26,8 @@
 //!   starves reception and keeps `poll` returning at once.
 //! - **`SO_RXQ_OVFL`** (socket(7)): each received datagram carries the
 //!   socket's cumulative count of datagrams dropped for lack of
-//!   receive-buffer room.
+//!   receive-buffer room, kept in
+//!   [`SocketStats::kernel_rx_dropped`](crate::SocketStats::kernel_rx_dropped).
 //!
 //! With `IP_RECVERR` the kernel also sets the socket's pending error
 //! (`sk_err`) for every ICMP error it queues (`__udp4_lib_err`,

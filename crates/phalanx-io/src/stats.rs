@@ -12,6 +12,13 @@ pub struct SocketStats {
     /// Received messages that the kernel had coalesced (GRO, more than one
     /// segment).
     pub coalesced_received: u64,
+    /// Datagrams the kernel dropped before this socket could read them,
+    /// for lack of receive-buffer room: the latest value of the socket's
+    /// cumulative count the kernel reported (`SO_RXQ_OVFL`, socket(7)).
+    /// It travels with received datagrams, so it only updates when one is
+    /// received (and only once the count is not 0): drops after the last
+    /// datagram read show with the next one.
+    pub kernel_rx_dropped: u64,
     /// Received messages dropped: truncated (`MSG_TRUNC`), a segment larger
     /// than the batch's buffers, or (raw IPv4) a malformed IP header.
     pub recv_dropped: u64,

@@ -1,7 +1,9 @@
 //! The system calls that need `unsafe`: `recvmmsg(2)` and `sendmmsg(2)`
 //! with their control messages (`UDP_GRO`, `UDP_SEGMENT`, `IP_PKTINFO`,
-//! `IPV6_PKTINFO`, `IP_TOS`, `IPV6_TCLASS`) and socket-address conversion. Everything above this
-//! module is safe code.
+//! `IPV6_PKTINFO`, `IP_TOS`, `IPV6_TCLASS`, `SO_RXQ_OVFL`), socket-address
+//! conversion, and the socket options neither nix nor socket2 offers
+//! (`IP_MTU_DISCOVER` / `IPV6_MTU_DISCOVER`, the ICMP filters,
+//! `IPV6_MTU`). Everything above this module is safe code.
 //!
 //! The message headers live in a [`MsgScratch`] allocated once per socket;
 //! their pointers are rewritten before every call and point only at the
@@ -19,12 +21,16 @@ pub(crate) mod packet;
 /// `bpf(2)`: maps, programs, test runs; mmapable maps; `SO_ATTACH_BPF`.
 pub(crate) mod bpf;
 
-/// Control-message space per message. The most a message carries is one
-/// `UDP_GRO`/`UDP_SEGMENT` (`CMSG_SPACE(4)` = 24 on LP64), one
-/// `IPV6_PKTINFO` (`CMSG_SPACE(20)` = 40) or `IP_PKTINFO` (32), and one
-/// `IP_TOS` (`CMSG_SPACE(1)` = 24) or `IPV6_TCLASS` (`CMSG_SPACE(4)` = 24):
-/// 88 bytes.
-const CMSG_BUF_LEN: usize = 128;
+/// Control-message space per message. The most a message carries is an
+/// IPv4 datagram received on a dual-stack IPv6 socket with GRO: one
+/// `UDP_GRO` (`CMSG_SPACE(4)` = 24 on LP64), one `SO_RXQ_OVFL`
+/// (`CMSG_SPACE(4)` = 24), both `IPV6_PKTINFO` (`CMSG_SPACE(20)` = 40, with
+/// the IPv4-mapped address) and `IP_PKTINFO` (`CMSG_SPACE(12)` = 32)
+/// (udpv6_recvmsg reports both), and `IP_TOS` (`CMSG_SPACE(1)` = 24):
+/// 144 bytes. (An IPv6 datagram: 24 + 24 + 40 + `IPV6_TCLASS` 24 = 112; a
+/// send: `UDP_SEGMENT` 24 + `IPV6_PKTINFO` 40 + TOS 24 = 88.) A truncated
+/// area loses the last messages silently, so there is a margin.
+const CMSG_BUF_LEN: usize = 160;
 
 /// A control-message buffer, aligned for `struct cmsghdr`.
 #[derive(Clone, Copy)]
@@ -45,6 +51,11 @@ pub(crate) struct RecvInfo {
     /// The outer TOS / Traffic Class octet (`IP_TOS` / `IPV6_TCLASS`,
     /// asked for with `IP_RECVTOS` / `IPV6_RECVTCLASS`), 0 if not reported.
     pub(crate) tos: u8,
+    /// The socket's cumulative count of datagrams dropped for lack of
+    /// receive-buffer room when this one was queued (`SO_RXQ_OVFL`,
+    /// socket(7)); `None` when the kernel attached none (it does only once
+    /// the count is not 0).
+    pub(crate) kernel_drops: Option<u32>,
     /// The datagram did not fit the buffer (`MSG_TRUNC`).
     pub(crate) truncated: bool,
 }
@@ -252,6 +263,11 @@ unsafe fn read_cmsg(head: &libc::cmsghdr, data: *const u8, data_len: usize, info
         (libc::IPPROTO_IP, libc::IP_TOS) if data_len >= 1 => {
             // SAFETY: as above.
             info.tos = unsafe { ptr::read(data) };
+        }
+        // socket(7): SO_RXQ_OVFL comes as a u32, the socket's drop count.
+        (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) if data_len >= size_of::<u32>() => {
+            // SAFETY: as above.
+            info.kernel_drops = Some(unsafe { ptr::read_unaligned(data.cast::<u32>()) });
         }
         // ipv6(7) / RFC 3542 §6.5: IPV6_TCLASS comes as an int.
         (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if data_len >= size_of::<libc::c_int>() => {
