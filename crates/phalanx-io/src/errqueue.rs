@@ -259,7 +259,8 @@ fn recv_error(fd: BorrowedFd<'_>, cmsg: &mut ErrorCmsgBuf) -> nix::Result<Option
     error.payload_len = msg.bytes.min(ERROR_PAYLOAD_LEN);
     error.destination = msg.address.as_ref().and_then(socket_addr);
     // A truncated control area (never, see ERROR_CMSG_LEN) leaves the
-    // entry with origin `Other(0)`: still handed out, not dropped.
+    // entry with origin `Other(0)`: still handed out, not dropped. nix
+    // decodes every control message asked for here without allocating.
     for message in msg.cmsgs().into_iter().flatten() {
         let (ee, offender) = match message {
             ControlMessageOwned::Ipv4RecvErr(ee, offender) => (
@@ -302,6 +303,7 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use socket2::{Domain, Protocol, Type};
 
     #[test]
     fn icmp_errnos_are_told_from_errors_of_the_call() {
@@ -326,7 +328,6 @@ mod tests {
         assert_eq!(ErrorOrigin::from_raw(3), ErrorOrigin::Icmp6);
         assert_eq!(ErrorOrigin::from_raw(5), ErrorOrigin::Other(5));
     }
-    use socket2::{Domain, Protocol, Type};
 
     #[test]
     fn udp_sockets_of_both_families_say_do() {
