@@ -761,8 +761,17 @@ def lost_in(result, t_from, t_to):
     return n
 
 
+def unwrap_seq16(last, low):
+    """The full count whose low 16 bits are `low`, nearest to `last` (the
+    count of the previous reply): ping prints the echo's 16-bit sequence
+    number (RFC 792), which wraps after 65,535 (655 s at 10 ms)."""
+    delta = (low - last) & 0xFFFF
+    return last + (delta - 0x10000 if delta >= 0x8000 else delta)
+
+
 class Ping:
-    """`ping -i 0.01` from hostA to hostB; result: sent, received, lost, lost seqs."""
+    """`ping -i 0.01` from hostA to hostB; result: sent, received, lost, lost
+    seqs (counted past the 16-bit wrap: `unwrap_seq16`)."""
 
     def __init__(self, cl, seconds, interval=0.01, src="hostA", dst=HOSTB):
         self.cl, self.count, self.interval, self.src, self.dst = cl, int(seconds / interval), interval, src, dst
@@ -775,10 +784,15 @@ class Ping:
 
     def result(self, timeout=30):
         self.proc.wait(self.count * self.interval + timeout)
+        return self.parse(self.cl.log_of("ping"))
+
+    def parse(self, log):
+        """The result from ping's output `log`."""
         first, dup_list = {}, []      # seq -> first reply time; [seq, time] of repeats
-        for line in self.cl.log_of("ping").splitlines():
+        seq = 0
+        for line in log.splitlines():
             if "icmp_seq=" in line and "bytes from" in line and line.startswith("["):
-                seq = int(line.split("icmp_seq=")[1].split()[0])
+                seq = unwrap_seq16(seq, int(line.split("icmp_seq=")[1].split()[0]))
                 at = float(line[1:line.index("]")])
                 if seq in first or "DUP!" in line:
                     dup_list.append([seq, at])
