@@ -881,19 +881,31 @@ class WanCapture:
         return False
 
 
+# Reads hex frames up to a blank line, says "loaded", then writes them back
+# to back on an AF_PACKET socket of gwB's WAN port when told "go": the
+# re-sent frames must arrive within a few ms of the takeover (scapy's
+# sendp took over a millisecond per frame here).
 RESEND = r"""
-import sys
-from scapy.all import Ether, sendp
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("wan0", 0))
 print("ready", flush=True)
-frames = [Ether(bytes.fromhex(line.strip())) for line in sys.stdin if line.strip()]
-sendp(frames, iface="wan0", verbose=False, inter=0.001)
-print(len(frames), flush=True)
+frames = []
+for line in sys.stdin:
+    if not line.strip():
+        break
+    frames.append(bytes.fromhex(line.strip()))
+print("loaded", len(frames), flush=True)
+sys.stdin.readline()
+t0 = time.time()
+sent = sum(1 for frame in frames if s.send(frame) == len(frame))
+print("sent", sent, t0, time.time(), flush=True)
 """
 
 
 class Resender:
-    """scapy's sendp on gwB's WAN port, started (scapy imported) before it
-    is needed so that `send` puts the frames on the wire at once."""
+    """Re-sends captured frames from gwB's WAN port (RESEND), started before
+    it is needed; `load` hands it the frames, `go` sends them at once."""
 
     def __init__(self, cl):
         self.cl = cl
@@ -904,20 +916,32 @@ class Resender:
         with open(os.path.join(cl.run_dir, "pids"), "a") as f:
             f.write("{} resend\n".format(self.proc.pid))
         cl.procs["resend"] = self.proc
-        deadline = time.monotonic() + 20
-        while "ready" not in cl.log_of("resend"):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("scapy sender did not start: " + cl.log_of("resend"))
-            time.sleep(0.05)
+        self._wait_for("ready", 20)
 
-    def send(self, frames):
-        """Sends captured frames (each to the outside virtual MAC); returns how many went out."""
+    def _wait_for(self, word, seconds):
+        deadline = time.monotonic() + seconds
+        while word not in self.cl.log_of("resend"):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("scapy sender: no '{}': {}".format(word, self.cl.log_of("resend")))
+            time.sleep(0.002)
+
+    def load(self, frames):
+        """Hands over captured frames (each to the outside virtual MAC) and
+        waits until the sender holds them."""
         vmac = bytes.fromhex(VMAC_OUT.replace(":", ""))
         if any(frame[0:6] != vmac for _, frame in frames):
             raise ValueError("a frame not to the outside virtual MAC")
-        self.proc.communicate("".join(frame.hex() + "\n" for _, frame in frames), timeout=60)
+        self.proc.stdin.write("".join(frame.hex() + "\n" for _, frame in frames) + "\n")
+        self.proc.stdin.flush()
+        self._wait_for("loaded", 20)
+
+    def go(self):
+        """Sends what `load` handed over; returns (how many went out, the
+        wall time the first was sent, when the last was)."""
+        self.proc.communicate("go\n", timeout=60)
         self.cl.procs.pop("resend", None)
-        return int(self.cl.log_of("resend").split()[-1])
+        line = [ln for ln in self.cl.log_of("resend").splitlines() if ln.startswith("sent ")][-1].split()
+        return int(line[1]), float(line[2]), float(line[3])
 
 
 # ------------------------------------------------------ status accessors
@@ -951,9 +975,15 @@ def status_counter(status, name):
 
 
 def replay_drops(gw):
-    """Inbound packets refused by the replay window (RFC 4303 §3.4.3)."""
+    """(replayed, too_old): inbound packets the replay window refused as a
+    duplicate inside it, and as left of it (RFC 4303 §3.4.3)."""
     c = gw.counters()
-    return c.get("replayed", 0) + c.get("too_old", 0)
+    return c.get("replayed", 0), c.get("too_old", 0)
+
+
+def replay_windows(gw):
+    """{SPI: replay window size} of the node's inbound SAs."""
+    return {sa["spi"]: sa["replay_window"] for sa in gw.ctl("sas") if sa["direction"] == "in"}
 
 
 def not_owned_decided(gw):
@@ -992,14 +1022,76 @@ def _rejoin(cl, victim, mode, res):
     res.update(t_rejoin=t, rejoin_s=time.time() - t, owned_at_rejoin=owned(cl.gateways["n{}".format(victim)]))
 
 
-def _replay(cl, resender, pcap, t_fail, victim):
-    """Re-sends gwB's small ESP frames of the last 0.5 s before the
-    failure; returns (sent, how many of them the failed node owned)."""
-    frames = [f for f in fa.read_frames(pcap, src_mac=GWB_WAN_MAC) if t_fail - 0.5 <= f[0] <= t_fail]
-    frames = [f for f in frames if fa.parse_esp(*f) is not None][-300:]
+# Re-sent frames: gwB's ESP of the last REPLAY_SPAN_S before the failure,
+# each at most half its SA's replay window behind the newest number gwB had
+# sent when they are chosen (the other half is the margin for what gwB
+# sends until they arrive, a few ms later: with the TCP download of
+# bench/cluster-failover.sh that is thousands of packets a second). Frames
+# further back would be refused as `too_old` by any receiver, whether it
+# carried the failed node's window over or not: the check could not fail.
+REPLAY_SPAN_S = 0.05
+
+
+def _replay_choice(frames, t_fail, windows):
+    """The frames to re-send (see REPLAY_SPAN_S), oldest first, of gwB's
+    small frames captured from a little before REPLAY_SPAN_S ahead of the
+    failure to now (the newest numbers are among them); `windows`: {SPI:
+    the survivors' replay window}."""
+    esp = [(ts, frame, fa.parse_esp(ts, frame)) for ts, frame in fa.select_frames(frames, src_mac=GWB_WAN_MAC)]
+    esp = [(ts, frame, p) for ts, frame, p in esp if p is not None and p.spi in windows]
+    newest = {}
+    for _, _, p in esp:
+        newest[p.spi] = max(newest.get(p.spi, 0), p.seq)
+    return [(ts, frame) for ts, frame, p in esp
+            if t_fail - REPLAY_SPAN_S <= ts <= t_fail and newest[p.spi] - p.seq < windows[p.spi] // 2]
+
+
+def replay_arrivals(pcap, resent, t_replay, windows):
+    """Where each re-sent frame arrived relative to its SA's replay window,
+    from the WAN capture: [(spi, seq, seconds after t_replay, how far
+    behind the newest number gwB had sent before it, inside the window)]."""
+    todo = {(spi, seq) for spi, seq in resent}
+    newest, out = {}, []
+    for p in fa.read_esp(pcap):
+        if p.src_mac != GWB_WAN_MAC:
+            continue
+        key = (p.spi, p.seq)
+        if p.ts >= t_replay and key in todo:
+            todo.discard(key)
+            behind = newest.get(p.spi, p.seq) - p.seq
+            out.append((p.spi, p.seq, p.ts - t_replay, behind, behind < windows.get(p.spi, 0)))
+        else:
+            newest[p.spi] = max(newest.get(p.spi, 0), p.seq)
+    return out
+
+
+def _replay(cl, res, t_taken_over, chosen, resender, windows, victim):
+    """Sends the chosen frames (`Resender.load` already has them) and
+    records what went out, for `_replay_verdicts`."""
+    res["t_replay"] = time.time()
+    sent, t_begin, t_end = resender.go()
+    res["replays_sent"] = sent
+    res["replay_resent"] = [(p.spi, p.seq) for p in (fa.parse_esp(ts, frame) for ts, frame in chosen)]
+    res["replay_windows"] = windows
+    res["replay_s"] = (t_begin - res["t_fail"], t_end - res["t_fail"])
+    res["replay_after_takeover_ms"] = None if t_taken_over is None else (t_begin - t_taken_over) * 1000.0
+    res["replay_sent_within_ms"] = (t_end - t_begin) * 1000.0
     # packet-rr inbound: owner = view[seq % n], view [1, 2, 3].
-    share = sum(1 for f in frames if fa.parse_esp(*f).seq % cl.nodes == victim - 1)
-    return resender.send(frames), share, time.time()
+    res["replays_of_failed_share"] = sum(1 for _, seq in res["replay_resent"] if seq % cl.nodes == victim - 1)
+
+
+def _replay_verdicts(cl, res, pcap):
+    """From the WAN capture: which re-sent frames arrived inside their
+    window, how far behind, how soon after the takeover."""
+    arrivals = replay_arrivals(pcap, res["replay_resent"], res["t_replay"], res["replay_windows"])
+    inside = [a for a in arrivals if a[4]]
+    n = cl.nodes
+    res["replays_seen_on_wire"] = len(arrivals)
+    res["replays_in_window"] = len(inside)
+    res["replays_in_window_of_failed_share"] = sum(1 for a in inside if a[1] % n == res["failed"] - 1)
+    res["replay_behind"] = (min(a[3] for a in arrivals), max(a[3] for a in arrivals)) if arrivals else None
+    res["replay_arrived_ms"] = ((min(a[2] for a in arrivals) * 1000.0, max(a[2] for a in arrivals) * 1000.0)
+                                if arrivals else None)
 
 
 class StaticPeer:
@@ -1060,7 +1152,7 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
     wan = WanCapture(cl, "tcpdump-wan", os.path.join(out_dir, "wan.pcap"))
     small = WanCapture(cl, "tcpdump-gwb", os.path.join(out_dir, "gwb-small.pcap"), snaplen=0,
                        bpf="ether src {} and less 400".format(GWB_WAN_MAC), immediate=True)
-    resender = Resender(cl) if replay else None     # scapy's import is done before the traffic
+    resender = Resender(cl) if replay else None
     res = {"mode": mode, "failed": victim, "seconds": seconds, "udp_rate": udp_rate, "t_replay": float("inf")}
     owned_before = {i: owned(cl.gateways["n{}".format(i)]) for i in range(1, cl.nodes + 1)}
     with wan, small:
@@ -1075,9 +1167,14 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         survivors = [i for i in range(1, cl.nodes + 1) if i != victim]
         before = cl.cluster_status("n{}".format(survivors[0]))
         trange = takeover_range(before, out_spi, victim)
-        replays_before = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors)
+        replays_before = [replay_drops(cl.gateways["n{}".format(i)]) for i in survivors]
         fenced_before = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors)
         decided_before = {i: not_owned_decided(cl.gateways["n{}".format(i)]) for i in survivors}
+        windows = replay_windows(cl.gateways["n{}".format(survivors[0])]) if replay else {}
+        # Read up to now ahead, so that only the last moments are left to
+        # read after the failure (the whole capture took ~130 ms).
+        small_tail = fa.PcapTail(small.path)
+        recent = [f for f in small_tail.read() if f[0] >= time.time() - 1.0]
         peer.before_failure(res)
         res["t_fail"] = t_fail = time.time()
         if mode == "kill":
@@ -1086,13 +1183,17 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
             cl.set_links(victim, "down")
         if stall:
             res["stall"] = _stall(cl, *stall)
-        trange = _takeover_block(cl, survivors, out_spi, victim) or trange
-        time.sleep(max(0.0, t_fail + 0.1 - time.time()))
         if replay:
-            res["t_replay"] = time.time()
-            res["replays_sent"], res["replays_of_failed_share"], t_end = _replay(cl, resender, small.path, t_fail,
-                                                                                 victim)
-            res["replay_s"] = (res["t_replay"] - t_fail, t_end - t_fail)
+            # Chosen and built while the survivors' detectors run (the
+            # capture has written the frames up to the failure by now).
+            time.sleep(max(0.0, t_fail + 0.01 - time.time()))
+            chosen = _replay_choice(recent + small_tail.read(), t_fail, windows)
+            resender.load(chosen)
+        block, t_taken_over = _await_takeover(cl, survivors, out_spi, victim)
+        trange = block or trange
+        res["takeover_seen_s"] = None if t_taken_over is None else t_taken_over - t_fail
+        if replay:
+            _replay(cl, res, t_taken_over, chosen, resender, windows, victim)
         else:
             res["replays_sent"] = res["replays_of_failed_share"] = 0
         res["corosync_confirm_s"] = _confirm(cl, survivors, t_fail)
@@ -1104,7 +1205,10 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
             for i in survivors}
         time.sleep(0.2)
         after = {i: cl.cluster_status("n{}".format(i)) for i in survivors}
-        res["replays_refused"] = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors) - replays_before
+        replays_after = [replay_drops(cl.gateways["n{}".format(i)]) for i in survivors]
+        res["replays_replayed"], res["replays_too_old"] = (
+            sum(a[k] - b[k] for a, b in zip(replays_after, replays_before)) for k in (0, 1))
+        res["replays_refused"] = res["replays_replayed"] + res["replays_too_old"]
         # Replays (and live packets) a survivor dropped while another one
         # may have processed them: refused too, by the fence.
         res["fenced_meanwhile"] = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors) - fenced_before
@@ -1130,6 +1234,8 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         except (RuntimeError, subprocess.TimeoutExpired, ValueError):
             pass        # a node that is down or cut off
     _analyse(cl, res, wan.path, out_spi, victim, t_fail, trange)
+    if replay:
+        _replay_verdicts(cl, res, wan.path)
     peer.analyse(res, wan.path, t_fail)
     classify_duplicates(res)
     with open(os.path.join(out_dir, "result.json"), "w") as f:
@@ -1150,22 +1256,38 @@ def _stall(cl, node, seconds):
     return stopped, time.time()
 
 
-def _takeover_block(cl, survivors, spi, victim, seconds=1.0):
-    """(start, end) of the block the survivors send from once they took
-    over (its view leaves `victim` out), polled right after the failure,
-    before Corosync's membership moves everyone to fresh blocks; None
-    when no survivor showed one within `seconds`."""
-    deadline = time.time() + seconds
+def _took_over(status, victim):
+    """Whether the node's latest failover of `victim` has its data path
+    switched over and was not corrected: an earlier false suspicion of
+    the same node (a stall under load), handed back since, does not
+    count."""
+    mine = [f for f in status["failovers"] if f["suspect"] == victim]
+    return bool(mine) and mine[-1].get("handover_ms") is not None and mine[-1]["outcome"] != "corrected"
+
+
+def _await_takeover(cl, survivors, spi, victim, seconds=1.0):
+    """Polls the survivors right after the failure, before Corosync's
+    membership moves everyone to fresh blocks, until every one of them
+    recorded the takeover of `victim` with its data path switched over
+    (`_took_over`). Returns ((start, end) of the block a
+    survivor sends from once it took over (its view leaves `victim` out)
+    or None, the wall time all had taken over or None after `seconds`)."""
+    deadline, block, done = time.time() + seconds, None, set()
     while time.time() < deadline:
         for i in survivors:
             try:
-                block = status_sa(cl.cluster_status("n{}".format(i)), spi)["block"]
+                status = cl.cluster_status("n{}".format(i))
+                sa_block = status_sa(status, spi)["block"]
             except (RuntimeError, KeyError, subprocess.TimeoutExpired):
                 continue
-            if block and victim not in block["view"]:
-                return block["start"], block["end"]
-        time.sleep(0.01)
-    return None
+            if block is None and sa_block and victim not in sa_block["view"]:
+                block = sa_block["start"], sa_block["end"]
+            if _took_over(status, victim):
+                done.add(i)
+        if done == set(survivors):
+            return block, time.time()
+        time.sleep(0.002)
+    return block, None
 
 
 def _confirm(cl, survivors, t_fail):
@@ -1238,8 +1360,9 @@ def table_row(run, res):
         "UDP out lost / sent": "{} / {}".format(res["udp_out"]["lost"], res["udp_out"]["sent"]),
         "UDP in lost / sent": "{} / {}".format(res["udp_in"]["lost"], res["udp_in"]["sent"]),
         "TCP down Mbit/s": res["tcp_mbps"],
-        "replays re-sent / refused / accepted": "{} / {} / {}".format(
-            res["replays_sent"], res["replays_refused"], replays_accepted(res)),
+        "replays re-sent / in window / replayed / too old / accepted": "{} / {} / {} / {} / {}".format(
+            res["replays_sent"], res.get("replays_in_window", "-"), res.get("replays_replayed", "-"),
+            res.get("replays_too_old", "-"), replays_accepted(res)),
         "delivered twice": res["delivered_twice"],
         "dup (SPI, IV)": w["dup_spi_iv"], "dup (SPI, seq)": w["dup_spi_seq"],
         "capture drops": res["capture_drops"],
@@ -1265,9 +1388,11 @@ def bench_header(args, peer):
         "- handover (WAN capture): last ESP packet from the failed node (node id = explicit IV >> 48) to the "
         "first ESP packet a survivor sends from the takeover lease T(SPI, failed); handover (phalanxd): the "
         "survivors' own record, last heartbeat -> takeover (the larger of the two survivors)",
-        "- replays: gwB's ESP frames of the last 0.5 s before the failure re-sent (scapy sendp to the "
-        "virtual MAC) 0.1 s after it; refused = survivors' replayed + too_old counters; accepted = "
-        "duplicates delivered to hostA",
+        "- replays: gwB's ESP frames of the last {:.0f} ms before the failure, each at most half its SA's replay "
+        "window behind gwB's newest number, re-sent (scapy sendp to the virtual MAC) as soon as every survivor "
+        "had taken over; in window = arrived less than the window behind gwB's newest number (WAN capture); "
+        "replayed / too old = the survivors' counters; accepted = duplicates delivered to hostA".format(
+            REPLAY_SPAN_S * 1000),
         "- site B: {}".format(peer.description),
         "- command: `{}bench/cluster-failover.sh {}` (modes {})".format(
             "" if peer.name == "phalanx" else "FAILOVER_PEER={} ".format(peer.name), args.reps, " ".join(args.modes)),

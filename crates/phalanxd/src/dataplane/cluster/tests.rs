@@ -31,6 +31,7 @@ use crate::dataplane::{CryptoEngine, DaemonCounter, Egress, Ingress, OutboundPat
 use crate::install::SaStore;
 
 mod ipv6;
+mod replay;
 
 const INSIDE_VIP: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 /// The inside's IPv6 virtual address (a dual-stack LAN).
