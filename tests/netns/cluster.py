@@ -54,9 +54,10 @@ run directory uses tests/netns/lib.sh's format (`namespaces`, `pids`), so its
 
 CLI (used by bench/cluster-failover.sh):
 
-    cluster.py failover --modes kill cut --reps N [--seconds S] [--tcp-rate R] [--peer phalanx|strongswan]
+    cluster.py failover --modes kill cut [stop] --reps N [--seconds S] [--tcp-rate R] [--peer phalanx|strongswan]
 
-runs the failover measurement N times per mode and prints a markdown table.
+runs the failover measurement N times per mode and prints a markdown table
+(modes: `FAILURES`; "kill" is a power loss, "stop" a clean stop).
 `--peer strongswan`: gwB runs charon instead of phalanxd and the tunnel
 comes from IKEv2 (tests/netns/cluster_ike.py).
 """
@@ -221,6 +222,7 @@ class Cluster(phxnet.Topology):
         self.ns = {n: "{}-{}".format(self.prefix, n) for n in names}
         self.gateways = {}        # "n1".. / "gwB" -> phxnet.Gateway
         self.sas = None
+        self.powered_off = {}     # node -> its frozen processes (crash_node)
 
     # -------------------------------------------------------- building
     def _ip(self, *args):
@@ -523,12 +525,50 @@ class Cluster(phxnet.Topology):
         return ns, alive
 
     def crash_node(self, i):
-        """kill -9 of node i: phalanxd and Corosync, as a power loss."""
-        self.kill("phalanxd-n{}".format(i))
-        self.kill("corosync-n{}".format(i))
+        """A power loss of node i (failure mode "kill"): its Corosync and
+        phalanxd stop at the same instant (SIGSTOP to both PIDs, back to
+        back, before anything else) and its three cables go dark in one
+        `ip -batch`. Nothing leaves the node any more: no clean departure
+        (Corosync's leave message, the closed CPG connection of a dead
+        phalanxd that Corosync announces), and no ICMP port unreachable
+        from a kernel whose sockets closed, which SIGKILL leaves behind.
+        The frozen processes never run again: `power_on` or `down` kill
+        them (only the PIDs this run started)."""
+        procs = [self.procs[name] for name in ("corosync-n{}".format(i), "phalanxd-n{}".format(i))
+                 if name in self.procs and self.procs[name].poll() is None]
+        for proc in procs:
+            os.kill(proc.pid, signal.SIGSTOP)
+        self.set_links(i, "down")
+        self.powered_off[i] = procs
+        self.gateways.pop("n{}".format(i), None)
+
+    def power_on(self, i):
+        """Node i after `crash_node` comes back as from a reboot: its frozen
+        processes are killed (SIGKILL, cables still down, so their end
+        sends nothing), its cables restored; start Corosync and phalanxd
+        afresh."""
+        for proc in self.powered_off.pop(i, []):
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        for name in ("corosync-n{}".format(i), "phalanxd-n{}".format(i)):
+            self.procs.pop(name, None)
+        self.set_links(i, "up")
+
+    def stop_node(self, i):
+        """A clean stop of node i (failure mode "stop"): phalanxd stopped
+        (SIGTERM, waited for), then Corosync (SIGTERM), which announces
+        its departure to the others."""
+        self.stop("phalanxd-n{}".format(i))
+        self.stop("corosync-n{}".format(i))
         self.gateways.pop("n{}".format(i), None)
 
     def down(self):
+        # Powered-off nodes' frozen processes cannot take a SIGTERM.
+        for i in list(self.powered_off):
+            for proc in self.powered_off.pop(i):
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
         # phalanxd before Corosync (it logs a lost Corosync otherwise).
         for name in sorted(self.procs, key=lambda n: not n.startswith("phalanxd")):
             self.stop(name)
@@ -1007,12 +1047,15 @@ def owned(gw):
 
 
 def _rejoin(cl, victim, mode, res):
-    """Brings the failed node back (links up, or Corosync + phalanxd
-    restarted) and waits until every node has it in its view again."""
+    """Brings the failed node back (links up; or powered on, or after a
+    clean stop, Corosync + phalanxd started afresh) and waits until every
+    node has it in its view again."""
     t = time.time()
     if mode == "cut":
         cl.set_links(victim, "up")
     else:
+        if mode == "kill":
+            cl.power_on(victim)
         cl.start_corosync(victim)
     everyone = list(range(1, cl.nodes + 1))
     cl.wait_corosync(everyone, seconds=20)
@@ -1032,18 +1075,17 @@ def _rejoin(cl, victim, mode, res):
 REPLAY_SPAN_S = 0.05
 
 
-def _replay_choice(frames, t_fail, windows):
+def _replay_choice(frames, now, windows):
     """The frames to re-send (see REPLAY_SPAN_S), oldest first, of gwB's
-    small frames captured from a little before REPLAY_SPAN_S ahead of the
-    failure to now (the newest numbers are among them); `windows`: {SPI:
-    the survivors' replay window}."""
-    esp = [(ts, frame, fa.parse_esp(ts, frame)) for ts, frame in fa.select_frames(frames, src_mac=GWB_WAN_MAC)]
+    small frames `frames` captured up to `now`, the moment before the
+    failure; `windows`: {SPI: the survivors' replay window}."""
+    recent = [(ts, frame) for ts, frame in frames if ts >= now - REPLAY_SPAN_S]
+    esp = [(ts, frame, fa.parse_esp(ts, frame)) for ts, frame in fa.select_frames(recent, src_mac=GWB_WAN_MAC)]
     esp = [(ts, frame, p) for ts, frame, p in esp if p is not None and p.spi in windows]
     newest = {}
     for _, _, p in esp:
         newest[p.spi] = max(newest.get(p.spi, 0), p.seq)
-    return [(ts, frame) for ts, frame, p in esp
-            if t_fail - REPLAY_SPAN_S <= ts <= t_fail and newest[p.spi] - p.seq < windows[p.spi] // 2]
+    return [(ts, frame) for ts, frame, p in esp if newest[p.spi] - p.seq < windows[p.spi] // 2]
 
 
 def replay_arrivals(pcap, resent, t_replay, windows):
@@ -1135,13 +1177,23 @@ class StaticPeer:
         return {}
 
 
+# How node `victim` fails, by mode.
+FAILURES = {
+    "kill": Cluster.crash_node,                            # a power loss
+    "cut": lambda cl, i: cl.set_links(i, "down"),          # its three cables cut; it runs on, alone
+    "stop": Cluster.stop_node,                             # phalanxd and Corosync stopped cleanly
+}
+
+
 def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=False, tcp_rate=None,
                  replay=True, rejoin=False, out_dir=None, peer=None, stall=None):
     """The failover experiment on a running cluster: a WAN capture, a 10 ms
     ping, fixed-rate UDP both ways (and an iperf3 TCP download), node
-    `victim` killed (mode "kill": phalanxd and Corosync, SIGKILL) or cut
-    off (mode "cut": its three cables down at the switch) at 30 % of the
-    run; captured ESP from gwB re-sent 0.1 s later; optionally the node
+    `victim` failing at 30 % of the run (FAILURES: mode "kill", a power
+    loss: Corosync and phalanxd frozen at once and its cables dark; "cut":
+    its three cables down at the switch, the node running on; "stop":
+    phalanxd and Corosync stopped cleanly); captured ESP from gwB re-sent
+    as soon as the survivors took over (REPLAY_SPAN_S); optionally the node
     brought back. `stall`: (node, seconds): that node's phalanxd is also
     stopped (SIGSTOP) for that long right after the failure, so that the
     others suspect it falsely while Corosync reforms. `peer`: site B's
@@ -1171,24 +1223,22 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         fenced_before = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors)
         decided_before = {i: not_owned_decided(cl.gateways["n{}".format(i)]) for i in survivors}
         windows = replay_windows(cl.gateways["n{}".format(survivors[0])]) if replay else {}
-        # Read up to now ahead, so that only the last moments are left to
-        # read after the failure (the whole capture took ~130 ms).
-        small_tail = fa.PcapTail(small.path)
-        recent = [f for f in small_tail.read() if f[0] >= time.time() - 1.0]
+        if replay:
+            # Chosen and handed to the sender right before the failure
+            # (the capture is written as frames come: it lags by about a
+            # millisecond), so that they can go as soon as the survivors
+            # took over, however long the failure itself takes to inflict
+            # (a clean stop waits for phalanxd to exit). The capture is
+            # read ahead: its last moments then take a millisecond.
+            small_tail = fa.PcapTail(small.path)
+            recent = [f for f in small_tail.frames() if f[0] >= time.time() - 1.0]
+            chosen = _replay_choice(recent + small_tail.read(), time.time(), windows)
+            resender.load(chosen)
         peer.before_failure(res)
         res["t_fail"] = t_fail = time.time()
-        if mode == "kill":
-            cl.crash_node(victim)
-        else:
-            cl.set_links(victim, "down")
+        FAILURES[mode](cl, victim)
         if stall:
             res["stall"] = _stall(cl, *stall)
-        if replay:
-            # Chosen and built while the survivors' detectors run (the
-            # capture has written the frames up to the failure by now).
-            time.sleep(max(0.0, t_fail + 0.01 - time.time()))
-            chosen = _replay_choice(recent + small_tail.read(), t_fail, windows)
-            resender.load(chosen)
         block, t_taken_over = _await_takeover(cl, survivors, out_spi, victim)
         trange = block or trange
         res["takeover_seen_s"] = None if t_taken_over is None else t_taken_over - t_fail
@@ -1222,9 +1272,13 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
     res["owned_delta"] = {i: owned(cl.gateways["n{}".format(i)]) - owned_before[i] for i in survivors}
     if rejoin:
         res["owned_since_rejoin"] = owned(cl.gateways["n{}".format(victim)]) - res["owned_at_rejoin"]
-    res["failovers"] = {i: [f for f in st["failovers"] if f["suspect"] == victim] for i, st in after.items()}
+    # The takeovers of the failed node; a suspicion of it before the
+    # failure that was corrected (a stall under load) is a false one, and
+    # its handover must not pass for the failover's.
+    res["failovers"] = {i: [f for f in st["failovers"] if _of_the_failure(f, victim)] for i, st in after.items()}
     # Suspicions of nodes that did not fail (heartbeats late under load).
-    res["false_suspicions"] = {i: [f for f in st["failovers"] if f["suspect"] != victim] for i, st in after.items()}
+    res["false_suspicions"] = {i: [f for f in st["failovers"] if not _of_the_failure(f, victim)]
+                               for i, st in after.items()}
     res["counters_after"] = {i: {c["name"]: c["count"] for c in st["counters"]} for i, st in after.items()}
     res["takeover_range"] = trange
     res["final_counters"] = {}
@@ -1256,22 +1310,28 @@ def _stall(cl, node, seconds):
     return stopped, time.time()
 
 
+def _of_the_failure(failover, victim):
+    """A failover record of `victim` not corrected since: an earlier false
+    suspicion of the same node (a stall under load), handed back, is not
+    the takeover of its failure."""
+    return failover["suspect"] == victim and failover["outcome"] != "corrected"
+
+
 def _took_over(status, victim):
-    """Whether the node's latest failover of `victim` has its data path
-    switched over and was not corrected: an earlier false suspicion of
-    the same node (a stall under load), handed back since, does not
-    count."""
+    """Whether the node's latest failover of `victim` is of the failure
+    and has its data path switched over."""
     mine = [f for f in status["failovers"] if f["suspect"] == victim]
-    return bool(mine) and mine[-1].get("handover_ms") is not None and mine[-1]["outcome"] != "corrected"
+    return bool(mine) and _of_the_failure(mine[-1], victim) and mine[-1].get("handover_ms") is not None
 
 
 def _await_takeover(cl, survivors, spi, victim, seconds=1.0):
     """Polls the survivors right after the failure, before Corosync's
     membership moves everyone to fresh blocks, until every one of them
     recorded the takeover of `victim` with its data path switched over
-    (`_took_over`). Returns ((start, end) of the block a
-    survivor sends from once it took over (its view leaves `victim` out)
-    or None, the wall time all had taken over or None after `seconds`)."""
+    (`_took_over`), or (a clean stop) agreed it left. Returns ((start,
+    end) of the block a survivor sends from once it took over (its view
+    leaves `victim` out) or None, the wall time all had taken over or
+    None after `seconds`)."""
     deadline, block, done = time.time() + seconds, None, set()
     while time.time() < deadline:
         for i in survivors:
@@ -1282,7 +1342,7 @@ def _await_takeover(cl, survivors, spi, victim, seconds=1.0):
                 continue
             if block is None and sa_block and victim not in sa_block["view"]:
                 block = sa_block["start"], sa_block["end"]
-            if _took_over(status, victim):
+            if _took_over(status, victim) or victim not in status_agreed(status):
                 done.add(i)
         if done == set(survivors):
             return block, time.time()
@@ -1465,7 +1525,9 @@ def main():
     c.add_argument("--reps", type=int, default=1)
     f = sub.add_parser("failover", help="the failover measurement; prints a markdown table")
     f.add_argument("--reps", type=int, default=1)
-    f.add_argument("--modes", nargs="+", choices=("kill", "cut"), default=["kill", "cut"])
+    f.add_argument("--modes", nargs="+", choices=sorted(FAILURES), default=["kill", "cut"],
+                   help="kill: power loss (Corosync and phalanxd frozen at once, cables dark); cut: cables cut, "
+                        "the node runs on; stop: phalanxd and Corosync stopped cleanly")
     f.add_argument("--seconds", type=float, default=10.0)
     f.add_argument("--udp-rate", type=int, default=500)
     f.add_argument("--tcp-rate", default=None, help="iperf3 -b for the download (default: unlimited)")
