@@ -962,7 +962,7 @@ class Resender:
         deadline = time.monotonic() + seconds
         while word not in self.cl.log_of("resend"):
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("scapy sender: no '{}': {}".format(word, self.cl.log_of("resend")))
+                raise RuntimeError("frame sender: no '{}': {}".format(word, self.cl.log_of("resend")))
             time.sleep(0.002)
 
     def load(self, frames):
@@ -1449,8 +1449,8 @@ def bench_header(args, peer):
         "first ESP packet a survivor sends from the takeover lease T(SPI, failed); handover (phalanxd): the "
         "survivors' own record, last heartbeat -> takeover (the larger of the two survivors)",
         "- replays: gwB's ESP frames of the last {:.0f} ms before the failure, each at most half its SA's replay "
-        "window behind gwB's newest number, re-sent (scapy sendp to the virtual MAC) as soon as every survivor "
-        "had taken over; in window = arrived less than the window behind gwB's newest number (WAN capture); "
+        "window behind gwB's newest number, re-sent (an AF_PACKET socket at gwB, to the virtual MAC) as soon as "
+        "every survivor had taken over; in window = arrived less than the window behind gwB's newest number (WAN capture); "
         "replayed / too old = the survivors' counters; accepted = duplicates delivered to hostA".format(
             REPLAY_SPAN_S * 1000),
         "- site B: {}".format(peer.description),
