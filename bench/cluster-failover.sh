@@ -7,14 +7,19 @@
 #                                  cluster link [br-cl]: Corosync knet + Phalanx heartbeats
 #
 # Per run: iperf3 TCP download hostB -> hostA (-R), a ping every 10 ms
-# and fixed-rate UDP both ways; at 30 % of the run one node is killed
-# (`kill -9` of its phalanxd and Corosync) or, separately, its three cables
-# are cut at the switch. From a capture on the WAN bridge: handover = last
+# and fixed-rate UDP both ways; at 30 % of the run one node loses power
+# (mode `kill`: its Corosync and phalanxd frozen with SIGSTOP at the same
+# instant and its three cables cut in one step, so nothing leaves it: no
+# clean Corosync/CPG departure, no ICMP from a kernel whose sockets
+# closed), or, separately, its three cables are cut at the switch while it
+# runs on (`cut`), or (`stop`, not in the default) its phalanxd and
+# Corosync are stopped cleanly. From a capture on the WAN bridge: handover = last
 # ESP packet of the failed node (node id = explicit IV >> 48) -> first ESP
 # packet a survivor sends from the takeover lease; duplicate (SPI, IV)
 # and (SPI, seq) pairs in the whole capture (must be 0). Also: packets
-# lost, and replays accepted when gwB's ESP captured before the failure
-# is re-sent after it (must be 0). Each run starts a fresh cluster; the
+# lost, and what became of gwB's ESP of the last 50 ms before the failure
+# re-sent as soon as the survivors took over (inside the replay window:
+# refused as replayed; accepted must be 0). Each run starts a fresh cluster; the
 # victim rotates n1, n2, n3 over the repetitions.
 #
 # FAILOVER_PEER=strongswan: gwB runs strongSwan (charon, kernel-libipsec)
@@ -33,7 +38,7 @@
 # OUT/table.md with the raw OUT/results.json).
 #
 # Usage (root): bench/cluster-failover.sh [REPS]        default 1 (about 1 min per rep)
-# Environment: FAILOVER_MODES ("kill cut"), FAILOVER_SECONDS (10),
+# Environment: FAILOVER_MODES ("kill cut"; "stop" too), FAILOVER_SECONDS (10),
 # FAILOVER_UDP_RATE (500 pps), FAILOVER_LEASE_LEN (65536), FAILOVER_TCP_RATE (iperf3 -b, default
 # unlimited), FAILOVER_SCHEME (packet-rr), FAILOVER_OUT (a new temp dir),
 # FAILOVER_PEER (phalanx: host-mode phalanxd with static SAs; strongswan),

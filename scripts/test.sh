@@ -6,6 +6,15 @@
 # Installs its own prerequisites (scripts/setup.sh, group netns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Checked first: `cargo test` already runs privileged tests (bpf(2), packet
+# sockets, namespaces, SCHED_FIFO) that fail without root, and the netns
+# tests at the end need it too; better to say so now than after the build.
+if [ "$(id -u)" -ne 0 ]; then
+    echo "FAIL: scripts/test.sh needs root: cargo test runs privileged tests (bpf(2), packet sockets," \
+         "network namespaces) and tests/netns needs network namespaces and TUN devices; run it as root" \
+         "(e.g. sudo scripts/test.sh), as CI does" >&2
+    exit 1
+fi
 PHALANX_SETUP_GROUPS=netns source scripts/setup.sh
 
 echo "== cargo fmt"
@@ -19,8 +28,4 @@ scripts/fuzz-smoke.sh
 echo "== interop: scapy"
 /usr/bin/python3 -m pytest -q tests/interop
 echo "== netns: phalanxd gateways in network namespaces"
-if [ "$(id -u)" -ne 0 ]; then
-    echo "FAIL: tests/netns needs root (network namespaces, TUN devices); run scripts/test.sh as root" >&2
-    exit 1
-fi
 /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/netns

@@ -54,9 +54,10 @@ run directory uses tests/netns/lib.sh's format (`namespaces`, `pids`), so its
 
 CLI (used by bench/cluster-failover.sh):
 
-    cluster.py failover --modes kill cut --reps N [--seconds S] [--tcp-rate R] [--peer phalanx|strongswan]
+    cluster.py failover --modes kill cut [stop] --reps N [--seconds S] [--tcp-rate R] [--peer phalanx|strongswan]
 
-runs the failover measurement N times per mode and prints a markdown table.
+runs the failover measurement N times per mode and prints a markdown table
+(modes: `FAILURES`; "kill" is a power loss, "stop" a clean stop).
 `--peer strongswan`: gwB runs charon instead of phalanxd and the tunnel
 comes from IKEv2 (tests/netns/cluster_ike.py).
 """
@@ -221,6 +222,7 @@ class Cluster(phxnet.Topology):
         self.ns = {n: "{}-{}".format(self.prefix, n) for n in names}
         self.gateways = {}        # "n1".. / "gwB" -> phxnet.Gateway
         self.sas = None
+        self.powered_off = {}     # node -> its frozen processes (crash_node)
 
     # -------------------------------------------------------- building
     def _ip(self, *args):
@@ -523,12 +525,50 @@ class Cluster(phxnet.Topology):
         return ns, alive
 
     def crash_node(self, i):
-        """kill -9 of node i: phalanxd and Corosync, as a power loss."""
-        self.kill("phalanxd-n{}".format(i))
-        self.kill("corosync-n{}".format(i))
+        """A power loss of node i (failure mode "kill"): its Corosync and
+        phalanxd stop at the same instant (SIGSTOP to both PIDs, back to
+        back, before anything else) and its three cables go dark in one
+        `ip -batch`. Nothing leaves the node any more: no clean departure
+        (Corosync's leave message, the closed CPG connection of a dead
+        phalanxd that Corosync announces), and no ICMP port unreachable
+        from a kernel whose sockets closed, which SIGKILL leaves behind.
+        The frozen processes never run again: `power_on` or `down` kill
+        them (only the PIDs this run started)."""
+        procs = [self.procs[name] for name in ("corosync-n{}".format(i), "phalanxd-n{}".format(i))
+                 if name in self.procs and self.procs[name].poll() is None]
+        for proc in procs:
+            os.kill(proc.pid, signal.SIGSTOP)
+        self.set_links(i, "down")
+        self.powered_off[i] = procs
+        self.gateways.pop("n{}".format(i), None)
+
+    def power_on(self, i):
+        """Node i after `crash_node` comes back as from a reboot: its frozen
+        processes are killed (SIGKILL, cables still down, so their end
+        sends nothing), its cables restored; start Corosync and phalanxd
+        afresh."""
+        for proc in self.powered_off.pop(i, []):
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        for name in ("corosync-n{}".format(i), "phalanxd-n{}".format(i)):
+            self.procs.pop(name, None)
+        self.set_links(i, "up")
+
+    def stop_node(self, i):
+        """A clean stop of node i (failure mode "stop"): phalanxd stopped
+        (SIGTERM, waited for), then Corosync (SIGTERM), which announces
+        its departure to the others."""
+        self.stop("phalanxd-n{}".format(i))
+        self.stop("corosync-n{}".format(i))
         self.gateways.pop("n{}".format(i), None)
 
     def down(self):
+        # Powered-off nodes' frozen processes cannot take a SIGTERM.
+        for i in list(self.powered_off):
+            for proc in self.powered_off.pop(i):
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
         # phalanxd before Corosync (it logs a lost Corosync otherwise).
         for name in sorted(self.procs, key=lambda n: not n.startswith("phalanxd")):
             self.stop(name)
@@ -761,8 +801,17 @@ def lost_in(result, t_from, t_to):
     return n
 
 
+def unwrap_seq16(last, low):
+    """The full count whose low 16 bits are `low`, nearest to `last` (the
+    count of the previous reply): ping prints the echo's 16-bit sequence
+    number (RFC 792), which wraps after 65,535 (655 s at 10 ms)."""
+    delta = (low - last) & 0xFFFF
+    return last + (delta - 0x10000 if delta >= 0x8000 else delta)
+
+
 class Ping:
-    """`ping -i 0.01` from hostA to hostB; result: sent, received, lost, lost seqs."""
+    """`ping -i 0.01` from hostA to hostB; result: sent, received, lost, lost
+    seqs (counted past the 16-bit wrap: `unwrap_seq16`)."""
 
     def __init__(self, cl, seconds, interval=0.01, src="hostA", dst=HOSTB):
         self.cl, self.count, self.interval, self.src, self.dst = cl, int(seconds / interval), interval, src, dst
@@ -775,10 +824,15 @@ class Ping:
 
     def result(self, timeout=30):
         self.proc.wait(self.count * self.interval + timeout)
+        return self.parse(self.cl.log_of("ping"))
+
+    def parse(self, log):
+        """The result from ping's output `log`."""
         first, dup_list = {}, []      # seq -> first reply time; [seq, time] of repeats
-        for line in self.cl.log_of("ping").splitlines():
+        seq = 0
+        for line in log.splitlines():
             if "icmp_seq=" in line and "bytes from" in line and line.startswith("["):
-                seq = int(line.split("icmp_seq=")[1].split()[0])
+                seq = unwrap_seq16(seq, int(line.split("icmp_seq=")[1].split()[0]))
                 at = float(line[1:line.index("]")])
                 if seq in first or "DUP!" in line:
                     dup_list.append([seq, at])
@@ -867,19 +921,31 @@ class WanCapture:
         return False
 
 
+# Reads hex frames up to a blank line, says "loaded", then writes them back
+# to back on an AF_PACKET socket of gwB's WAN port when told "go": the
+# re-sent frames must arrive within a few ms of the takeover (scapy's
+# sendp took over a millisecond per frame here).
 RESEND = r"""
-import sys
-from scapy.all import Ether, sendp
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("wan0", 0))
 print("ready", flush=True)
-frames = [Ether(bytes.fromhex(line.strip())) for line in sys.stdin if line.strip()]
-sendp(frames, iface="wan0", verbose=False, inter=0.001)
-print(len(frames), flush=True)
+frames = []
+for line in sys.stdin:
+    if not line.strip():
+        break
+    frames.append(bytes.fromhex(line.strip()))
+print("loaded", len(frames), flush=True)
+sys.stdin.readline()
+t0 = time.time()
+sent = sum(1 for frame in frames if s.send(frame) == len(frame))
+print("sent", sent, t0, time.time(), flush=True)
 """
 
 
 class Resender:
-    """scapy's sendp on gwB's WAN port, started (scapy imported) before it
-    is needed so that `send` puts the frames on the wire at once."""
+    """Re-sends captured frames from gwB's WAN port (RESEND), started before
+    it is needed; `load` hands it the frames, `go` sends them at once."""
 
     def __init__(self, cl):
         self.cl = cl
@@ -890,20 +956,32 @@ class Resender:
         with open(os.path.join(cl.run_dir, "pids"), "a") as f:
             f.write("{} resend\n".format(self.proc.pid))
         cl.procs["resend"] = self.proc
-        deadline = time.monotonic() + 20
-        while "ready" not in cl.log_of("resend"):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("scapy sender did not start: " + cl.log_of("resend"))
-            time.sleep(0.05)
+        self._wait_for("ready", 20)
 
-    def send(self, frames):
-        """Sends captured frames (each to the outside virtual MAC); returns how many went out."""
+    def _wait_for(self, word, seconds):
+        deadline = time.monotonic() + seconds
+        while word not in self.cl.log_of("resend"):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("frame sender: no '{}': {}".format(word, self.cl.log_of("resend")))
+            time.sleep(0.002)
+
+    def load(self, frames):
+        """Hands over captured frames (each to the outside virtual MAC) and
+        waits until the sender holds them."""
         vmac = bytes.fromhex(VMAC_OUT.replace(":", ""))
         if any(frame[0:6] != vmac for _, frame in frames):
             raise ValueError("a frame not to the outside virtual MAC")
-        self.proc.communicate("".join(frame.hex() + "\n" for _, frame in frames), timeout=60)
+        self.proc.stdin.write("".join(frame.hex() + "\n" for _, frame in frames) + "\n")
+        self.proc.stdin.flush()
+        self._wait_for("loaded", 20)
+
+    def go(self):
+        """Sends what `load` handed over; returns (how many went out, the
+        wall time the first was sent, when the last was)."""
+        self.proc.communicate("go\n", timeout=60)
         self.cl.procs.pop("resend", None)
-        return int(self.cl.log_of("resend").split()[-1])
+        line = [ln for ln in self.cl.log_of("resend").splitlines() if ln.startswith("sent ")][-1].split()
+        return int(line[1]), float(line[2]), float(line[3])
 
 
 # ------------------------------------------------------ status accessors
@@ -937,9 +1015,15 @@ def status_counter(status, name):
 
 
 def replay_drops(gw):
-    """Inbound packets refused by the replay window (RFC 4303 §3.4.3)."""
+    """(replayed, too_old): inbound packets the replay window refused as a
+    duplicate inside it, and as left of it (RFC 4303 §3.4.3)."""
     c = gw.counters()
-    return c.get("replayed", 0) + c.get("too_old", 0)
+    return c.get("replayed", 0), c.get("too_old", 0)
+
+
+def replay_windows(gw):
+    """{SPI: replay window size} of the node's inbound SAs."""
+    return {sa["spi"]: sa["replay_window"] for sa in gw.ctl("sas") if sa["direction"] == "in"}
 
 
 def not_owned_decided(gw):
@@ -963,12 +1047,15 @@ def owned(gw):
 
 
 def _rejoin(cl, victim, mode, res):
-    """Brings the failed node back (links up, or Corosync + phalanxd
-    restarted) and waits until every node has it in its view again."""
+    """Brings the failed node back (links up; or powered on, or after a
+    clean stop, Corosync + phalanxd started afresh) and waits until every
+    node has it in its view again."""
     t = time.time()
     if mode == "cut":
         cl.set_links(victim, "up")
     else:
+        if mode == "kill":
+            cl.power_on(victim)
         cl.start_corosync(victim)
     everyone = list(range(1, cl.nodes + 1))
     cl.wait_corosync(everyone, seconds=20)
@@ -978,14 +1065,75 @@ def _rejoin(cl, victim, mode, res):
     res.update(t_rejoin=t, rejoin_s=time.time() - t, owned_at_rejoin=owned(cl.gateways["n{}".format(victim)]))
 
 
-def _replay(cl, resender, pcap, t_fail, victim):
-    """Re-sends gwB's small ESP frames of the last 0.5 s before the
-    failure; returns (sent, how many of them the failed node owned)."""
-    frames = [f for f in fa.read_frames(pcap, src_mac=GWB_WAN_MAC) if t_fail - 0.5 <= f[0] <= t_fail]
-    frames = [f for f in frames if fa.parse_esp(*f) is not None][-300:]
+# Re-sent frames: gwB's ESP of the last REPLAY_SPAN_S before the failure,
+# each at most half its SA's replay window behind the newest number gwB had
+# sent when they are chosen (the other half is the margin for what gwB
+# sends until they arrive, a few ms later: with the TCP download of
+# bench/cluster-failover.sh that is thousands of packets a second). Frames
+# further back would be refused as `too_old` by any receiver, whether it
+# carried the failed node's window over or not: the check could not fail.
+REPLAY_SPAN_S = 0.05
+
+
+def _replay_choice(frames, now, windows):
+    """The frames to re-send (see REPLAY_SPAN_S), oldest first, of gwB's
+    small frames `frames` captured up to `now`, the moment before the
+    failure; `windows`: {SPI: the survivors' replay window}."""
+    recent = [(ts, frame) for ts, frame in frames if ts >= now - REPLAY_SPAN_S]
+    esp = [(ts, frame, fa.parse_esp(ts, frame)) for ts, frame in fa.select_frames(recent, src_mac=GWB_WAN_MAC)]
+    esp = [(ts, frame, p) for ts, frame, p in esp if p is not None and p.spi in windows]
+    newest = {}
+    for _, _, p in esp:
+        newest[p.spi] = max(newest.get(p.spi, 0), p.seq)
+    return [(ts, frame) for ts, frame, p in esp if newest[p.spi] - p.seq < windows[p.spi] // 2]
+
+
+def replay_arrivals(pcap, resent, t_replay, windows):
+    """Where each re-sent frame arrived relative to its SA's replay window,
+    from the WAN capture: [(spi, seq, seconds after t_replay, how far
+    behind the newest number gwB had sent before it, inside the window)]."""
+    todo = {(spi, seq) for spi, seq in resent}
+    newest, out = {}, []
+    for p in fa.read_esp(pcap):
+        if p.src_mac != GWB_WAN_MAC:
+            continue
+        key = (p.spi, p.seq)
+        if p.ts >= t_replay and key in todo:
+            todo.discard(key)
+            behind = newest.get(p.spi, p.seq) - p.seq
+            out.append((p.spi, p.seq, p.ts - t_replay, behind, behind < windows.get(p.spi, 0)))
+        else:
+            newest[p.spi] = max(newest.get(p.spi, 0), p.seq)
+    return out
+
+
+def _replay(cl, res, t_taken_over, chosen, resender, windows, victim):
+    """Sends the chosen frames (`Resender.load` already has them) and
+    records what went out, for `_replay_verdicts`."""
+    res["t_replay"] = time.time()
+    sent, t_begin, t_end = resender.go()
+    res["replays_sent"] = sent
+    res["replay_resent"] = [(p.spi, p.seq) for p in (fa.parse_esp(ts, frame) for ts, frame in chosen)]
+    res["replay_windows"] = windows
+    res["replay_s"] = (t_begin - res["t_fail"], t_end - res["t_fail"])
+    res["replay_after_takeover_ms"] = None if t_taken_over is None else (t_begin - t_taken_over) * 1000.0
+    res["replay_sent_within_ms"] = (t_end - t_begin) * 1000.0
     # packet-rr inbound: owner = view[seq % n], view [1, 2, 3].
-    share = sum(1 for f in frames if fa.parse_esp(*f).seq % cl.nodes == victim - 1)
-    return resender.send(frames), share, time.time()
+    res["replays_of_failed_share"] = sum(1 for _, seq in res["replay_resent"] if seq % cl.nodes == victim - 1)
+
+
+def _replay_verdicts(cl, res, pcap):
+    """From the WAN capture: which re-sent frames arrived inside their
+    window, how far behind, how soon after the takeover."""
+    arrivals = replay_arrivals(pcap, res["replay_resent"], res["t_replay"], res["replay_windows"])
+    inside = [a for a in arrivals if a[4]]
+    n = cl.nodes
+    res["replays_seen_on_wire"] = len(arrivals)
+    res["replays_in_window"] = len(inside)
+    res["replays_in_window_of_failed_share"] = sum(1 for a in inside if a[1] % n == res["failed"] - 1)
+    res["replay_behind"] = (min(a[3] for a in arrivals), max(a[3] for a in arrivals)) if arrivals else None
+    res["replay_arrived_ms"] = ((min(a[2] for a in arrivals) * 1000.0, max(a[2] for a in arrivals) * 1000.0)
+                                if arrivals else None)
 
 
 class StaticPeer:
@@ -1029,13 +1177,23 @@ class StaticPeer:
         return {}
 
 
+# How node `victim` fails, by mode.
+FAILURES = {
+    "kill": Cluster.crash_node,                            # a power loss
+    "cut": lambda cl, i: cl.set_links(i, "down"),          # its three cables cut; it runs on, alone
+    "stop": Cluster.stop_node,                             # phalanxd and Corosync stopped cleanly
+}
+
+
 def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=False, tcp_rate=None,
                  replay=True, rejoin=False, out_dir=None, peer=None, stall=None):
     """The failover experiment on a running cluster: a WAN capture, a 10 ms
     ping, fixed-rate UDP both ways (and an iperf3 TCP download), node
-    `victim` killed (mode "kill": phalanxd and Corosync, SIGKILL) or cut
-    off (mode "cut": its three cables down at the switch) at 30 % of the
-    run; captured ESP from gwB re-sent 0.1 s later; optionally the node
+    `victim` failing at 30 % of the run (FAILURES: mode "kill", a power
+    loss: Corosync and phalanxd frozen at once and its cables dark; "cut":
+    its three cables down at the switch, the node running on; "stop":
+    phalanxd and Corosync stopped cleanly); captured ESP from gwB re-sent
+    as soon as the survivors took over (REPLAY_SPAN_S); optionally the node
     brought back. `stall`: (node, seconds): that node's phalanxd is also
     stopped (SIGSTOP) for that long right after the failure, so that the
     others suspect it falsely while Corosync reforms. `peer`: site B's
@@ -1046,7 +1204,7 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
     wan = WanCapture(cl, "tcpdump-wan", os.path.join(out_dir, "wan.pcap"))
     small = WanCapture(cl, "tcpdump-gwb", os.path.join(out_dir, "gwb-small.pcap"), snaplen=0,
                        bpf="ether src {} and less 400".format(GWB_WAN_MAC), immediate=True)
-    resender = Resender(cl) if replay else None     # scapy's import is done before the traffic
+    resender = Resender(cl) if replay else None
     res = {"mode": mode, "failed": victim, "seconds": seconds, "udp_rate": udp_rate, "t_replay": float("inf")}
     owned_before = {i: owned(cl.gateways["n{}".format(i)]) for i in range(1, cl.nodes + 1)}
     with wan, small:
@@ -1061,24 +1219,31 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         survivors = [i for i in range(1, cl.nodes + 1) if i != victim]
         before = cl.cluster_status("n{}".format(survivors[0]))
         trange = takeover_range(before, out_spi, victim)
-        replays_before = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors)
+        replays_before = [replay_drops(cl.gateways["n{}".format(i)]) for i in survivors]
         fenced_before = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors)
         decided_before = {i: not_owned_decided(cl.gateways["n{}".format(i)]) for i in survivors}
+        windows = replay_windows(cl.gateways["n{}".format(survivors[0])]) if replay else {}
+        if replay:
+            # Chosen and handed to the sender right before the failure
+            # (the capture is written as frames come: it lags by about a
+            # millisecond), so that they can go as soon as the survivors
+            # took over, however long the failure itself takes to inflict
+            # (a clean stop waits for phalanxd to exit). The capture is
+            # read ahead: its last moments then take a millisecond.
+            small_tail = fa.PcapTail(small.path)
+            recent = [f for f in small_tail.frames() if f[0] >= time.time() - 1.0]
+            chosen = _replay_choice(recent + small_tail.read(), time.time(), windows)
+            resender.load(chosen)
         peer.before_failure(res)
         res["t_fail"] = t_fail = time.time()
-        if mode == "kill":
-            cl.crash_node(victim)
-        else:
-            cl.set_links(victim, "down")
+        FAILURES[mode](cl, victim)
         if stall:
             res["stall"] = _stall(cl, *stall)
-        trange = _takeover_block(cl, survivors, out_spi, victim) or trange
-        time.sleep(max(0.0, t_fail + 0.1 - time.time()))
+        block, t_taken_over = _await_takeover(cl, survivors, out_spi, victim)
+        trange = block or trange
+        res["takeover_seen_s"] = None if t_taken_over is None else t_taken_over - t_fail
         if replay:
-            res["t_replay"] = time.time()
-            res["replays_sent"], res["replays_of_failed_share"], t_end = _replay(cl, resender, small.path, t_fail,
-                                                                                 victim)
-            res["replay_s"] = (res["t_replay"] - t_fail, t_end - t_fail)
+            _replay(cl, res, t_taken_over, chosen, resender, windows, victim)
         else:
             res["replays_sent"] = res["replays_of_failed_share"] = 0
         res["corosync_confirm_s"] = _confirm(cl, survivors, t_fail)
@@ -1090,7 +1255,10 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
             for i in survivors}
         time.sleep(0.2)
         after = {i: cl.cluster_status("n{}".format(i)) for i in survivors}
-        res["replays_refused"] = sum(replay_drops(cl.gateways["n{}".format(i)]) for i in survivors) - replays_before
+        replays_after = [replay_drops(cl.gateways["n{}".format(i)]) for i in survivors]
+        res["replays_replayed"], res["replays_too_old"] = (
+            sum(a[k] - b[k] for a, b in zip(replays_after, replays_before)) for k in (0, 1))
+        res["replays_refused"] = res["replays_replayed"] + res["replays_too_old"]
         # Replays (and live packets) a survivor dropped while another one
         # may have processed them: refused too, by the fence.
         res["fenced_meanwhile"] = sum(fenced_drops(cl.gateways["n{}".format(i)]) for i in survivors) - fenced_before
@@ -1104,9 +1272,13 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
     res["owned_delta"] = {i: owned(cl.gateways["n{}".format(i)]) - owned_before[i] for i in survivors}
     if rejoin:
         res["owned_since_rejoin"] = owned(cl.gateways["n{}".format(victim)]) - res["owned_at_rejoin"]
-    res["failovers"] = {i: [f for f in st["failovers"] if f["suspect"] == victim] for i, st in after.items()}
+    # The takeovers of the failed node; a suspicion of it before the
+    # failure that was corrected (a stall under load) is a false one, and
+    # its handover must not pass for the failover's.
+    res["failovers"] = {i: [f for f in st["failovers"] if _of_the_failure(f, victim)] for i, st in after.items()}
     # Suspicions of nodes that did not fail (heartbeats late under load).
-    res["false_suspicions"] = {i: [f for f in st["failovers"] if f["suspect"] != victim] for i, st in after.items()}
+    res["false_suspicions"] = {i: [f for f in st["failovers"] if not _of_the_failure(f, victim)]
+                               for i, st in after.items()}
     res["counters_after"] = {i: {c["name"]: c["count"] for c in st["counters"]} for i, st in after.items()}
     res["takeover_range"] = trange
     res["final_counters"] = {}
@@ -1116,6 +1288,8 @@ def failover_run(cl, victim=3, mode="kill", seconds=10.0, udp_rate=500, tcp=Fals
         except (RuntimeError, subprocess.TimeoutExpired, ValueError):
             pass        # a node that is down or cut off
     _analyse(cl, res, wan.path, out_spi, victim, t_fail, trange)
+    if replay:
+        _replay_verdicts(cl, res, wan.path)
     peer.analyse(res, wan.path, t_fail)
     classify_duplicates(res)
     with open(os.path.join(out_dir, "result.json"), "w") as f:
@@ -1136,22 +1310,44 @@ def _stall(cl, node, seconds):
     return stopped, time.time()
 
 
-def _takeover_block(cl, survivors, spi, victim, seconds=1.0):
-    """(start, end) of the block the survivors send from once they took
-    over (its view leaves `victim` out), polled right after the failure,
-    before Corosync's membership moves everyone to fresh blocks; None
-    when no survivor showed one within `seconds`."""
-    deadline = time.time() + seconds
+def _of_the_failure(failover, victim):
+    """A failover record of `victim` not corrected since: an earlier false
+    suspicion of the same node (a stall under load), handed back, is not
+    the takeover of its failure."""
+    return failover["suspect"] == victim and failover["outcome"] != "corrected"
+
+
+def _took_over(status, victim):
+    """Whether the node's latest failover of `victim` is of the failure
+    and has its data path switched over."""
+    mine = [f for f in status["failovers"] if f["suspect"] == victim]
+    return bool(mine) and _of_the_failure(mine[-1], victim) and mine[-1].get("handover_ms") is not None
+
+
+def _await_takeover(cl, survivors, spi, victim, seconds=1.0):
+    """Polls the survivors right after the failure, before Corosync's
+    membership moves everyone to fresh blocks, until every one of them
+    recorded the takeover of `victim` with its data path switched over
+    (`_took_over`), or (a clean stop) agreed it left. Returns ((start,
+    end) of the block a survivor sends from once it took over (its view
+    leaves `victim` out) or None, the wall time all had taken over or
+    None after `seconds`)."""
+    deadline, block, done = time.time() + seconds, None, set()
     while time.time() < deadline:
         for i in survivors:
             try:
-                block = status_sa(cl.cluster_status("n{}".format(i)), spi)["block"]
+                status = cl.cluster_status("n{}".format(i))
+                sa_block = status_sa(status, spi)["block"]
             except (RuntimeError, KeyError, subprocess.TimeoutExpired):
                 continue
-            if block and victim not in block["view"]:
-                return block["start"], block["end"]
-        time.sleep(0.01)
-    return None
+            if block is None and sa_block and victim not in sa_block["view"]:
+                block = sa_block["start"], sa_block["end"]
+            if _took_over(status, victim) or victim not in status_agreed(status):
+                done.add(i)
+        if done == set(survivors):
+            return block, time.time()
+        time.sleep(0.002)
+    return block, None
 
 
 def _confirm(cl, survivors, t_fail):
@@ -1224,8 +1420,9 @@ def table_row(run, res):
         "UDP out lost / sent": "{} / {}".format(res["udp_out"]["lost"], res["udp_out"]["sent"]),
         "UDP in lost / sent": "{} / {}".format(res["udp_in"]["lost"], res["udp_in"]["sent"]),
         "TCP down Mbit/s": res["tcp_mbps"],
-        "replays re-sent / refused / accepted": "{} / {} / {}".format(
-            res["replays_sent"], res["replays_refused"], replays_accepted(res)),
+        "replays re-sent / in window / replayed / too old / accepted": "{} / {} / {} / {} / {}".format(
+            res["replays_sent"], res.get("replays_in_window", "-"), res.get("replays_replayed", "-"),
+            res.get("replays_too_old", "-"), replays_accepted(res)),
         "delivered twice": res["delivered_twice"],
         "dup (SPI, IV)": w["dup_spi_iv"], "dup (SPI, seq)": w["dup_spi_seq"],
         "capture drops": res["capture_drops"],
@@ -1251,9 +1448,11 @@ def bench_header(args, peer):
         "- handover (WAN capture): last ESP packet from the failed node (node id = explicit IV >> 48) to the "
         "first ESP packet a survivor sends from the takeover lease T(SPI, failed); handover (phalanxd): the "
         "survivors' own record, last heartbeat -> takeover (the larger of the two survivors)",
-        "- replays: gwB's ESP frames of the last 0.5 s before the failure re-sent (scapy sendp to the "
-        "virtual MAC) 0.1 s after it; refused = survivors' replayed + too_old counters; accepted = "
-        "duplicates delivered to hostA",
+        "- replays: gwB's ESP frames of the last {:.0f} ms before the failure, each at most half its SA's replay "
+        "window behind gwB's newest number, re-sent (an AF_PACKET socket at gwB, to the virtual MAC) as soon as "
+        "every survivor had taken over; in window = arrived less than the window behind gwB's newest number (WAN capture); "
+        "replayed / too old = the survivors' counters; accepted = duplicates delivered to hostA".format(
+            REPLAY_SPAN_S * 1000),
         "- site B: {}".format(peer.description),
         "- command: `{}bench/cluster-failover.sh {}` (modes {})".format(
             "" if peer.name == "phalanx" else "FAILOVER_PEER={} ".format(peer.name), args.reps, " ".join(args.modes)),
@@ -1326,7 +1525,9 @@ def main():
     c.add_argument("--reps", type=int, default=1)
     f = sub.add_parser("failover", help="the failover measurement; prints a markdown table")
     f.add_argument("--reps", type=int, default=1)
-    f.add_argument("--modes", nargs="+", choices=("kill", "cut"), default=["kill", "cut"])
+    f.add_argument("--modes", nargs="+", choices=sorted(FAILURES), default=["kill", "cut"],
+                   help="kill: power loss (Corosync and phalanxd frozen at once, cables dark); cut: cables cut, "
+                        "the node runs on; stop: phalanxd and Corosync stopped cleanly")
     f.add_argument("--seconds", type=float, default=10.0)
     f.add_argument("--udp-rate", type=int, default=500)
     f.add_argument("--tcp-rate", default=None, help="iperf3 -b for the download (default: unlimited)")

@@ -60,33 +60,54 @@ def _ip(b):
     return ".".join(str(x) for x in b)
 
 
-def _frames(path):
-    """(timestamp, frame bytes) of a classic pcap file; a truncated last
-    record (capture still running) ends the iteration."""
-    with open(path, "rb") as f:
+class PcapTail:
+    """A classic pcap file that may still be written: each `read` returns
+    the complete records written since the previous one, [(timestamp,
+    frame bytes)], and leaves a truncated last record for the next."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.record, self.scale = path, 0, None, None
+
+    def read(self):
+        return list(self.frames())
+
+    def frames(self):
+        with open(self.path, "rb") as f:
+            if self.record is None and not self._header(f):
+                return
+            f.seek(self.offset)
+            while True:
+                h = f.read(16)
+                if len(h) < 16:
+                    return
+                sec, frac, caplen, _ = self.record.unpack(h)
+                data = f.read(caplen)
+                if len(data) < caplen:
+                    return
+                self.offset += 16 + caplen
+                yield sec + frac * self.scale, data
+
+    def _header(self, f):
         head = f.read(24)
         if len(head) < 24:
-            return
+            return False
         magic = struct.unpack("<I", head[:4])[0]
         endian = "<"
         if magic not in PCAP_MAGIC:
             magic = struct.unpack(">I", head[:4])[0]
             endian = ">"
         if magic not in PCAP_MAGIC:
-            raise ValueError("{}: not a pcap file (pcapng?)".format(path))
-        scale = PCAP_MAGIC[magic]
+            raise ValueError("{}: not a pcap file (pcapng?)".format(self.path))
         if struct.unpack(endian + "I", head[20:24])[0] != LINKTYPE_ETHERNET:
-            raise ValueError("{}: not an Ethernet capture".format(path))
-        rec = struct.Struct(endian + "IIII")
-        while True:
-            h = f.read(16)
-            if len(h) < 16:
-                return
-            sec, frac, caplen, _ = rec.unpack(h)
-            data = f.read(caplen)
-            if len(data) < caplen:
-                return
-            yield sec + frac * scale, data
+            raise ValueError("{}: not an Ethernet capture".format(self.path))
+        self.record, self.scale, self.offset = struct.Struct(endian + "IIII"), PCAP_MAGIC[magic], 24
+        return True
+
+
+def _frames(path):
+    """(timestamp, frame bytes) of a classic pcap file; a truncated last
+    record (capture still running) ends the iteration."""
+    return PcapTail(path).frames()
 
 
 def _ip6(b):
@@ -227,8 +248,13 @@ def read_neighbor_advertisements(path):
 def read_frames(path, src_mac=None, max_len=None):
     """Raw frames (for re-sending), optionally only from `src_mac` and at
     most `max_len` bytes long: [(ts, bytes)]."""
+    return select_frames(_frames(path), src_mac, max_len)
+
+
+def select_frames(frames, src_mac=None, max_len=None):
+    """`read_frames` over (ts, bytes) already read."""
     out = []
-    for ts, frame in _frames(path):
+    for ts, frame in frames:
         if src_mac and _mac(frame[6:12]) != src_mac:
             continue
         if max_len and len(frame) > max_len:
@@ -307,7 +333,7 @@ COLUMNS = [
     ("run", "{}"), ("mode", "{}"), ("failed", "n{}"), ("handover ms (WAN capture)", "{:.1f}"),
     ("handover ms (phalanxd)", "{:.1f}"), ("Corosync confirmed s", "{:.2f}"),
     ("ping 10 ms lost", "{}"), ("UDP out lost / sent", "{}"), ("UDP in lost / sent", "{}"),
-    ("TCP down Mbit/s", "{:.0f}"), ("replays re-sent / refused / accepted", "{}"),
+    ("TCP down Mbit/s", "{:.0f}"), ("replays re-sent / in window / replayed / too old / accepted", "{}"),
     ("delivered twice", "{}"), ("dup (SPI, IV)", "{}"), ("dup (SPI, seq)", "{}"), ("capture drops", "{}"),
 ]
 

@@ -497,7 +497,12 @@ def current_spis(gw_obj):
 # ------------------------------------------------------------ pinger
 # ICMP echo every INTERVAL seconds for COUNT packets on a fixed schedule
 # (iputils ping slows down below its interval on a loaded 2-core machine),
-# then waits GRACE seconds for late replies; prints a JSON summary.
+# then waits GRACE seconds for late replies; prints a JSON summary. The
+# echo's sequence number has 16 bits (RFC 792): echo n carries n % 65536
+# on the wire, and everything else is kept by n, so a run past 65,536
+# echoes (655 s at 10 ms) neither crashes nor counts a reply twice; a reply
+# is the newest echo sent with its low 16 bits (the one before it was
+# sent 65,536 intervals earlier, long given up).
 PINGER = r"""
 import json, os, select, socket, struct, sys, time
 dst, interval, count, grace = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -507,9 +512,10 @@ def csum(b):
     if len(b) % 2: b += b"\0"
     t = sum(struct.unpack("!%dH" % (len(b) // 2), b)); t = (t >> 16) + (t & 0xFFFF); t += t >> 16
     return ~t & 0xFFFF
-got, sent_at, rtts = set(), {}, []
+got, sent_at, rtts, newest, duplicates = set(), {}, [], {}, 0
 start = time.monotonic(); start_wall = time.time()
 def drain(until):
+    global duplicates
     while True:
         left = until - time.monotonic()
         if left <= 0: return
@@ -517,20 +523,25 @@ def drain(until):
         if not r: return
         data = s.recv(2048)
         ihl = (data[0] & 0xF) * 4
-        typ, _, _, rid, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
-        if typ == 0 and rid == ident and seq in sent_at and seq not in got:
-            got.add(seq); rtts.append(time.monotonic() - sent_at[seq])
-for seq in range(count):
-    due = start + seq * interval
+        typ, _, _, rid, wire_seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+        if typ != 0 or rid != ident or wire_seq not in newest: continue
+        n = newest[wire_seq]
+        if n in got:
+            duplicates += 1
+        else:
+            got.add(n); rtts.append(time.monotonic() - sent_at[n])
+for n in range(count):
+    due = start + n * interval
     drain(due)
     body = struct.pack("!d", time.time()) + b"phalanx-rekey" * 3
-    hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-    pkt = struct.pack("!BBHHH", 8, 0, csum(hdr + body), ident, seq) + body
-    sent_at[seq] = time.monotonic()
+    wire_seq = n & 0xFFFF
+    hdr = struct.pack("!BBHHH", 8, 0, 0, ident, wire_seq)
+    pkt = struct.pack("!BBHHH", 8, 0, csum(hdr + body), ident, wire_seq) + body
+    sent_at[n], newest[wire_seq] = time.monotonic(), n
     s.sendto(pkt, (dst, 0))
 drain(time.monotonic() + grace)
 lost = sorted(set(range(count)) - got)
-print(json.dumps({"sent": count, "received": len(got), "lost_seqs": lost[:200],
+print(json.dumps({"sent": count, "received": len(got), "duplicates": duplicates, "lost_seqs": lost[:200],
                   "lost_at_s": [round(q * interval, 2) for q in lost[:200]],
                   "start_wall": start_wall, "duration_s": round(time.monotonic() - start, 2),
                   "rtt_max_ms": round(max(rtts) * 1000, 1) if rtts else None}))

@@ -9,11 +9,12 @@ SA comes from IKEv2.
     runs it, the two others hold its replicated state); ping and UDP from
     hostA to hostB and back go through all three nodes (each node's owned
     packet counters grow).
-(b) kill -9 of the node that runs the IKE SA (phalanxd and Corosync):
+(b) the node that runs the IKE SA loses power (cluster.Cluster.crash_node:
+    its phalanxd and Corosync frozen at once, its cables dark):
     traffic goes on; then strongSwan rekeys the Child SA and sends
     liveness checks: the successor answers them — same IKE SPIs before and
     after, no new IKE_SA_INIT in charon's log, the new Child SA carries
-    traffic. The killed node then restarts: it learns the IKE SA's state
+    traffic. The node then powers on again: it learns the IKE SA's state
     after its state transfer, runs nothing, and carries traffic again.
 (c) the cluster initiates to strongSwan (`start_action = "start"`): the
     owner of strongSwan's segment starts it once the view has settled.
@@ -26,8 +27,8 @@ SA comes from IKEv2.
     without loss; on the WAN every ESP packet is over IPv6, from
     2001:db8:f::1 or to it, none over IPv4, the cluster's with the IVs of
     all three nodes and no (SPI, IV) or (SPI, seq) twice; every node's
-    cluster_outbound_owned and cluster_inbound_owned grew. Then kill -9
-    of the node that runs the IKE SA under UDP (IPv4) and ping -6
+    cluster_outbound_owned and cluster_inbound_owned grew. Then a power
+    loss of the node that runs the IKE SA under UDP (IPv4) and ping -6
     traffic: it goes on, a survivor takes the IKE SA over with the same
     SPIs, strongSwan's Child SA rekey and liveness checks are answered,
     no new IKE_SA_INIT, pings of both families without loss again.
@@ -112,7 +113,7 @@ def _established(cl):
 
 
 def _kill_owner(cl, charon, nodes, sa):
-    """kill -9 of the node that runs the IKE SA (`nodes`: it and the
+    """A power loss of the node that runs the IKE SA (`nodes`: it and the
     others): one of the others takes it over with the same SPIs (`sa`:
     spi_i, spi_r, children), and a Child SA rekey strongSwan starts then
     keeps the IKE SA. Returns when the kill happened and the successor."""
@@ -120,7 +121,7 @@ def _kill_owner(cl, charon, nodes, sa):
     t_fail = time.time()
     cl.crash_node(owner)
     successor, sas = wait_runner(cl, others, seconds=5)
-    print("owner n{} killed; n{} took over the IKE SA".format(owner, successor))
+    print("owner n{} lost power; n{} took over the IKE SA".format(owner, successor))
     assert ike_counter(cl.gateways["n{}".format(successor)], "takeovers") == 1
     assert same_spi(sas[0]["spi_i"], spi_i) and same_spi(sas[0]["spi_r"], spi_r), (sas, spi_i, spi_r)
     time.sleep(1.0)
@@ -183,10 +184,11 @@ def test_strongswan_initiates_and_survives_the_owner(topo):
     assert cl.wait_ping("hostA", cluster.HOSTB, 10), "ping over the rekeyed Child SA"
     assert charon.alive()
 
-    # The killed node comes back: after its state transfer it gets the IKE
+    # The node powers on again: after its state transfer it gets the IKE
     # SA's state (re-sent for it), runs nothing (the IKE SA stays with the
     # successor) and carries its share of the Child SA's traffic.
     everyone = list(range(1, cl.nodes + 1))
+    cl.power_on(owner)
     cl.start_corosync(owner)
     cl.wait_corosync(everyone, seconds=20)
     back = cl.start_node(owner)

@@ -32,7 +32,8 @@ fd02::/64 with the IPv4 SA).
    three nodes, no (SPI, IV) or (SPI, seq) twice, gwB's ESP to the outside
    virtual MAC; gwB resolved 2001:db8:f::1 to 02:00:5e:10:00:01, answered
    by n1 alone.
-3. ND owner failover: kill -9 of n1 (phalanxd and Corosync); once n2 and
+3. ND owner failover: n1 loses power (Corosync and phalanxd frozen at
+   once, cables dark: cluster.Cluster.crash_node); once n2 and
    n3 agree on the view [2, 3], n2 (now the first) has sent an unsolicited
    advertisement (cluster_unsolicited_nas, RFC 4861 §7.2.6) and n3 none;
    once Corosync confirmed the failure, hostA's cache entry flushed, ping

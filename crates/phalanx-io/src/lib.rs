@@ -67,6 +67,8 @@ pub mod sched;
 mod stats;
 #[allow(unsafe_code)]
 mod sys;
+#[doc(hidden)]
+pub mod test_support;
 pub mod tun;
 pub mod udp;
 

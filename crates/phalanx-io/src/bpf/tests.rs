@@ -1,20 +1,19 @@
-//! These need `bpf(2)` (root, or `CAP_BPF`): each skips, saying why,
-//! only when the kernel answers `EPERM`; any other failure fails.
+//! These need `bpf(2)` (root, or `CAP_BPF`), the last one a packet
+//! socket too (`CAP_NET_RAW`): without them they fail, saying so
+//! (`PHALANX_ALLOW_PRIVILEGED_SKIP=1` makes them skip loudly instead; see
+//! [`crate::test_support`]).
 
 use super::asm::{AluOp, Assembler, Helper, JmpOp, Reg, Size};
 use super::*;
 use crate::packet::PacketSocketConfig;
 
-/// The map, or `None` (reason printed) when `bpf()` is not permitted.
+/// What the `bpf(2)` tests need.
+const NEEDS_BPF: &str = "root or CAP_BPF (bpf(2))";
+
+/// The map or program, or `None` when `bpf()` is not permitted and
+/// skipping was allowed ([`crate::test_support::permitted`]).
 fn permitted<T>(result: io::Result<T>) -> Option<T> {
-    match result {
-        Ok(value) => Some(value),
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            eprintln!("skipped: bpf() not permitted here ({e}); CI runs this as root");
-            None
-        }
-        Err(e) => panic!("bpf(): {e}"),
-    }
+    crate::test_support::permitted(result, NEEDS_BPF)
 }
 
 /// A program returning `verdict` for every packet.
@@ -113,7 +112,7 @@ fn refused_programs_come_with_the_verifier_log() {
     match Program::load(ProgramType::SOCKET_FILTER, &insns, "GPL", "phx_bad") {
         Ok(_) => panic!("the verifier accepted a read of an uninitialised register"),
         Err(e) if e.error.raw_os_error() == Some(libc::EPERM) => {
-            eprintln!("skipped: bpf() not permitted here ({})", e.error);
+            crate::test_support::cannot_run(NEEDS_BPF, &e.error);
         }
         Err(e) => {
             assert!(e.log.contains("R2 !read_ok"), "{e}");
@@ -259,14 +258,12 @@ fn attached_filter_keeps_frames_out_of_the_ring() {
     let pass_all =
         Program::load(ProgramType::SOCKET_FILTER, &constant(-1), "GPL", "phx_pass").unwrap();
     let config = PacketSocketConfig::new("lo");
-    let (mut dropped, mut passed) = match (PacketSocket::open(&config), PacketSocket::open(&config))
-    {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("skipped: no packet socket on lo ({e})");
-            return;
-        }
+    let needs = "root or CAP_NET_RAW (a packet socket on lo)";
+    let Some(mut dropped) = crate::test_support::permitted(PacketSocket::open(&config), needs)
+    else {
+        return;
     };
+    let mut passed = PacketSocket::open(&config).unwrap();
     drop_all.attach_to(&dropped).unwrap();
     pass_all.attach_to(&passed).unwrap();
     // Frames of other tests queued between open and attach: let their

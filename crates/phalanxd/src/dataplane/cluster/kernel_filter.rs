@@ -85,7 +85,7 @@
 
 pub mod program;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

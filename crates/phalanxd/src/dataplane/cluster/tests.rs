@@ -31,6 +31,7 @@ use crate::dataplane::{CryptoEngine, DaemonCounter, Egress, Ingress, OutboundPat
 use crate::install::SaStore;
 
 mod ipv6;
+mod replay;
 
 const INSIDE_VIP: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 /// The inside's IPv6 virtual address (a dual-stack LAN).
@@ -797,25 +798,21 @@ fn a_takeover_marks_what_the_survivor_observed_in_the_replay_window() {
 /// never reach node 2's classifier (the program drops them, as the kernel
 /// would before the ring), yet after the takeover their numbers are in
 /// node 2's replay window: the filter's cells were absorbed before the
-/// marks were drained. Needs `bpf(2)` (root); skips only on `EPERM`.
+/// marks were drained. Needs `bpf(2)` (root or `CAP_BPF`); fails without
+/// it (`kernel_filter::tests::permitted`).
 #[test]
 fn a_takeover_marks_what_the_kernel_filter_dropped() {
-    use super::kernel_filter::{FilterAddresses, FilterError, KernelFilter};
+    use super::kernel_filter::{tests::permitted, FilterAddresses, KernelFilter};
     let addresses = FilterAddresses {
         outside_mac: OUTSIDE_VMAC,
         outside_v4: Some(OUTSIDE_VIP),
         outside_v6: None,
         inside_mac: INSIDE_VMAC,
     };
-    let filter =
-        match KernelFilter::load(NodeId(2), DispatchScheme::PacketRoundRobin, addresses, 4500) {
-            Ok(filter) => filter,
-            Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
-                eprintln!("skipped: bpf() not permitted here ({e})");
-                return;
-            }
-            Err(e) => panic!("{e}"),
-        };
+    let loaded = KernelFilter::load(NodeId(2), DispatchScheme::PacketRoundRobin, addresses, 4500);
+    let Some(filter) = permitted(loaded) else {
+        return;
+    };
     let (store, (mut h, states)) = (store(), founded(2));
     let rt = store.load();
     let mut c = classifier(2).with_kernel_filter(Box::new(filter));

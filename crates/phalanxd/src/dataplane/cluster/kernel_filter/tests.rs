@@ -1,7 +1,7 @@
 //! The filter's decisions against the `Dispatcher`'s (through
 //! `BPF_PROG_TEST_RUN`), and a veth pair in a namespace of its own with
-//! the filter on the receiving ring. They need `bpf(2)` (root): each
-//! skips, saying why, only when the kernel answers `EPERM`.
+//! the filter on the receiving ring. They need `bpf(2)` (root or
+//! `CAP_BPF`) and fail without it, saying so ([`permitted`]).
 //!
 //! The decision tests run twice: with the socket filter alone, and
 //! (`xdp_*`) as the kernel runs the two hooks, the XDP program first and
@@ -192,18 +192,26 @@ fn load_for(
         outside_v6: v6,
         inside_mac: INSIDE_MAC,
     };
-    match KernelFilter::load(NodeId(local), scheme, addresses, NATT) {
-        Ok(mut filter) => {
-            if WITH_XDP.with(Cell::get) {
-                if let Err(e) = filter.load_xdp() {
-                    panic!("{e}");
-                }
-            }
-            Some(filter)
+    let mut filter = permitted(KernelFilter::load(NodeId(local), scheme, addresses, NATT))?;
+    if WITH_XDP.with(Cell::get) {
+        if let Err(e) = filter.load_xdp() {
+            panic!("{e}");
         }
-        Err(FilterError::Map(e)) if e.raw_os_error() == Some(1 /* EPERM */) => {
-            eprintln!("skipped: bpf() not permitted here ({e}); CI runs this as root");
-            None
+    }
+    Some(filter)
+}
+
+/// The loaded filter; when `bpf(2)` is refused (`EPERM`) the test fails,
+/// saying it needs root or `CAP_BPF`, unless
+/// `PHALANX_ALLOW_PRIVILEGED_SKIP=1` (then `None`, after a loud skip
+/// line: [`phalanx_io::test_support`]). Any other error fails.
+pub(in crate::dataplane::cluster) fn permitted(
+    loaded: Result<KernelFilter, FilterError>,
+) -> Option<KernelFilter> {
+    match loaded {
+        Ok(filter) => Some(filter),
+        Err(FilterError::Map(e)) => {
+            phalanx_io::test_support::permitted(Err(e), "root or CAP_BPF (bpf(2))")
         }
         Err(e) => panic!("{e}"),
     }
