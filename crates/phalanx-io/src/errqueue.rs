@@ -189,6 +189,44 @@ pub(crate) fn send_fragmentable(
     sent.and(restored)
 }
 
+/// Sends `payload` to `to` on a socket of this crate (path-MTU discovery
+/// "do", see the module doc) with local fragmentation allowed for this one
+/// datagram, as [`UdpSocket::send_fragmentable`](crate::udp::UdpSocket::send_fragmentable)
+/// does: for a descriptor held as a plain `std::net::UdpSocket`, e.g. a
+/// duplicate the IKE daemon sends on. IKE needs it: RFC 7296 §2 leaves a
+/// message larger than the path to IP fragmentation unless both peers
+/// fragment IKE themselves (RFC 7383).
+pub fn send_to_fragmentable(
+    socket: &std::net::UdpSocket,
+    payload: &[u8],
+    to: SocketAddr,
+) -> io::Result<usize> {
+    let v6_socket = socket.local_addr()?.is_ipv6();
+    let mut sent = 0;
+    send_fragmentable(socket.as_fd(), v6_socket, to.ip(), || {
+        sent = socket.send_to(payload, to)?;
+        Ok(())
+    })?;
+    Ok(sent)
+}
+
+/// Turns extended error reporting off again on a socket of this crate that
+/// nobody reads the error queue of (ip(7) `IP_RECVERR`, ipv6(7)
+/// `IPV6_RECVERR`): a send-only socket would otherwise keep `POLLERR` set
+/// and fill its receive buffer with reports.
+pub fn disable_error_reporting(socket: &impl AsFd, v6: bool) -> io::Result<()> {
+    if v6 {
+        setsockopt(socket, sockopt::Ipv6RecvErr, &false)?;
+    }
+    setsockopt(socket, sockopt::Ipv4RecvErr, &false).or_else(|e| {
+        if v6 {
+            Ok(())
+        } else {
+            Err(e.into())
+        }
+    })
+}
+
 /// Whether `err`, returned by a receive call, is the socket's pending
 /// error that an ICMP error set (`sk_err`, see the module doc) rather
 /// than an error of the call: the errnos of `icmp_err_convert` and

@@ -132,6 +132,22 @@ impl Runtime {
         self.sas.iter().find(|sa| sa.config.name == name)
     }
 
+    /// The installed outbound SA whose SPI is `spi`. A scan: for the rare
+    /// packet a socket refused, or an ICMP error about one.
+    pub fn outbound_with_spi(&self, spi: u32) -> Option<&Arc<OutboundSa>> {
+        self.outbound_sas().find(|sa| sa.params.spi == spi)
+    }
+
+    /// Every installed outbound SA.
+    pub fn outbound_sas(&self) -> impl Iterator<Item = &Arc<OutboundSa>> {
+        self.sas
+            .iter()
+            .filter_map(|installed| match &installed.handle {
+                SaHandle::Outbound { sa, .. } => Some(sa),
+                SaHandle::Inbound(_) => None,
+            })
+    }
+
     /// The trap behind outbound id `id`, if it is a trap child's slot
     /// (the data plane asks this only when the id holds no SA).
     #[inline]
@@ -596,17 +612,14 @@ fn diff_policies(old: &[InstalledPolicy], new: &[PolicyConfig], summary: &mut Ap
 pub fn refresh_route_mtus(rt: &Runtime, now: Instant) -> u64 {
     let mut known: Vec<(std::net::IpAddr, Option<u32>)> = Vec::new();
     let mut learned = 0;
-    for installed in &rt.sas {
-        let SaHandle::Outbound { sa, .. } = &installed.handle else {
-            continue;
-        };
+    for sa in rt.outbound_sas() {
         let SaMode::Tunnel { remote, .. } = sa.params.mode else {
             continue;
         };
         let mtu = match known.iter().find(|(r, _)| *r == remote) {
             Some((_, mtu)) => *mtu,
             None => {
-                let mtu = phalanx_io::path_mtu::route_mtu(remote).ok();
+                let mtu = phalanx_io::path_mtu::route_mtu(remote, None).ok();
                 known.push((remote, mtu));
                 mtu
             }

@@ -13,18 +13,21 @@ use std::net::IpAddr;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use phalanx_esp::{Counters, DropReason, Verdict};
 use phalanx_io::path_mtu::IcmpSocket;
 use phalanx_io::poll::{Interest, PollSet};
 use phalanx_io::raw::RawEspSocket;
 use phalanx_io::tun::TunDevice;
 use phalanx_io::udp::UdpSocket;
-use phalanx_io::{PacketBatch, PacketMeta};
+use phalanx_io::{ErrorOrigin, PacketBatch, PacketMeta, SendFailure, SocketError};
+use phalanx_sa::SaMode;
 
 use super::counters::{DaemonCounter, DaemonCounters};
 use super::inbound::Delivery;
 use super::outbound::Egress;
+use crate::install::Runtime;
 
 /// Longest single wait for a full socket buffer to drain.
 const SEND_WAIT: Duration = Duration::from_millis(5);
@@ -39,11 +42,17 @@ pub type SharedRaw = Arc<parking_lot::Mutex<RawEspSocket>>;
 /// A socket that sends batches.
 trait BatchSender: AsFd {
     fn send_from(&mut self, batch: &PacketBatch, first: usize) -> io::Result<usize>;
+    /// The refusals of the last `send_from`.
+    fn take_failures(&mut self, f: &mut dyn FnMut(SendFailure));
 }
 
 impl BatchSender for UdpSocket {
     fn send_from(&mut self, batch: &PacketBatch, first: usize) -> io::Result<usize> {
         self.send_batch_from(batch, first)
+    }
+
+    fn take_failures(&mut self, f: &mut dyn FnMut(SendFailure)) {
+        self.take_send_failures(f);
     }
 }
 
@@ -51,15 +60,33 @@ impl BatchSender for RawEspSocket {
     fn send_from(&mut self, batch: &PacketBatch, first: usize) -> io::Result<usize> {
         self.send_batch_from(batch, first)
     }
+
+    fn take_failures(&mut self, f: &mut dyn FnMut(SendFailure)) {
+        self.take_send_failures(f);
+    }
 }
 
-/// Sends all of `batch`, waiting for room when the socket is full; returns
-/// how many packets the socket consumed. Clears the batch.
-fn flush_batch<S: BatchSender>(socket: &mut S, batch: &mut PacketBatch) -> usize {
-    let (total, mut sent, mut waits) = (batch.len(), 0, 0);
-    while sent < total {
-        match socket.send_from(batch, sent) {
-            Ok(n) if n > 0 => sent += n,
+/// Sends all of `batch`, waiting for room when the socket is full; hands
+/// every packet the socket refused, or that could not be handed over, to
+/// `refused` with the errno; returns how many packets went out. Clears the
+/// batch.
+fn flush_batch<S: BatchSender>(
+    socket: &mut S,
+    batch: &mut PacketBatch,
+    refused: &mut dyn FnMut(&[u8], i32),
+) -> usize {
+    let (total, mut consumed, mut waits, mut lost) = (batch.len(), 0, 0, 0);
+    let mut last_error = nix::libc::ENOBUFS;
+    while consumed < total {
+        let result = socket.send_from(batch, consumed);
+        socket.take_failures(&mut |failure| {
+            for k in failure.packets() {
+                lost += 1;
+                refused(batch.packet(k), failure.errno);
+            }
+        });
+        match result {
+            Ok(n) if n > 0 => consumed += n,
             Ok(_) => break,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && waits < SEND_WAITS => {
                 waits += 1;
@@ -70,11 +97,37 @@ fn flush_batch<S: BatchSender>(socket: &mut S, batch: &mut PacketBatch) -> usize
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
+            Err(e) => {
+                last_error = e.raw_os_error().unwrap_or(nix::libc::ENOBUFS);
+                break;
+            }
         }
     }
+    // What the socket never took (its buffer stayed full past the waits,
+    // or the descriptor failed) is lost too.
+    for k in consumed..total {
+        lost += 1;
+        refused(batch.packet(k), last_error);
+    }
     batch.clear();
-    sent
+    total - lost
+}
+
+/// Counts a packet a socket refused with `errno` (or never took) as an
+/// outbound drop in `drops`, and on its SA, found by the SPI the packet
+/// starts with (ESP in UDP and plain ESP alike: RFC 3948 §2.1): too big
+/// for the path when the kernel said `EMSGSIZE`, else `send_failed`.
+fn refused(rt: Option<&Runtime>, drops: &mut Counters, packet: &[u8], errno: i32) {
+    let reason = if errno == nix::libc::EMSGSIZE {
+        DropReason::PathMtuExceeded
+    } else {
+        DropReason::SendFailed
+    };
+    drops.record(Verdict::Drop(reason), packet.len());
+    let spi = packet.first_chunk::<4>().map(|b| u32::from_be_bytes(*b));
+    if let Some(sa) = spi.and_then(|spi| rt?.outbound_with_spi(spi)) {
+        reason.record_on(&sa.drops);
+    }
 }
 
 /// The raw ICMP sockets the path-MTU errors to inner senders go out on
@@ -127,8 +180,13 @@ pub struct SocketEgress<'a> {
     pub raw_tx: &'a mut PacketBatch,
     /// Where ICMP errors to inner senders go.
     pub icmp: &'a IcmpSockets,
+    /// The SAs, to count a refused packet on its SA.
+    pub rt: Option<&'a Runtime>,
     /// What happened, merged into the worker's stats afterwards.
     pub counters: DaemonCounters,
+    /// Packets the sockets refused, by reason (outbound drops), merged
+    /// into the worker's outbound counters afterwards.
+    pub drops: Counters,
 }
 
 impl SocketEgress<'_> {
@@ -141,26 +199,31 @@ impl SocketEgress<'_> {
     /// Sends the queued UDP datagrams.
     fn flush_udp(&mut self) {
         if !self.udp_tx.is_empty() {
-            let total = self.udp_tx.len() as u64;
-            let sent = flush_batch(self.udp, self.udp_tx) as u64;
+            let (rt, drops) = (self.rt, &mut self.drops);
+            let mut on_refused = |p: &[u8], errno| refused(rt, drops, p, errno);
+            let sent = flush_batch(self.udp, self.udp_tx, &mut on_refused) as u64;
             self.counters.add(DaemonCounter::UdpTxPackets, sent);
-            self.counters.add(DaemonCounter::SendErrors, total - sent);
         }
     }
 
     /// Sends the queued raw ESP packets.
     fn flush_raw(&mut self) {
         if !self.raw_tx.is_empty() {
-            let total = self.raw_tx.len() as u64;
+            let (rt, drops) = (self.rt, &mut self.drops);
+            let mut on_refused = |p: &[u8], errno| refused(rt, drops, p, errno);
             let sent = match self.raw {
-                Some(raw) => flush_batch(&mut *raw.lock(), self.raw_tx) as u64,
+                Some(raw) => flush_batch(&mut *raw.lock(), self.raw_tx, &mut on_refused) as u64,
                 None => {
+                    // Validation refuses plain-ESP SAs without the raw
+                    // socket; should one get here, it is counted.
+                    for k in 0..self.raw_tx.len() {
+                        on_refused(self.raw_tx.packet(k), nix::libc::ENOTSOCK);
+                    }
                     self.raw_tx.clear();
                     0
                 }
             };
             self.counters.add(DaemonCounter::RawTxPackets, sent);
-            self.counters.add(DaemonCounter::SendErrors, total - sent);
         }
     }
 }
@@ -183,12 +246,12 @@ fn queue(
 
 impl Egress for SocketEgress<'_> {
     fn udp(&mut self, payload: &[u8], meta: PacketMeta) {
-        let (udp, counters) = (&mut *self.udp, &mut self.counters);
+        let (udp, counters, rt, drops) =
+            (&mut *self.udp, &mut self.counters, self.rt, &mut self.drops);
         let queued = queue(self.udp_tx, payload, meta, &mut |batch| {
-            let total = batch.len() as u64;
-            let sent = flush_batch(udp, batch) as u64;
+            let mut on_refused = |p: &[u8], errno| refused(rt, drops, p, errno);
+            let sent = flush_batch(udp, batch, &mut on_refused) as u64;
             counters.add(DaemonCounter::UdpTxPackets, sent);
-            counters.add(DaemonCounter::SendErrors, total - sent);
         });
         if !queued {
             self.counters.bump(DaemonCounter::IoDropped);
@@ -224,11 +287,25 @@ impl Egress for SocketEgress<'_> {
     }
 
     fn udp_fragmentable(&mut self, payload: &[u8], meta: PacketMeta) {
-        // The sockets leave path-MTU discovery at the kernel's default
-        // (ip(7) IP_PMTUDISC_WANT): the kernel fragments a datagram larger
-        // than the route's MTU. Queued behind what is queued, it keeps
-        // the SA's order.
-        self.udp(payload, meta);
+        // What is queued goes first (the SA's order); then this datagram
+        // alone, with the kernel allowed to fragment it.
+        self.flush_udp();
+        match self.udp.send_fragmentable(payload, meta) {
+            Ok(()) => self.counters.bump(DaemonCounter::UdpTxPackets),
+            Err(e) => refused(self.rt, &mut self.drops, payload, errno_of(&e)),
+        }
+    }
+
+    fn raw_fragmentable(&mut self, esp: &[u8], meta: PacketMeta) {
+        self.flush_raw();
+        let sent = match self.raw {
+            Some(raw) => raw.lock().send_fragmentable(esp, meta),
+            None => Err(io::Error::from_raw_os_error(nix::libc::ENOTSOCK)),
+        };
+        match sent {
+            Ok(()) => self.counters.bump(DaemonCounter::RawTxPackets),
+            Err(e) => refused(self.rt, &mut self.drops, esp, errno_of(&e)),
+        }
     }
 
     fn icmp(&mut self, message: &[u8], to: IpAddr) -> bool {
@@ -237,21 +314,109 @@ impl Egress for SocketEgress<'_> {
 
     fn raw(&mut self, esp: &[u8], meta: PacketMeta) {
         let Some(raw) = self.raw else {
-            // Validation refuses plain-ESP SAs without the raw socket.
-            self.counters.bump(DaemonCounter::SendErrors);
+            // Validation refuses plain-ESP SAs without the raw socket;
+            // should one get here, it is counted.
+            refused(self.rt, &mut self.drops, esp, nix::libc::ENOTSOCK);
             return;
         };
-        let counters = &mut self.counters;
+        let (counters, rt, drops) = (&mut self.counters, self.rt, &mut self.drops);
         let queued = queue(self.raw_tx, esp, meta, &mut |batch| {
-            let total = batch.len() as u64;
-            let sent = flush_batch(&mut *raw.lock(), batch) as u64;
+            let mut on_refused = |p: &[u8], errno| refused(rt, drops, p, errno);
+            let sent = flush_batch(&mut *raw.lock(), batch, &mut on_refused) as u64;
             counters.add(DaemonCounter::RawTxPackets, sent);
-            counters.add(DaemonCounter::SendErrors, total - sent);
         });
         if !queued {
             self.counters.bump(DaemonCounter::IoDropped);
         }
     }
+}
+
+/// Errors read from a socket's queue per call, and calls per wake-up:
+/// what is left keeps `POLLERR` set and is read at the next one.
+const ERRORS_PER_CALL: usize = 64;
+const ERROR_CALLS: usize = 4;
+
+/// A socket with an error queue (ip(7) `IP_RECVERR`, set by phalanx-io).
+pub trait ErrorQueue {
+    /// Hands `f` up to `max` queued errors; returns how many.
+    fn errors(&mut self, max: usize, f: &mut dyn FnMut(SocketError)) -> io::Result<usize>;
+}
+
+impl ErrorQueue for UdpSocket {
+    fn errors(&mut self, max: usize, f: &mut dyn FnMut(SocketError)) -> io::Result<usize> {
+        self.recv_errors(max, f)
+    }
+}
+
+impl ErrorQueue for RawEspSocket {
+    fn errors(&mut self, max: usize, f: &mut dyn FnMut(SocketError)) -> io::Result<usize> {
+        self.recv_errors(max, f)
+    }
+}
+
+/// Reads what the kernel queued on `socket` about our packets (at most
+/// `ERROR_CALLS` × `ERRORS_PER_CALL` entries) and learns from each
+/// ([`learn_from_error`]).
+pub fn drain_errors(
+    socket: &mut dyn ErrorQueue,
+    rt: &Runtime,
+    now: Instant,
+    counters: &mut DaemonCounters,
+) {
+    for _ in 0..ERROR_CALLS {
+        let read = socket.errors(ERRORS_PER_CALL, &mut |e| {
+            learn_from_error(&e, rt, now, counters)
+        });
+        if !matches!(read, Ok(n) if n == ERRORS_PER_CALL) {
+            break;
+        }
+    }
+}
+
+/// What one report of the kernel teaches (RFC 1191 §4, RFC 8201 §4): an
+/// ICMP error about our packet is counted (`icmp_errors_received`); a path
+/// MTU (`EMSGSIZE`: a send the kernel refused locally, Fragmentation
+/// Needed, Packet Too Big) is learned by the SA whose SPI the quoted ESP
+/// header carries, or, when the report quotes nothing (a local refusal),
+/// by every outbound SA to its destination (`path_mtu_learned`). The SA
+/// raises values below the family's floor (RFC 5927 §7.1).
+pub fn learn_from_error(
+    e: &SocketError,
+    rt: &Runtime,
+    now: Instant,
+    counters: &mut DaemonCounters,
+) {
+    if matches!(e.origin, ErrorOrigin::Icmp | ErrorOrigin::Icmp6) {
+        counters.bump(DaemonCounter::IcmpErrorsReceived);
+    }
+    if e.errno != nix::libc::EMSGSIZE || e.info == 0 {
+        return;
+    }
+    // A zero SPI is the non-ESP marker of an IKE message (RFC 3948 §2.2).
+    let spi = e
+        .payload()
+        .first_chunk::<4>()
+        .map(|b| u32::from_be_bytes(*b))
+        .filter(|&s| s != 0);
+    let destination = e.destination.map(|d| d.ip());
+    for sa in rt.outbound_sas() {
+        let SaMode::Tunnel { remote, .. } = sa.params.mode else {
+            continue;
+        };
+        let ours = match spi {
+            Some(spi) => sa.params.spi == spi,
+            None => destination == Some(remote),
+        };
+        if ours {
+            sa.path_mtu.learn(e.info, remote.is_ipv6(), now);
+            counters.bump(DaemonCounter::PathMtuLearned);
+        }
+    }
+}
+
+/// The errno of a failed send (`ENOBUFS` when the error carries none).
+fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(nix::libc::ENOBUFS)
 }
 
 /// The cleartext side of one worker.

@@ -9,14 +9,16 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use nix::libc::{ECONNREFUSED, EMSGSIZE};
 use phalanx_esp::{max_inner_len, DropReason, FragmentPolicy};
-use phalanx_io::{PacketBatch, PacketMeta};
+use phalanx_io::{ErrorOrigin, PacketBatch, PacketMeta, SocketError};
 use phalanx_sa::OutboundSa;
 use phalanx_wire::icmp::IcmpPacket;
 use phalanx_wire::{IpProtocol, Ipv4Packet, Ipv4Repr};
 
+use super::io::learn_from_error;
 use super::zero_copy_tests::store;
-use super::{CryptoEngine, DaemonCounter, Egress, OutboundPath, WorkerStats};
+use super::{CryptoEngine, DaemonCounter, DaemonCounters, Egress, OutboundPath, WorkerStats};
 use crate::install::{SaHandle, SaStore};
 
 /// The path MTU every case learns.
@@ -189,4 +191,80 @@ fn without_a_learned_mtu_nothing_changes() {
     let (out, stats) = send(&a, FragmentPolicy::Inner, &[v4(1400, true)]);
     assert_eq!(out.udp.len(), 1);
     assert_eq!(path_mtu_drops(&stats), 0);
+}
+
+/// A kernel report about one of our packets.
+fn report(origin: ErrorOrigin, errno: i32, info: u32, spi: Option<u32>) -> SocketError {
+    let mut payload = [0u8; phalanx_io::errqueue::ERROR_PAYLOAD_LEN];
+    let payload_len = match spi {
+        Some(spi) => {
+            payload[..4].copy_from_slice(&spi.to_be_bytes());
+            payload[4..8].copy_from_slice(&7u32.to_be_bytes());
+            8
+        }
+        None => 0,
+    };
+    SocketError {
+        origin,
+        errno,
+        icmp_type: 3,
+        icmp_code: 4,
+        info,
+        destination: Some("192.0.2.2:4500".parse().unwrap()),
+        offender: None,
+        payload,
+        payload_len,
+    }
+}
+
+#[test]
+fn kernel_reports_teach_the_sa_they_are_about() {
+    let (a, sa) = gateway(("10.1.0.0/24", "10.2.0.0/24"));
+    sa.path_mtu.forget();
+    let rt = a.load();
+    let now = Instant::now();
+    let mut counters = DaemonCounters::default();
+    // An ICMP Fragmentation Needed quoting our ESP header: learned by SPI.
+    let spi = sa.params.spi;
+    learn_from_error(
+        &report(ErrorOrigin::Icmp, EMSGSIZE, 1200, Some(spi)),
+        &rt,
+        now,
+        &mut counters,
+    );
+    assert_eq!(sa.path_mtu.current(now), Some(1200));
+    // Another SA's SPI teaches this one nothing.
+    learn_from_error(
+        &report(ErrorOrigin::Icmp, EMSGSIZE, 1000, Some(spi ^ 1)),
+        &rt,
+        now,
+        &mut counters,
+    );
+    assert_eq!(sa.path_mtu.current(now), Some(1200));
+    // A local refusal quotes nothing: learned by the destination.
+    learn_from_error(
+        &report(ErrorOrigin::Local, EMSGSIZE, 1100, None),
+        &rt,
+        now,
+        &mut counters,
+    );
+    assert_eq!(sa.path_mtu.current(now), Some(1100));
+    // A forged tiny MTU is raised to the floor (RFC 5927 §7.1).
+    learn_from_error(
+        &report(ErrorOrigin::Icmp, EMSGSIZE, 68, Some(spi)),
+        &rt,
+        now,
+        &mut counters,
+    );
+    assert_eq!(sa.path_mtu.current(now), Some(552));
+    // Port unreachable is counted, teaches no MTU.
+    learn_from_error(
+        &report(ErrorOrigin::Icmp, ECONNREFUSED, 0, Some(spi)),
+        &rt,
+        now,
+        &mut counters,
+    );
+    assert_eq!(sa.path_mtu.current(now), Some(552));
+    assert_eq!(counters.get(DaemonCounter::IcmpErrorsReceived), 4);
+    assert_eq!(counters.get(DaemonCounter::PathMtuLearned), 3);
 }

@@ -35,7 +35,7 @@ use phalanx_io::PacketBatch;
 use super::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
 use super::engine::CryptoEngine;
 use super::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADROOM};
-use super::io::{IcmpSockets, SharedRaw, SocketEgress, TunDelivery};
+use super::io::{drain_errors, IcmpSockets, SharedRaw, SocketEgress, TunDelivery};
 use super::load::LoadWindow;
 use super::outbound::OutboundPath;
 use crate::ike::WorkerLink;
@@ -262,7 +262,12 @@ impl Worker {
             let mut ready = [false; MAX_SOURCES];
             for (token, flag) in ready.iter_mut().enumerate().take(sources.len()) {
                 let r = set.readiness(token + 1);
-                *flag = r.readable || r.error;
+                if r.error {
+                    // phalanx-io asks for the sockets' error queues
+                    // (IP_RECVERR); an unread entry keeps POLLERR set.
+                    self.drain_errors(sources[token]);
+                }
+                *flag = r.readable;
             }
             self.drain_ready(&sources, &mut ready);
             load.busy += began.elapsed();
@@ -352,6 +357,22 @@ impl Worker {
     }
 
     /// The TUN batch through the outbound path to the sockets.
+    /// Reads the error queue of `source`'s socket and learns from it
+    /// (path MTUs, ICMP errors about our packets).
+    fn drain_errors(&mut self, source: Source) {
+        let rt = self.store.load();
+        let (now, counters) = (Instant::now(), &mut self.stats.daemon);
+        match source {
+            Source::Udp => drain_errors(&mut self.devices.udp, &rt, now, counters),
+            Source::Raw => {
+                if let Some(raw) = &self.devices.raw {
+                    drain_errors(&mut *raw.lock(), &rt, now, counters);
+                }
+            }
+            Source::Tun => {}
+        }
+    }
+
     fn protect_batch(&mut self) {
         let rt = self.store.load();
         let mut egress = SocketEgress {
@@ -360,7 +381,9 @@ impl Worker {
             raw: self.devices.raw.as_ref(),
             raw_tx: &mut self.raw_tx,
             icmp: &self.devices.icmp,
+            rt: Some(&rt),
             counters: DaemonCounters::default(),
+            drops: phalanx_esp::Counters::new(),
         };
         let now = Instant::now();
         self.outbound.process_batch(
@@ -373,6 +396,7 @@ impl Worker {
         );
         egress.flush();
         self.stats.daemon.merge(&egress.counters);
+        self.stats.outbound.merge(&egress.drops);
         self.tun_rx.clear();
     }
 
@@ -428,12 +452,19 @@ impl Worker {
     fn add_io_stats(&self, daemon: &mut DaemonCounters) {
         let tun = self.devices.tun.stats();
         let udp = self.devices.udp.stats();
-        let mut dropped = tun.read_dropped + tun.send_dropped + udp.recv_dropped + udp.send_dropped;
+        // Refused sends are counted per packet as outbound drops with
+        // their reason (SocketEgress); only those the socket could not
+        // record stay here.
+        let mut dropped =
+            tun.read_dropped + tun.send_dropped + udp.recv_dropped + udp.send_failures_unrecorded;
+        let mut kernel = udp.kernel_rx_dropped;
         if let (Some(raw), true) = (&self.devices.raw, self.devices.reads_raw) {
             let raw = raw.lock().stats();
-            dropped += raw.recv_dropped + raw.send_dropped;
+            dropped += raw.recv_dropped + raw.send_failures_unrecorded;
+            kernel += raw.kernel_rx_dropped;
         }
         daemon.add(DaemonCounter::IoDropped, dropped);
+        daemon.add(DaemonCounter::KernelRxDropped, kernel);
         daemon.add(DaemonCounter::TunReads, tun.reads);
         daemon.add(DaemonCounter::TunSuperPackets, tun.super_packets);
         daemon.add(DaemonCounter::UdpRecvCalls, udp.recv_calls);

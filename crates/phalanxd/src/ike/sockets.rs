@@ -28,6 +28,8 @@ pub fn open_ike_socket_freebind(bind: SocketAddr) -> io::Result<UdpSocket> {
     let mut config = phalanx_io::udp::UdpConfig::new(bind);
     (config.nonblocking, config.freebind, config.gro) = (true, true, false);
     let socket = phalanx_io::udp::UdpSocket::bind(&config)?;
+    // Nobody reads this socket's error queue (it only sends).
+    phalanx_io::errqueue::disable_error_reporting(&socket, bind.is_ipv6())?;
     // The duplicate outlives `socket`, whose descriptor closes on drop.
     Ok(UdpSocket::from(socket.as_fd().try_clone_to_owned()?))
 }
@@ -95,7 +97,14 @@ impl IkeSockets {
             }
         } else if transmit.local.port() == self.natt_port || transmit.needs_non_esp_marker() {
             match &self.natt {
-                Some(natt) => natt.send_to(&with_non_esp_marker(&transmit.bytes), transmit.remote),
+                // The ESP socket refuses datagrams larger than the path
+                // MTU (phalanx-io sets path-MTU discovery "do"); an IKE
+                // message may be fragmented by IP (RFC 7296 §2).
+                Some(natt) => phalanx_io::errqueue::send_to_fragmentable(
+                    natt,
+                    &with_non_esp_marker(&transmit.bytes),
+                    transmit.remote,
+                ),
                 None => {
                     self.no_socket += 1;
                     return;

@@ -45,7 +45,7 @@ use crate::cluster::ReportSender;
 use crate::dataplane::counters::{DaemonCounter, DaemonCounters, StatsSlot, WorkerStats};
 use crate::dataplane::engine::CryptoEngine;
 use crate::dataplane::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADROOM};
-use crate::dataplane::io::{IcmpSockets, SharedRaw, SocketEgress, TunDelivery};
+use crate::dataplane::io::{drain_errors, IcmpSockets, SharedRaw, SocketEgress, TunDelivery};
 
 /// The cluster worker's ICMP sockets: none (see `flush_clear`).
 static NO_ICMP: IcmpSockets = IcmpSockets::none();
@@ -641,6 +641,7 @@ impl Plane {
         if self.clear.is_empty() {
             return;
         }
+        let rt = self.store.load();
         let mut egress = SocketEgress {
             udp: &mut self.udp,
             udp_tx: &mut self.udp_tx,
@@ -650,7 +651,9 @@ impl Plane {
             // have to leave on the inside ring from the virtual address;
             // such packets are counted (icmp_send_failed, path_mtu_exceeded).
             icmp: &NO_ICMP,
+            rt: Some(&rt),
             counters: DaemonCounters::default(),
+            drops: phalanx_esp::Counters::new(),
         };
         self.outbound.process_assigned(
             &mut self.clear,
@@ -662,6 +665,7 @@ impl Plane {
         );
         egress.flush();
         self.stats.daemon.merge(&egress.counters);
+        self.stats.outbound.merge(&egress.drops);
         self.clear.clear();
         self.assigned.clear();
     }
@@ -734,8 +738,18 @@ impl Plane {
                 .daemon
                 .add(DaemonCounter::ClusterKernelFilterUnavailable, 1);
         }
+        // The sockets only send; what the kernel reported about their
+        // packets (path MTUs, ICMP errors) is read here, every
+        // STATS_INTERVAL_MS, so their error queues never fill.
+        let rt = self.store.load();
+        let now = Instant::now();
+        drain_errors(&mut self.udp, &rt, now, &mut self.stats.daemon);
+        if let Some(raw) = &self.raw {
+            drain_errors(&mut *raw.lock(), &rt, now, &mut self.stats.daemon);
+        }
         let (tun, udp) = (self.tun.stats(), self.udp.stats());
-        let dropped = tun.send_dropped + udp.send_dropped;
+        // Refused sends are outbound drops with their reason (SocketEgress).
+        let dropped = tun.send_dropped + udp.send_failures_unrecorded;
         published.daemon.add(DaemonCounter::IoDropped, dropped);
         published
             .daemon
