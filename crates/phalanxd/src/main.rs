@@ -345,6 +345,7 @@ fn start_workers(
             udp_port: config.protected.udp_port,
             mtu: config.clear.mtu,
             crypto_threads: config.daemon.crypto_threads,
+            fragment: config.protected.fragment,
         };
         handles.push(worker::spawn(
             settings,
@@ -439,6 +440,7 @@ fn start_cluster(
         udp_port: config.protected.udp_port,
         mtu: config.clear.mtu,
         crypto_threads: config.daemon.crypto_threads,
+        fragment: config.protected.fragment,
     };
     let store = Arc::clone(daemon.store());
     let worker = cluster::worker::spawn(worker_settings, devices, store, link, Arc::clone(stop))?;

@@ -58,6 +58,8 @@ pub struct WorkerSettings {
     pub mtu: u16,
     /// Crypto threads (0: inline).
     pub crypto_threads: usize,
+    /// What an IPv4 packet without DF too big for the path becomes.
+    pub fragment: phalanx_esp::FragmentPolicy,
 }
 
 /// The devices a worker owns.
@@ -126,6 +128,7 @@ pub fn spawn(
         Arc::clone(&waker),
         Arc::clone(&stats),
     );
+    worker.outbound.set_fragment_policy(settings.fragment);
     if let Some(link) = link {
         worker.outbound.set_link(link.clone());
         worker.inbound.set_link(link);

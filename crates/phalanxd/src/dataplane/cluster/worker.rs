@@ -91,6 +91,8 @@ pub struct ClusterWorkerSettings {
     pub mtu: u16,
     /// Crypto threads (0: inline).
     pub crypto_threads: usize,
+    /// What an IPv4 packet without DF too big for the path becomes.
+    pub fragment: phalanx_esp::FragmentPolicy,
 }
 
 /// The devices the worker owns.
@@ -255,6 +257,7 @@ impl ClusterWorker {
         let mut outbound = OutboundPath::new(local, clear.buffer_len(), TUN_BATCH);
         // Node ids are 1..=65535 (validated with the configuration).
         outbound.set_node_partitioned_ivs(u16::try_from(settings.local.0).unwrap_or(u16::MAX));
+        outbound.set_fragment_policy(settings.fragment);
         if let Some((_, port)) = &link.ike {
             classifier = classifier.with_ike(*port);
         }
