@@ -197,3 +197,32 @@ def test_df_clear_udp_arrives_whole(topo, fragment, wan_mtu):
     key = "daemon.{}_fragmented".format(fragment)
     assert d[key] == 20, d
     assert d["path_mtu_exceeded"] == 0, d
+
+
+def test_bulk_tcp_against_strongswan(topo):
+    """gwA (phalanxd, IKE initiator) against strongSwan on gwB (charon with
+    kernel-libipsec, ESP in UDP) over the 1280 WAN: what phalanxd sends
+    completes in both families. The other direction is strongSwan's own
+    path-MTU handling (kernel-libipsec), not tested here."""
+    import ikegw
+    for gw in ("gwA", "gwB"):
+        topo.run(gw, ["ip", "link", "set", "wan0", "mtu", "1280"])
+    dut = ikegw.make_gateway("phalanx", topo, "gwA",
+                             ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-esn-noesn"]))
+    ref = ikegw.SwanIke(topo, "gwB", ikegw.site_conn("gwB", False, esp_proposals=["aes128gcm16-noesn"]))
+    try:
+        ikegw.start_all(ref, dut)
+    except ikegw.DaemonMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    dut.initiate()
+    assert ikegw.wait_for(lambda: ikegw.established(dut) and ikegw.established(ref), 20), dut.view()
+    assert topo.wait_ping("hostA", phxnet.HOSTB_V4, 20), "no ping through the Phalanx-strongSwan tunnel"
+    before = dut.counters()
+    for dst_ns, dst in (("hostB", phxnet.HOSTB_V4), ("hostB", phxnet.HOSTB_V6)):
+        got, secs = bulk_tcp(topo, "hostA", dst_ns, dst)
+        print("  hostA -> {} via strongSwan: {} bytes in {:.2f} s".format(dst, got, secs))
+        assert got == BULK, "hostA -> {} through Phalanx to strongSwan: {} of {} bytes".format(dst, got, BULK)
+    after = dut.counters()
+    sent = ikegw.counter(after, "icmp_too_big_sent") - ikegw.counter(before, "icmp_too_big_sent")
+    print("  gwA sent {} ICMP too-big".format(sent))
+    assert sent > 0
