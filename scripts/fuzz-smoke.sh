@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Short smoke pass of every cargo-fuzz target: each runs for a bounded time
 # (FUZZ_SECONDS, default 15) and must find no crash. Longer campaigns:
-#   cargo +nightly fuzz run <target>
+#   bench/fuzz-campaign.sh (every target for 30 minutes, coverage, minimised seeds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-15}"
@@ -28,9 +28,11 @@ targets=$("${fuzz[@]}" list)
 "${fuzz[@]}" build -s "$sanitizer" -O
 passed=0
 for target in $targets; do
-    mkdir -p "fuzz/corpus/$target"
+    mkdir -p "fuzz/corpus/$target" "fuzz/seeds/$target"
     echo "fuzz-smoke: $target for ${seconds}s"
-    "${fuzz[@]}" run -s "$sanitizer" -O "$target" "fuzz/corpus/$target" -- \
+    # fuzz/seeds: the minimised corpus of the last long campaign
+    # (bench/fuzz-campaign.sh), read only.
+    "${fuzz[@]}" run -s "$sanitizer" -O "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
         -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=0 2>&1 | tail -n 3
     passed=$((passed + 1))
 done
