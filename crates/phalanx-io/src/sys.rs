@@ -499,31 +499,6 @@ pub(crate) fn set_no_check(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
-/// `setsockopt(fd, level, name, value)` for a `T` the option takes by value.
-fn set_option<T>(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live `T` and its exact size; the kernel
-    // only reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            ptr::from_ref(value).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// The path-MTU discovery modes this crate uses, of ip(7)
 /// `IP_MTU_DISCOVER` and ipv6(7) `IPV6_MTU_DISCOVER`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -551,9 +526,9 @@ pub(crate) fn set_mtu_discover(
         (true, PmtuDiscovery::Dont) => libc::IPV6_PMTUDISC_DONT,
     };
     if ipv6_level {
-        set_option(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, &value)
+        packet::set_option(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, &value)
     } else {
-        set_option(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &value)
+        packet::set_option(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &value)
     }
 }
 
@@ -606,9 +581,9 @@ pub(crate) fn block_all_icmp(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
     const ICMP6_FILTER: libc::c_int = 1;
     if v6 {
         // struct icmp6_filter: 256 bits, a set bit blocks the type.
-        set_option(fd, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &[u32::MAX; 8])
+        packet::set_option(fd, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &[u32::MAX; 8])
     } else {
-        set_option(fd, libc::SOL_RAW, ICMP_FILTER, &u32::MAX)
+        packet::set_option(fd, libc::SOL_RAW, ICMP_FILTER, &u32::MAX)
     }
 }
 

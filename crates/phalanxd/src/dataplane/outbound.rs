@@ -335,7 +335,6 @@ impl OutboundPath {
         if let Plan::Policy(rt) = plan {
             stats.policy_hits.sync(rt);
         }
-        let local = self.local;
         for i in 0..input.batch().len() {
             let sa = match plan {
                 Plan::Policy(rt) => {
@@ -396,30 +395,51 @@ impl OutboundPath {
                 },
             );
         }
-        if frame.is_empty() {
-            self.spare.push(frame);
-        } else {
-            engine.submit(frame, &mut |done| {
-                complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
-            });
-        }
-        engine.drain(&mut |done| {
-            complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
-        });
+        self.finish_frames(frame, engine, egress, stats);
         soft_events(&mut seq_ctx.soft_expired, stats, self.link.as_ref());
         soft_events(&mut rand_ctx.soft_expired, stats, self.link.as_ref());
     }
 
+    /// Submits `frame` to the engine; finished packets go to `egress`.
+    fn submit<E: Egress>(
+        &mut self,
+        frame: Frame,
+        engine: &mut CryptoEngine,
+        egress: &mut E,
+        stats: &mut WorkerStats,
+    ) {
+        let local = self.local;
+        engine.submit(frame, &mut |done| {
+            complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
+        });
+    }
+
+    /// Submits `frame` (unless empty) and waits for every op in flight,
+    /// handing the finished packets to `egress`.
+    fn finish_frames<E: Egress>(
+        &mut self,
+        frame: Frame,
+        engine: &mut CryptoEngine,
+        egress: &mut E,
+        stats: &mut WorkerStats,
+    ) {
+        if frame.is_empty() {
+            self.spare.push(frame);
+        } else {
+            self.submit(frame, engine, egress, stats);
+        }
+        let local = self.local;
+        engine.drain(&mut |done| {
+            complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
+        });
+    }
+
     /// Adds `op` to the frame, submitting the frame first when it is full.
     fn push<E: Egress>(&mut self, op: Op, out: &mut Out<'_, E>) {
-        let local = self.local;
         if let Err(op) = out.frame.push(op) {
             let next = self.spare.pop().unwrap_or_default();
             let full = std::mem::replace(out.frame, next);
-            let (egress, stats) = (&mut *out.egress, &mut *out.stats);
-            out.engine.submit(full, &mut |done| {
-                complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
-            });
+            self.submit(full, out.engine, out.egress, out.stats);
             // The frame was just emptied; a push cannot fail.
             if let Err(op) = out.frame.push(op) {
                 self.bufs.put(op.buf);
@@ -543,20 +563,10 @@ impl OutboundPath {
         ctx: &mut OutboundContext<'_>,
         out: &mut Out<'_, E>,
     ) {
-        let local = self.local;
         // Everything before this packet goes out first, the normal way.
-        if !out.frame.is_empty() {
-            let next = self.spare.pop().unwrap_or_default();
-            let full = std::mem::replace(out.frame, next);
-            let (egress, stats) = (&mut *out.egress, &mut *out.stats);
-            out.engine.submit(full, &mut |done| {
-                complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
-            });
-        }
-        let (egress, stats) = (&mut *out.egress, &mut *out.stats);
-        out.engine.drain(&mut |done| {
-            complete(&mut self.bufs, &mut self.spare, done, egress, stats, local)
-        });
+        let next = self.spare.pop().unwrap_or_default();
+        let before = std::mem::replace(out.frame, next);
+        self.finish_frames(before, out.engine, out.egress, out.stats);
         ctx.check_path_mtu = false;
         let prepared = prepare_outbound(sa, buf, ctx);
         ctx.check_path_mtu = true;
@@ -576,27 +586,7 @@ impl OutboundPath {
         }
         out.stats.daemon.bump(DaemonCounter::OuterFragmented);
         let mut fragmentable = Fragmentable(&mut *out.egress);
-        let stats = &mut *out.stats;
-        out.engine.submit(single, &mut |done| {
-            complete(
-                &mut self.bufs,
-                &mut self.spare,
-                done,
-                &mut fragmentable,
-                stats,
-                local,
-            )
-        });
-        out.engine.drain(&mut |done| {
-            complete(
-                &mut self.bufs,
-                &mut self.spare,
-                done,
-                &mut fragmentable,
-                stats,
-                local,
-            )
-        });
+        self.finish_frames(single, out.engine, &mut fragmentable, out.stats);
     }
 
     /// A packet found the protect policy of outbound id `id` without an

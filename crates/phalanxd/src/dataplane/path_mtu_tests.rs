@@ -14,10 +14,9 @@ use phalanx_esp::{max_inner_len, DropReason, FragmentPolicy};
 use phalanx_io::{ErrorOrigin, PacketBatch, PacketMeta, SocketError};
 use phalanx_sa::OutboundSa;
 use phalanx_wire::icmp::IcmpPacket;
-use phalanx_wire::{IpProtocol, Ipv4Packet, Ipv4Repr};
 
 use super::io::learn_from_error;
-use super::zero_copy_tests::store;
+use super::zero_copy_tests::{ipv4_udp, store};
 use super::{CryptoEngine, DaemonCounter, DaemonCounters, Egress, OutboundPath, WorkerStats};
 use crate::install::{SaHandle, SaStore};
 
@@ -48,19 +47,7 @@ impl Egress for Capture {
 }
 
 fn v4(len: usize, df: bool) -> Vec<u8> {
-    let mut p = vec![0x5a; len];
-    Ipv4Repr {
-        src: "10.1.0.2".parse().unwrap(),
-        dst: "10.2.0.2".parse().unwrap(),
-        protocol: IpProtocol::UDP,
-        payload_len: len - 20,
-        ttl: 64,
-        dscp_ecn: 0,
-        ident: 77,
-        dont_frag: df,
-    }
-    .emit(&mut Ipv4Packet::new_unchecked(&mut p[..20]));
-    p
+    ipv4_udp(len, 77, df)
 }
 
 fn v6(len: usize) -> Vec<u8> {

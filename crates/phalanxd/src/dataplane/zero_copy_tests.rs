@@ -82,7 +82,17 @@ impl Delivery for Collect {
 
 fn packet(n: usize) -> Vec<u8> {
     let len = 60 + n * 97;
-    let mut p: Vec<u8> = (0..len).map(|b| (b * 7 + n) as u8).collect();
+    let mut p = ipv4_udp(len, n as u16, true);
+    for (b, byte) in p.iter_mut().enumerate().skip(20) {
+        *byte = (b * 7 + n) as u8;
+    }
+    p
+}
+
+/// An IPv4 packet 10.1.0.2 -> 10.2.0.2 of `len` octets (UDP protocol,
+/// body 0x5a) with identification `ident` and DF as given.
+pub(super) fn ipv4_udp(len: usize, ident: u16, dont_frag: bool) -> Vec<u8> {
+    let mut p = vec![0x5a; len];
     Ipv4Repr {
         src: "10.1.0.2".parse().unwrap(),
         dst: "10.2.0.2".parse().unwrap(),
@@ -90,8 +100,8 @@ fn packet(n: usize) -> Vec<u8> {
         payload_len: len - 20,
         ttl: 64,
         dscp_ecn: 0,
-        ident: n as u16,
-        dont_frag: true,
+        ident,
+        dont_frag,
     }
     .emit(&mut Ipv4Packet::new_unchecked(&mut p[..20]));
     p
