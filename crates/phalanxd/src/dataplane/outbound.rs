@@ -376,7 +376,15 @@ impl OutboundPath {
                         egress,
                         stats,
                     };
-                    self.too_big(&sa, buf, ctx, &mut out, now);
+                    // Cluster mode: the dispatcher assigned this packet
+                    // one sequence number; inner fragments would take
+                    // numbers of other nodes' leases. One ESP packet,
+                    // fragmented outside, keeps to the one number.
+                    let policy = match plan {
+                        Plan::Policy(_) => self.fragment,
+                        Plan::Assigned(_) => FragmentPolicy::Outer,
+                    };
+                    self.too_big(&sa, buf, policy, ctx, &mut out, now);
                     continue;
                 }
                 Err((buf, reason)) => {
@@ -455,13 +463,14 @@ impl OutboundPath {
         &mut self,
         sa: &Arc<OutboundSa>,
         buf: PacketBuf,
+        policy: FragmentPolicy,
         ctx: &mut OutboundContext<'_>,
         out: &mut Out<'_, E>,
         now: Instant,
     ) {
         let mtu = sa.path_mtu.current(now).unwrap_or(u32::MAX) as usize;
         let max_inner = max_inner_len(sa, mtu);
-        let action = too_big_action(buf.as_slice(), max_inner, self.fragment);
+        let action = too_big_action(buf.as_slice(), max_inner, policy);
         match action {
             TooBigAction::Notify { mtu } => self.notify(buf.as_slice(), mtu, out, now),
             TooBigAction::FragmentInner { mtu } => {

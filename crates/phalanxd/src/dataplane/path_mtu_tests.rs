@@ -255,3 +255,48 @@ fn kernel_reports_teach_the_sa_they_are_about() {
     assert_eq!(counters.get(DaemonCounter::IcmpErrorsReceived), 4);
     assert_eq!(counters.get(DaemonCounter::PathMtuLearned), 3);
 }
+
+/// Cluster mode: each packet carries the one sequence number the
+/// dispatcher assigned. A packet without DF too big for the path goes as
+/// one ESP packet with that number, fragmented outside, whatever the
+/// `fragment` setting: inner fragments would take numbers of other nodes'
+/// leases, and two nodes would send one (SPI, seq).
+#[test]
+fn cluster_packets_too_big_keep_their_one_sequence_number() {
+    use super::outbound::Assigned;
+    let (_a, sa) = gateway(("10.1.0.0/24", "10.2.0.0/24"));
+    let mut input = PacketBatch::new(2, 2048, 128);
+    input.push(&v4(1400, false), PacketMeta::default()).unwrap();
+    input.push(&v4(1400, false), PacketMeta::default()).unwrap();
+    // This node owns 10 and 13 (another node sends 11 and 12).
+    let assigned = [
+        Assigned {
+            sa: Arc::clone(&sa),
+            seq: 10,
+        },
+        Assigned {
+            sa: Arc::clone(&sa),
+            seq: 13,
+        },
+    ];
+    let mut path = OutboundPath::new("192.0.2.1".parse().unwrap(), 2048, 64);
+    path.set_fragment_policy(FragmentPolicy::Inner);
+    let (mut out, mut stats) = (Capture::default(), WorkerStats::default());
+    let mut engine = CryptoEngine::new(0);
+    path.process_assigned(
+        &mut input,
+        &assigned,
+        &mut engine,
+        &mut out,
+        &mut stats,
+        Instant::now(),
+    );
+    assert!(out.udp.is_empty(), "no inner fragments");
+    let seqs: Vec<u32> = out
+        .fragmentable
+        .iter()
+        .map(|d| u32::from_be_bytes(d[4..8].try_into().unwrap()))
+        .collect();
+    assert_eq!(seqs, [10, 13]);
+    assert_eq!(stats.daemon.get(DaemonCounter::InnerFragmented), 0);
+}
