@@ -55,7 +55,8 @@ use crate::dataplane::worker::packet_room;
 use crate::ike::{ToIke, WorkerLink};
 use crate::install::{Runtime, SaStore};
 use crate::limits::{
-    HEADROOM, SEND_BATCH, SOCKET_BATCH, STATS_INTERVAL_MS, TUN_BATCH, TUN_SEND_BATCH, TUN_SEND_ROOM,
+    HEADROOM, ROUTE_MTU_REFRESH, SEND_BATCH, SOCKET_BATCH, STATS_INTERVAL_MS, TUN_BATCH,
+    TUN_SEND_BATCH, TUN_SEND_ROOM,
 };
 
 /// Longest sleep in `poll`: the state (view changes, gratuitous ARP) and
@@ -237,6 +238,9 @@ struct Plane {
     adopt_at: Option<(Instant, Arc<SharedState>)>,
     /// That adoption made this node the one that answers ARP.
     became_first: bool,
+    /// When the SAs' path MTUs were last asked of the kernel (`None`:
+    /// not yet).
+    route_mtu_at: Option<Instant>,
 }
 
 impl ClusterWorker {
@@ -288,6 +292,7 @@ impl ClusterWorker {
             kernel_filter_failed,
             adopt_at: None,
             became_first: false,
+            route_mtu_at: None,
         };
         ClusterWorker {
             inside: devices.inside,
@@ -746,6 +751,16 @@ impl Plane {
         // STATS_INTERVAL_MS, so their error queues never fill.
         let rt = self.store.load();
         let now = Instant::now();
+        if self
+            .route_mtu_at
+            .is_none_or(|at| now.duration_since(at) >= ROUTE_MTU_REFRESH)
+        {
+            self.route_mtu_at = Some(now);
+            let learned = crate::install::refresh_route_mtus(&rt, now);
+            self.stats
+                .daemon
+                .add(DaemonCounter::PathMtuLearned, learned);
+        }
         drain_errors(&mut self.udp, &rt, now, &mut self.stats.daemon);
         if let Some(raw) = &self.raw {
             drain_errors(&mut *raw.lock(), &rt, now, &mut self.stats.daemon);
