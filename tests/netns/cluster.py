@@ -92,6 +92,9 @@ VIP_IN6 = "fd01::1"
 VIP_OUT6 = phxnet.GWA_WAN_V6                                  # 2001:db8:f::1
 GWB_WAN6 = phxnet.GWB_WAN_V6                                  # 2001:db8:f::2
 HEARTBEAT_PORT = 7400
+# gwB's replay window (phxnet's SAs): a Phalanx peer's default, large
+# enough for the cluster to spread one SA over its nodes.
+PEER_WINDOW = 1024
 GWB_WAN_MAC = "02:00:00:02:00:fe"
 HOSTA_MAC = "02:00:00:01:00:fa"
 SITE_A_MTU = 1400
@@ -192,12 +195,15 @@ mac = "{vmac_in}"
     return text
 
 
-def node_config(i, nodes, sas, node_dir, scheme="packet-rr", family="v4", **cluster_kw):
+def node_config(i, nodes, sas, node_dir, scheme="packet-rr", family="v4", peer_replay_window=PEER_WINDOW,
+                **cluster_kw):
     """phalanxd TOML for node i: gwA's static SAs and policies of
     phxnet (local 192.0.2.1 = the outside virtual address, peer gwB;
     2001:db8:f::1 and ::2 with `family` "v6") shared by every node, plus
-    its own `[cluster]`."""
-    text = phxnet.gateway_config("A", sas, node_dir, comment="cluster node n{}".format(i), family=family)
+    its own `[cluster]`. `peer_replay_window`: what the outbound SA's
+    peer (gwB) uses, as the nodes are told (None: not told)."""
+    text = phxnet.gateway_config("A", sas, node_dir, comment="cluster node n{}".format(i), family=family,
+                                 peer_replay_window=peer_replay_window)
     text = text.replace(os.path.join(node_dir, "gwA.sock"), os.path.join(node_dir, "phalanxd.sock"))
     return text + cluster_table(i, nodes, scheme, **cluster_kw)
 
@@ -392,8 +398,13 @@ class Cluster(phxnet.Topology):
             proc.wait(10)
 
     # -------------------------------------------------------- phalanxd
-    def write_configs(self, alg="aes128gcm16", encap="udp", seed="cluster", scheme="packet-rr", **cluster_kw):
-        """Static SAs shared by every node and gwB's mirror; returns paths."""
+    def write_configs(self, alg="aes128gcm16", encap="udp", seed="cluster", scheme="packet-rr", peer_window=None,
+                      tell_nodes=True, **cluster_kw):
+        """Static SAs shared by every node and gwB's mirror; returns paths.
+        `peer_window`: gwB's replay window (default phxnet's 1024), which
+        the nodes' outbound SA states as `peer_replay_window` unless
+        `tell_nodes` is False."""
+        told = (peer_window or PEER_WINDOW) if tell_nodes else None
         self.sas = phxnet.sa_table(alg, encap, seed, family=self.wan_family)
         cluster_kw.setdefault("inside", self.vips_in)
         cluster_kw.setdefault("outside", self.vip_out)
@@ -402,11 +413,15 @@ class Cluster(phxnet.Topology):
             d = self.node_dir(i)
             paths["n{}".format(i)] = os.path.join(d, "phalanxd.toml")
             with open(paths["n{}".format(i)], "w") as f:
-                f.write(node_config(i, self.nodes, self.sas, d, scheme=scheme, family=self.wan_family, **cluster_kw))
+                f.write(node_config(i, self.nodes, self.sas, d, scheme=scheme, family=self.wan_family,
+                                    peer_replay_window=told, **cluster_kw))
         paths["gwB"] = os.path.join(self.run_dir, "gwB.toml")
         with open(paths["gwB"], "w") as f:
-            f.write(phxnet.gateway_config("B", self.sas, self.run_dir, comment="site B peer of the cluster",
-                                          family=self.wan_family))
+            text = phxnet.gateway_config("B", self.sas, self.run_dir, comment="site B peer of the cluster",
+                                         family=self.wan_family)
+            if peer_window is not None:
+                text = text.replace("replay_window = 1024\n", "replay_window = {}\n".format(peer_window))
+            f.write(text)
         with open(os.path.join(self.run_dir, "sas.json"), "w") as f:
             json.dump(self.sas, f, indent=1)
         self.config_paths = paths

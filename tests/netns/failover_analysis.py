@@ -293,6 +293,29 @@ def wire_checks(packets, mac_to_node=None):
             "iv_mac_mismatch": mismatched, "per_node": dict(sorted((k or 0, v) for k, v in per_node.items()))}
 
 
+def reorder(packets, windows=(32, 64, 128, 1024)):
+    """How far out of order `packets` (one receiver's ESP, in arrival
+    order) arrive, per SPI: the depth of a packet is how many sequence
+    numbers below the highest already seen on its SPI it is (0 when it is
+    the newest). A receiver with a replay window of W refuses a packet of
+    depth W or more as too old (RFC 4303 §3.4.3: the window holds the
+    highest number and the W - 1 below it), so `refused[W]` is what a
+    peer with window W would have dropped. Returns {"packets",
+    "reordered" (depth > 0), "max_depth", "refused": {W: n}}."""
+    highest = {}
+    depths = []
+    for p in packets:
+        top = highest.get(p.spi)
+        if top is None or p.seq > top:
+            highest[p.spi] = p.seq
+            depths.append(0)
+        else:
+            depths.append(top - p.seq)
+    return {"packets": len(depths), "reordered": sum(1 for d in depths if d > 0),
+            "max_depth": max(depths, default=0),
+            "refused": {w: sum(1 for d in depths if d >= w) for w in windows}}
+
+
 def handover(packets, spi, failed, t_fail, takeover_range=None, jump=64):
     """Handover on one outbound SA from the capture: the last packet node
     `failed` sent (at or before `t_fail` + 50 ms of slack for frames in

@@ -56,6 +56,9 @@ class Child:
     rekey_time: str = "1h"
     rekey_jitter: Optional[str] = None
     lifetime: Optional[str] = None
+    # The peer's replay window for this side's packets (phalanxd's
+    # `peer_replay_window`); None: unknown.
+    peer_replay_window: Optional[int] = None
 
 
 @dataclasses.dataclass
@@ -330,6 +333,8 @@ raw_esp = true
             lines.append("rekey_jitter = " + _toml_str(c.rekey_jitter))
         if c.lifetime is not None:
             lines.append("lifetime = " + _toml_str(c.lifetime))
+        if c.peer_replay_window is not None:
+            lines.append("peer_replay_window = {}".format(c.peer_replay_window))
         lines.append("")
     return text + "\n".join(lines) + "\n"
 

@@ -106,7 +106,7 @@ def sa_table(alg, encap, seed, spi_base=0x1000, family="v4"):
     return sas
 
 
-def _toml_sa(sa, direction, local, remote, selectors, replay_window=1024):
+def _toml_sa(sa, direction, local, remote, selectors, replay_window=1024, peer_replay_window=None):
     lines = [
         "[[sa]]",
         'name = "{}"'.format(sa["name"]),
@@ -125,6 +125,10 @@ def _toml_sa(sa, direction, local, remote, selectors, replay_window=1024):
         'remote = "{}"'.format(remote),
         'encap = "{}"'.format("udp" if sa["encap"] == "udp" else "none"),
         "replay_window = {}".format(replay_window),
+    ]
+    if peer_replay_window is not None and direction == "out":
+        lines.append("peer_replay_window = {}".format(peer_replay_window))
+    lines += [
         "selectors = [",
     ]
     lines += ['    {{ src = "{}", dst = "{}" }},'.format(s, d) for s, d in selectors]
@@ -132,10 +136,12 @@ def _toml_sa(sa, direction, local, remote, selectors, replay_window=1024):
     return "\n".join(lines) + "\n"
 
 
-def gateway_config(side, sas, run_dir, workers=0, extra_sas="", metrics_port=9180, comment="", family="v4"):
+def gateway_config(side, sas, run_dir, workers=0, extra_sas="", metrics_port=9180, comment="", family="v4",
+                   peer_replay_window=None):
     """phalanxd TOML for gateway `side` ("A" or "B") from the pair's SA
     table; `[protected] local` and the SAs' endpoints of WAN `family`
-    (the SA table's own family: see `sa_table`)."""
+    (the SA table's own family: see `sa_table`). `peer_replay_window`:
+    the outbound SA's `peer_replay_window` (None: left out)."""
     out_sa, in_sa = (sas[0], sas[1]) if side == "A" else (sas[1], sas[0])
     gwa, gwb = WAN[family]
     local, remote = (gwa, gwb) if side == "A" else (gwb, gwa)
@@ -161,7 +167,8 @@ raw_esp = true
 
 """.format(workers=workers, sock=os.path.join(run_dir, "gw{}.sock".format(side)), mport=metrics_port,
            tun=TUN, local=local, port=NATT_PORT)
-    text += _toml_sa(out_sa, "out", local, remote, list(zip(mine, theirs))) + "\n"
+    text += _toml_sa(out_sa, "out", local, remote, list(zip(mine, theirs)),
+                     peer_replay_window=peer_replay_window) + "\n"
     text += _toml_sa(in_sa, "in", local, remote, list(zip(theirs, mine))) + "\n"
     text += extra_sas
     for n, (fam, (src, dst)) in enumerate(zip(("v4", "v6"), zip(mine, theirs))):

@@ -29,7 +29,8 @@
 //!                         (bit i of word i/64: number Top - i was seen)
 //! Suspect 0x13, Rejoin 0x14, Ready 0x16:  Node (32)
 //! SaAdd 0x17:   Layout (8, = 1) | Direction (8: 0 out, 1 in) | SPI (32) |
-//!               Flags (8: bit 0 ESN) | Family (8: 4|6) | Peer (32|128)
+//!               Flags (8: bit 0 ESN, bit 1 peer window) | Family (8: 4|6) |
+//!               Peer (32|128) | [with bit 1: Peer window (32, not 0)]
 //!               [a layout above 1 may append fields; this version skips them]
 //! SaDelete 0x18:          Direction (8) | SPI (32)
 //! Yield 0x20:             Node (32) | Marks (16) x { SPI (32) | High (64) }
@@ -569,12 +570,24 @@ fn replay(r: &mut Reader<'_>) -> Result<ReplayCheckpoint, DecodeError> {
 /// The SaAdd body layout this build writes.
 const SA_LAYOUT: u8 = 1;
 
+/// SA flags: extended sequence numbers.
+const SA_FLAG_ESN: u8 = 1;
+/// SA flags: the peer's replay window follows the address.
+const SA_FLAG_PEER_WINDOW: u8 = 2;
+
 fn sa_body(w: &mut Writer, sa: &SaDescriptor) {
+    let mut flags = if sa.esn { SA_FLAG_ESN } else { 0 };
+    if sa.peer_window != 0 {
+        flags |= SA_FLAG_PEER_WINDOW;
+    }
     w.u8(SA_LAYOUT)
         .u8(direction_byte(sa.direction))
         .u32(sa.spi)
-        .u8(u8::from(sa.esn))
+        .u8(flags)
         .addr(sa.peer);
+    if sa.peer_window != 0 {
+        w.u32(sa.peer_window);
+    }
 }
 
 fn sa_add(r: &mut Reader<'_>) -> Result<SaDescriptor, DecodeError> {
@@ -593,14 +606,24 @@ fn sa_fields(r: &mut Reader<'_>) -> Result<SaDescriptor, DecodeError> {
     let direction = direction(r)?;
     let spi = r.u32()?;
     let flags = r.u8()?;
-    if flags & !1 != 0 {
+    if flags & !(SA_FLAG_ESN | SA_FLAG_PEER_WINDOW) != 0 {
         return Err(DecodeError::InvalidField("SA flags"));
     }
+    let peer = r.addr()?;
+    let peer_window = if flags & SA_FLAG_PEER_WINDOW != 0 {
+        match r.u32()? {
+            0 => return Err(DecodeError::InvalidField("peer window")),
+            w => w,
+        }
+    } else {
+        0
+    };
     Ok(SaDescriptor {
         direction,
         spi,
-        esn: flags & 1 != 0,
-        peer: r.addr()?,
+        esn: flags & SA_FLAG_ESN != 0,
+        peer,
+        peer_window,
     })
 }
 

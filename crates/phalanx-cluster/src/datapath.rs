@@ -31,7 +31,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::codec::{Checkpoint, ReplayCheckpoint};
-use crate::dispatch::{Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey};
+use crate::dispatch::{
+    spreads_outbound, Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey,
+};
 use crate::fence::{Fence, Takers};
 use crate::limits::REPLAY_CHECKPOINT_TICKS;
 use crate::observer::InboundObserver;
@@ -167,8 +169,34 @@ pub struct DataPathStats {
 struct OutboundStream {
     shared: Arc<OutboundShared>,
     sequencer: OutboundSequencer,
+    /// The scheme would spread the SA but its peer's window is too small
+    /// for that: one node sends all of it (`dispatch::spreads_outbound`).
+    pinned: bool,
     /// Serial of the last checkpoint note applied.
     noted: u64,
+}
+
+impl OutboundStream {
+    /// The stream of a new outbound SA (or of one added again) on node
+    /// `local`, whose scheme spaces its numbers by `spacing`.
+    fn new(
+        local: NodeId,
+        scheme: DispatchScheme,
+        spacing: Spacing,
+        shared: &Arc<OutboundShared>,
+    ) -> Self {
+        let pinned =
+            scheme.spreads_one_sa() && !spreads_outbound(scheme, shared.descriptor.peer_window);
+        // One sender per SA: each packet needs a number of that sender's
+        // class, whatever the packet's position (see `sequencer`).
+        let spacing = if pinned { Spacing::Strided } else { spacing };
+        OutboundStream {
+            shared: Arc::clone(shared),
+            sequencer: OutboundSequencer::new(local, spacing),
+            pinned,
+            noted: 0,
+        }
+    }
 }
 
 /// One inbound SA in the data path.
@@ -304,7 +332,11 @@ impl NodeDataPath {
             flow,
             peer,
         };
-        let owner = self.dispatcher.owner(&key);
+        let owner = if stream.pinned {
+            self.dispatcher.sa_owner(&key)
+        } else {
+            self.dispatcher.owner(&key)
+        };
         if !self.active || owner != Some(self.local) {
             self.stats.outbound_not_owned += 1;
             return OutboundDecision::NotOwned;

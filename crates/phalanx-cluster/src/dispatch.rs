@@ -59,6 +59,7 @@ mod tests;
 use core::net::IpAddr;
 use std::collections::BTreeMap;
 
+use crate::limits::SPREAD_MIN_PEER_WINDOW;
 use crate::segments::{segment_of, segment_table};
 use crate::view::{NodeId, View};
 use flows::FlowTable;
@@ -80,6 +81,21 @@ pub const SQF_RESYNC_PACKETS: u64 = 1024;
 /// Flow tables restart at every multiple of this many stream packets.
 /// Longer than [`SQF_RESYNC_PACKETS`]: a restart may move outbound flows.
 pub const SESSION_RESYNC_PACKETS: u64 = 65_536;
+
+/// Whether the outbound packets of an SA whose peer applies a replay
+/// window of `peer_window` (0: unknown) leave from several nodes under
+/// `scheme`. Nodes process the shared stream at slightly different times,
+/// so packets of one SA sent by several nodes arrive out of order, and a
+/// peer refuses those further behind than its window as too old (RFC 4303
+/// §3.4.3). Only a peer known to have a window of at least
+/// [`SPREAD_MIN_PEER_WINDOW`] gets them spread; any other SA is *pinned*:
+/// all its outbound packets go to one node ([`Dispatcher::sa_owner`]), in
+/// order, with [`crate::Spacing::Strided`] numbers, so a takeover only
+/// ever jumps forward. Inbound dispatch is not affected (the reordering
+/// then happens behind this cluster's own replay windows).
+pub fn spreads_outbound(scheme: DispatchScheme, peer_window: u32) -> bool {
+    scheme.spreads_one_sa() && peer_window >= SPREAD_MIN_PEER_WINDOW
+}
 
 /// What the dispatcher needs to know about one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,7 +156,8 @@ struct StreamState {
 pub struct Dispatcher {
     scheme: DispatchScheme,
     view: View,
-    /// Owner of each segment under `view` (hash schemes only).
+    /// Owner of each segment under `view` (the hash schemes' owners and
+    /// the pinned SAs').
     segments: Vec<NodeId>,
     streams: BTreeMap<StreamId, StreamState>,
 }
@@ -167,9 +184,7 @@ impl Dispatcher {
                 stream.queues.remap(&self.view, &view);
             }
         }
-        if let DispatchScheme::HashSegments { .. } = self.scheme {
-            self.segments = segment_table(&view);
-        }
+        self.segments = segment_table(&view);
         self.view = view;
     }
 
@@ -209,6 +224,16 @@ impl Dispatcher {
                 )
             }
         }
+    }
+
+    /// The one live member that sends every outbound packet of a pinned
+    /// SA (see [`spreads_outbound`]): the owner of the segment of its peer
+    /// and SPI, as with `hash-src-spi`. Stateless: every packet of the SA
+    /// gets the same answer until the view changes. `None` only when the
+    /// view is empty.
+    pub fn sa_owner(&self, key: &PacketKey) -> Option<NodeId> {
+        let segment = segment_of(key.peer, Some(key.spi));
+        self.segments.get(usize::from(segment)).copied()
     }
 
     /// Drop the state of a stream (its SA was deleted).

@@ -61,6 +61,17 @@ pub const MAX_PARTITIONED_SEQ: u64 = (1 << 48) - 1;
 /// Highest sequence number of an SA without ESN (RFC 4303 §2.2: 32 bits).
 pub const MAX_SEQ_32: u64 = u32::MAX as u64;
 
+/// The smallest peer replay window for which one SA's outbound packets
+/// are spread over several nodes (packet- and session-based schemes).
+/// Nodes process the same stream at slightly different times, so a
+/// spread SA arrives reordered by the nodes' skew in packets: measured
+/// here (bench/small-window.py, RESULTS "Small replay windows") at
+/// most a few dozen packets at 10,000 packets/s. 1,024 (Phalanx's
+/// default window) leaves a wide margin; strongSwan's userspace ESP
+/// (128) and Linux XFRM's default (32) do not, so their SAs are sent by
+/// one node each.
+pub const SPREAD_MIN_PEER_WINDOW: u32 = 1024;
+
 /// Blocks of the regular lineage kept in the lease table (older ones can
 /// no longer be needed by a node whose counter agrees with the others').
 pub const LEASE_REGULAR_KEPT: usize = 3;

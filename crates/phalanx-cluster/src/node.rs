@@ -185,6 +185,11 @@ pub struct SaDescriptor {
     pub esn: bool,
     /// The remote gateway's address.
     pub peer: IpAddr,
+    /// Outbound: the replay window the peer applies to this SA (RFC 4303
+    /// §3.4.3), as configured; 0 when unknown. It decides whether the
+    /// SA's packets may leave from several nodes
+    /// ([`crate::dispatch::spreads_outbound`]).
+    pub peer_window: u32,
 }
 
 /// Something that happened, for logs and metrics.

@@ -204,6 +204,11 @@ pub struct ChildConfig {
     pub lifetime: SaLifetimeConfig,
     /// Anti-replay window in packets (RFC 4303 §3.4.3); 0 disables it.
     pub replay_window: u32,
+    /// The window the peer applies to what this side sends, when known
+    /// (0: unknown). IKEv2 does not carry it; a cluster sends a Child SA
+    /// from several nodes only when it is large enough
+    /// (`phalanx_cluster::spreads_outbound`).
+    pub peer_replay_window: u32,
 }
 
 /// When an SA is rekeyed and when it dies.

@@ -79,6 +79,9 @@ pub struct ChildSaInstall {
     pub selectors: Vec<Selector>,
     /// Anti-replay window in packets (inbound).
     pub replay_window: u32,
+    /// The peer's window for this side's packets (outbound; 0: unknown),
+    /// from the child's configuration.
+    pub peer_replay_window: u32,
     /// Soft (rekey) and hard limits, jitter applied.
     pub lifetime: LifetimeLimits,
 }
@@ -97,6 +100,8 @@ impl core::fmt::Debug for ChildSaInstall {
             .field("remote", &self.remote)
             .field("encap", &self.encap)
             .field("selectors", &self.selectors)
+            .field("replay_window", &self.replay_window)
+            .field("peer_replay_window", &self.peer_replay_window)
             .finish_non_exhaustive()
     }
 }

@@ -115,6 +115,7 @@ pub fn responder_config() -> EndpointConfig {
         },
         lifetime: SaLifetimeConfig::child_default(),
         replay_window: 64,
+        peer_replay_window: 0,
     };
     let connection = Connection {
         name: CONNECTION.to_owned(),

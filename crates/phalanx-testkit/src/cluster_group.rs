@@ -656,6 +656,8 @@ impl ClusterHarness {
             spi,
             esn,
             peer: PEER,
+            // A Phalanx peer: its window takes the nodes' skew.
+            peer_window: phalanx_cluster::limits::SPREAD_MIN_PEER_WINDOW,
         };
         self.sas.push(sa);
         let now = self.now;

@@ -131,6 +131,7 @@ fn inbound(spi: u32, peer: IpAddr) -> SaDescriptor {
         spi,
         esn: false,
         peer,
+        peer_window: 0,
     }
 }
 

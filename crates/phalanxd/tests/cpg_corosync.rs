@@ -306,12 +306,14 @@ fn cluster_thread_founds_a_one_node_cluster_and_takes_reports() {
                 spi: 0x1001,
                 esn: false,
                 peer,
+                peer_window: 0,
             },
             SaDescriptor {
                 direction: Direction::Inbound,
                 spi: 0x2001,
                 esn: false,
                 peer,
+                peer_window: 0,
             },
         ];
         let handle = cluster::spawn(&settings(), sas, Arc::clone(&stop)).unwrap();

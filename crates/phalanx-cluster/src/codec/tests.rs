@@ -10,6 +10,7 @@ fn sa(direction: Direction, spi: u32, esn: bool, peer: IpAddr) -> SaDescriptor {
         spi,
         esn,
         peer,
+        peer_window: 0,
     }
 }
 
@@ -342,9 +343,10 @@ fn message() -> impl Strategy<Value = Message> {
             any::<u32>(),
             any::<bool>(),
             any::<[u8; 16]>(),
-            any::<bool>()
+            any::<bool>(),
+            prop_oneof![Just(0u32), any::<u32>()]
         )
-            .prop_map(|(out, spi, esn, addr, v6)| {
+            .prop_map(|(out, spi, esn, addr, v6, peer_window)| {
                 let peer = if v6 {
                     IpAddr::V6(Ipv6Addr::from(addr))
                 } else {
@@ -360,6 +362,7 @@ fn message() -> impl Strategy<Value = Message> {
                     spi,
                     esn,
                     peer,
+                    peer_window,
                 })
             }),
     ]

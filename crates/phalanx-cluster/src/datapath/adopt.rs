@@ -10,7 +10,6 @@ use super::{
 use crate::codec::ReplayCheckpoint;
 use crate::dispatch::{Direction, DispatchScheme, Dispatcher};
 use crate::observer::InboundObserver;
-use crate::sequencer::OutboundSequencer;
 
 impl NodeDataPath {
     /// Adopt the cluster thread's latest published state (cheap when
@@ -57,18 +56,17 @@ impl NodeDataPath {
     fn adopt_sas(&mut self, state: &SharedState) {
         let local = self.local;
         let spacing = self.spacing;
+        let scheme = self.dispatcher.scheme();
         for (&spi, shared) in &state.outbound {
-            let stream = self.outbound.entry(spi).or_insert_with(|| OutboundStream {
-                shared: Arc::clone(shared),
-                sequencer: OutboundSequencer::new(local, spacing),
-                noted: 0,
-            });
+            let stream = self
+                .outbound
+                .entry(spi)
+                .or_insert_with(|| OutboundStream::new(local, scheme, spacing, shared));
             if !Arc::ptr_eq(&stream.shared, shared) {
                 // An SA deleted and added again (its leases start over)
                 // is a new SA: a new sequencer.
                 if shared.incarnation != stream.shared.incarnation {
-                    stream.sequencer = OutboundSequencer::new(local, spacing);
-                    stream.noted = 0;
+                    *stream = OutboundStream::new(local, scheme, spacing, shared);
                     self.dispatcher.forget_stream(Direction::Outbound, spi);
                 }
                 stream.shared = Arc::clone(shared);

@@ -1,9 +1,10 @@
 use super::shared::{CheckpointNote, InboundShared, OutboundShared};
 use super::*;
 use crate::lease::LeaseTable;
+use crate::limits::SPREAD_MIN_PEER_WINDOW;
 use crate::node::SaDescriptor;
 use core::net::Ipv4Addr;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
 const OUT: u32 = 0x10;
@@ -20,8 +21,14 @@ fn view(ids: &[u32]) -> View {
     View::new(1, ids.iter().map(|&i| NodeId(i)))
 }
 
-/// A state as a cluster of `ids` would publish it for `local`.
+/// A state as a cluster of `ids` would publish it for `local`, its SAs'
+/// peer a Phalanx gateway (a window that takes the nodes' skew).
 fn state(local: u32, ids: &[u32], version: u64) -> SharedState {
+    state_with_window(local, ids, version, SPREAD_MIN_PEER_WINDOW)
+}
+
+/// [`state`] with a peer whose replay window is `peer_window`.
+fn state_with_window(local: u32, ids: &[u32], version: u64, peer_window: u32) -> SharedState {
     let mut table = LeaseTable::new(64);
     let mut out = Vec::new();
     table.set_view(view(ids), &mut out);
@@ -38,6 +45,7 @@ fn state(local: u32, ids: &[u32], version: u64) -> SharedState {
         spi,
         esn: false,
         peer: PEER,
+        peer_window,
     };
     let outbound = OutboundShared {
         descriptor: descriptor(Direction::Outbound, OUT),
@@ -129,6 +137,67 @@ fn round_robin_pair() {
         spi: OUT,
         after_end: head + 63
     }));
+}
+
+/// "n1,n2,n3 packet-rr, peer window 128 (strongSwan), 32 (Linux XFRM) or
+/// unknown": the scheme would spread the SA over the three nodes, whose
+/// skew could put packets behind the peer's window; instead one node sends
+/// every packet, with numbers that only grow (so the peer sees them in
+/// order), and the other two count them. With the window of a Phalanx
+/// peer the same stream is spread.
+#[test]
+fn small_peer_window_pins_the_sa() {
+    for window in [0, 32, 128, SPREAD_MIN_PEER_WINDOW - 1] {
+        let mut paths: Vec<NodeDataPath> = (1..=3)
+            .map(|i| NodeDataPath::new(NodeId(i), DispatchScheme::PacketRoundRobin))
+            .collect();
+        for (i, path) in paths.iter_mut().enumerate() {
+            path.update(&state_with_window(i as u32 + 1, &[1, 2, 3], 1, window));
+        }
+        let mut senders = BTreeSet::new();
+        let mut last = 0;
+        // 64-number blocks, 3 numbers a packet (strided): 20 packets fit.
+        for p in 0..20u64 {
+            let sent: Vec<(usize, u64)> = paths
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, path)| match path.outbound(OUT, PEER, p, 100, p) {
+                    OutboundDecision::Send { seq } => Some((i, seq)),
+                    OutboundDecision::NotOwned => None,
+                    other => panic!("window {window}, packet {p}: {other:?}"),
+                })
+                .collect();
+            assert_eq!(sent.len(), 1, "window {window}, packet {p}: {sent:?}");
+            let (node, seq) = sent[0];
+            assert!(
+                seq > last,
+                "window {window}, packet {p}: {seq} after {last}"
+            );
+            senders.insert(node);
+            last = seq;
+        }
+        assert_eq!(senders.len(), 1, "window {window}: sent by {senders:?}");
+    }
+    let mut spread = BTreeSet::new();
+    let mut paths: Vec<NodeDataPath> = (1..=3)
+        .map(|i| NodeDataPath::new(NodeId(i), DispatchScheme::PacketRoundRobin))
+        .collect();
+    for (i, path) in paths.iter_mut().enumerate() {
+        path.update(&state_with_window(
+            i as u32 + 1,
+            &[1, 2, 3],
+            1,
+            SPREAD_MIN_PEER_WINDOW,
+        ));
+    }
+    for p in 0..30u64 {
+        for (i, path) in paths.iter_mut().enumerate() {
+            if let OutboundDecision::Send { .. } = path.outbound(OUT, PEER, p, 100, p) {
+                spread.insert(i);
+            }
+        }
+    }
+    assert_eq!(spread.len(), 3);
 }
 
 /// A suspicion in the state: the data path switches to the takeover block

@@ -50,6 +50,13 @@ impl DispatchScheme {
         )
     }
 
+    /// True for the schemes that may send the outbound packets of one SA
+    /// from several nodes: the packet-based ones and, through its flows,
+    /// the session-based ones (the hash schemes give an SA one node).
+    pub fn spreads_one_sa(self) -> bool {
+        !matches!(self, DispatchScheme::HashSegments { .. })
+    }
+
     /// True for the schemes that keep a flow table.
     pub fn is_session_based(self) -> bool {
         matches!(

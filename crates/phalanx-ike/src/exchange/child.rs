@@ -613,6 +613,7 @@ impl IkeSa {
             encap: self.udp_encap(),
             selectors: selectors(src, dst),
             replay_window: base.cfg.replay_window,
+            peer_replay_window: base.cfg.peer_replay_window,
             lifetime: base.cfg.lifetime.limits(base.jitter),
         }
     }

@@ -74,6 +74,7 @@ pub(crate) fn child_install(
         encap: udp_encap(ike),
         selectors: selectors(src, dst),
         replay_window: cfg.replay_window,
+        peer_replay_window: cfg.peer_replay_window,
         lifetime: lifetime(cfg, child),
     })
 }

@@ -42,6 +42,7 @@ pub(crate) fn child(name: &str, local: &str, remote: &str) -> ChildConfig {
         },
         lifetime: SaLifetimeConfig::child_default(),
         replay_window: 64,
+        peer_replay_window: 0,
     }
 }
 

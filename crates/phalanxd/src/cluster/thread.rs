@@ -34,10 +34,11 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use phalanx_cluster::limits::SPREAD_MIN_PEER_WINDOW;
 use phalanx_cluster::transport::{GroupEvent, GroupTransport};
 use phalanx_cluster::{
-    ClusterConfig, ClusterEvent, ClusterNode, ClusterStatus, DataPathReport, NodeId, SaDescriptor,
-    SharedState, APP_CHANNEL_IKE,
+    spreads_outbound, ClusterConfig, ClusterEvent, ClusterNode, ClusterStatus, DataPathReport,
+    Direction, DispatchScheme, NodeId, SaDescriptor, SharedState, APP_CHANNEL_IKE,
 };
 use phalanx_control::ClusterReport;
 use phalanx_io::poll::{Interest, PollSet, Waker};
@@ -155,6 +156,7 @@ pub fn spawn_with_ike(
     let mut node = ClusterNode::new(node_config(settings), now);
     node.set_quorum_policy(settings.quorum);
     for sa in sas {
+        log_pinned(settings.scheme, &sa);
         node.register_sa(now, sa);
     }
     let shared = Arc::new(ArcSwap::new(node.shared()));
@@ -512,7 +514,10 @@ impl ThreadState {
                         ike.send(FromCluster::Refused { hold });
                     }
                 }
-                ToCluster::Register(sa) => self.node.register_sa(now, sa),
+                ToCluster::Register(sa) => {
+                    log_pinned(self.node.config().scheme, &sa);
+                    self.node.register_sa(now, sa);
+                }
                 ToCluster::Remove { direction, spi } => self.node.remove_sa(now, direction, spi),
             }
         }
@@ -568,6 +573,29 @@ fn ids(nodes: &[NodeId]) -> Vec<u32> {
 /// with their handover, Corosync's confirmations and corrections at
 /// `info`/`warn`; lease grants (several per generation and SA) at
 /// `debug`.
+/// Says when `scheme` would spread outbound SA `sa` over the nodes but
+/// its peer's replay window is too small (or unknown) for the reordering
+/// that causes, so one node sends it (`phalanx_cluster::spreads_outbound`).
+fn log_pinned(scheme: DispatchScheme, sa: &SaDescriptor) {
+    if sa.direction != Direction::Outbound
+        || !scheme.spreads_one_sa()
+        || spreads_outbound(scheme, sa.peer_window)
+    {
+        return;
+    }
+    let window = match sa.peer_window {
+        0 => "unknown".to_owned(),
+        w => w.to_string(),
+    };
+    tracing::info!(
+        spi = format_args!("{:#010x}", sa.spi),
+        peer_replay_window = %window,
+        "cluster: outbound SA sent by one node at a time: the peer's replay window is below {} \
+         (set peer_replay_window when the peer's window is larger)",
+        SPREAD_MIN_PEER_WINDOW
+    );
+}
+
 fn log_event(event: &ClusterEvent) {
     match event {
         ClusterEvent::ViewChanged { view } => {

@@ -21,7 +21,7 @@ use zeroize::Zeroizing;
 
 use super::credentials::{self, CredentialFingerprint};
 use super::raw_ike::{RawChild, RawConnection};
-use super::{values, ConfigError, ProtectedSettings, Source};
+use super::{validate, values, ConfigError, ProtectedSettings, Source};
 use crate::limits;
 
 /// A connection with what the daemon keeps beside it.
@@ -535,21 +535,13 @@ fn child(
         .as_ref()
         .map(|p| *p.get_ref())
         .filter(|&p| p != 0);
-    let replay_window = match &raw.replay_window {
-        None => limits::DEFAULT_REPLAY_WINDOW,
-        Some(w) => {
-            let v = *w.get_ref();
-            if v != 0 && !(limits::MIN_REPLAY_WINDOW..=limits::MAX_REPLAY_WINDOW).contains(&v) {
-                let msg = format!(
-                    "replay window {v} out of range: 0 (off) or {}..={}",
-                    limits::MIN_REPLAY_WINDOW,
-                    limits::MAX_REPLAY_WINDOW
-                );
-                return Err(source.error(w.span(), field("replay_window"), msg));
-            }
-            v
-        }
-    };
+    let replay_window =
+        validate::replay_window(source, raw.replay_window.as_ref(), &field("replay_window"))?;
+    let peer_replay_window = validate::peer_replay_window(
+        source,
+        raw.peer_replay_window.as_ref(),
+        &field("peer_replay_window"),
+    )?;
     let priority = raw
         .priority
         .as_ref()
@@ -562,6 +554,7 @@ fn child(
         mode,
         lifetime,
         replay_window,
+        peer_replay_window,
     };
     Ok((child, priority))
 }

@@ -195,6 +195,10 @@ pub struct SaConfig {
     pub params: SaParams,
     /// The keys.
     pub keys: SaKeys,
+    /// Outbound: the replay window the peer applies to this SA, when
+    /// configured (0: unknown). A cluster spreads the SA over its nodes
+    /// only when it is large enough (`phalanx_cluster::spreads_outbound`).
+    pub peer_replay_window: u32,
     /// Line of the `[[sa]]` table, for messages.
     pub line: usize,
 }

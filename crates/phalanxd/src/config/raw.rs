@@ -242,6 +242,7 @@ pub(crate) struct RawSa {
     pub(crate) remote_port: Option<Spanned<u32>>,
     pub(crate) esn: Option<bool>,
     pub(crate) replay_window: Option<Spanned<u32>>,
+    pub(crate) peer_replay_window: Option<Spanned<u32>>,
     pub(crate) tfc_pad_to: Option<Spanned<u32>>,
     #[serde(default)]
     pub(crate) lifetime: Option<Spanned<RawLifetime>>,

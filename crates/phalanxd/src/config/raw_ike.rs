@@ -62,5 +62,6 @@ pub(crate) struct RawChild {
     pub(crate) rekey_bytes: Option<Spanned<u64>>,
     pub(crate) rekey_packets: Option<Spanned<u64>>,
     pub(crate) replay_window: Option<Spanned<u32>>,
+    pub(crate) peer_replay_window: Option<Spanned<u32>>,
     pub(crate) priority: Option<Spanned<u32>>,
 }

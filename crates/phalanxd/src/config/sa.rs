@@ -81,22 +81,15 @@ fn one(
     let keys = keys(source, &raw, &suite, encryption, &field)?;
     let mode = mode(source, &raw, protected, &field)?;
     let encap = encap(source, &raw, protected, &field)?;
-    let replay_window = match &raw.replay_window {
-        None => limits::DEFAULT_REPLAY_WINDOW,
-        Some(w) => {
-            let w_val = *w.get_ref();
-            if w_val != 0
-                && !(limits::MIN_REPLAY_WINDOW..=limits::MAX_REPLAY_WINDOW).contains(&w_val)
-            {
-                let msg = format!(
-                    "replay window {w_val} out of range: 0 (off) or {}..={}",
-                    limits::MIN_REPLAY_WINDOW,
-                    limits::MAX_REPLAY_WINDOW
-                );
-                return Err(source.error(w.span(), field("replay_window"), msg));
-            }
-            w_val
+    let replay_window =
+        validate::replay_window(source, raw.replay_window.as_ref(), &field("replay_window"))?;
+    let peer_replay_window = match (&raw.peer_replay_window, raw.direction) {
+        (Some(w), Direction::In) => {
+            let msg =
+                "applies to outbound SAs only (the peer's window for what this gateway sends)";
+            return Err(source.error(w.span(), field("peer_replay_window"), msg));
         }
+        (w, _) => validate::peer_replay_window(source, w.as_ref(), &field("peer_replay_window"))?,
     };
     let tfc_pad_to =
         match &raw.tfc_pad_to {
@@ -139,6 +132,7 @@ fn one(
             tfc_pad_to,
         },
         keys,
+        peer_replay_window,
         line,
     })
 }

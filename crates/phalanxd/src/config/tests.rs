@@ -307,6 +307,37 @@ fn addresses_prefixes_and_ports() {
 }
 
 #[test]
+fn peer_replay_window() {
+    let out = edit(
+        "remote = \"192.0.2.2\"\n\n[[sa]]\nname = \"in1\"",
+        "remote = \"192.0.2.2\"\npeer_replay_window = 128\n\n[[sa]]\nname = \"in1\"",
+    );
+    let config = Config::parse("gw.toml", &out).unwrap();
+    let windows: Vec<u32> = config.sas.iter().map(|sa| sa.peer_replay_window).collect();
+    assert_eq!(windows, [128, 0]);
+    let zero = edit(
+        "remote = \"192.0.2.2\"\n\n[[sa]]\nname = \"in1\"",
+        "remote = \"192.0.2.2\"\npeer_replay_window = 0\n\n[[sa]]\nname = \"in1\"",
+    );
+    assert_error(
+        &zero,
+        20,
+        "sa[0].peer_replay_window",
+        "leave peer_replay_window out",
+    );
+    let inbound = edit(
+        "encap = \"none\"",
+        "encap = \"none\"\npeer_replay_window = 64",
+    );
+    assert_error(
+        &inbound,
+        31,
+        "sa[1].peer_replay_window",
+        "outbound SAs only",
+    );
+}
+
+#[test]
 fn ranges_windows_and_lifetimes() {
     let window = edit("encap = \"none\"", "encap = \"none\"\nreplay_window = 16");
     assert_error(&window, 31, "sa[1].replay_window", "0 (off) or 32..=65536");

@@ -250,6 +250,47 @@ fn protected(
     })
 }
 
+/// `replay_window` of an SA or a child: 0 (off) or a window the replay
+/// check supports; absent is the default.
+pub(crate) fn replay_window(
+    source: &Source<'_>,
+    value: Option<&Spanned<u32>>,
+    field: &str,
+) -> Result<u32, ConfigError> {
+    let Some(w) = value else {
+        return Ok(limits::DEFAULT_REPLAY_WINDOW);
+    };
+    let v = *w.get_ref();
+    if v != 0 && !(limits::MIN_REPLAY_WINDOW..=limits::MAX_REPLAY_WINDOW).contains(&v) {
+        let msg = format!(
+            "replay window {v} out of range: 0 (off) or {}..={}",
+            limits::MIN_REPLAY_WINDOW,
+            limits::MAX_REPLAY_WINDOW
+        );
+        return Err(source.error(w.span(), field, msg));
+    }
+    Ok(v)
+}
+
+/// `peer_replay_window`: the window the peer applies to what this
+/// gateway sends (1 or more; absent: unknown, 0). Only a cluster reads
+/// it (`phalanx_cluster::spreads_outbound`).
+pub(crate) fn peer_replay_window(
+    source: &Source<'_>,
+    value: Option<&Spanned<u32>>,
+    field: &str,
+) -> Result<u32, ConfigError> {
+    match value {
+        None => Ok(0),
+        Some(w) if *w.get_ref() == 0 => Err(source.error(
+            w.span(),
+            field,
+            "0 is not a window: leave peer_replay_window out when the peer's window is unknown",
+        )),
+        Some(w) => Ok(*w.get_ref()),
+    }
+}
+
 /// An optional integer in `range`; absent is `default`.
 fn bounded(
     source: &Source<'_>,

@@ -83,6 +83,7 @@ fn install(spi: u32, suite: Suite) -> ChildSaInstall {
         }),
         selectors: vec![sel("10.1.0.0", "10.2.0.0")],
         replay_window: 1024,
+        peer_replay_window: 0,
         lifetime: LifetimeLimits {
             soft_time: Some(std::time::Duration::from_secs(3000)),
             hard_time: Some(std::time::Duration::from_secs(3960)),

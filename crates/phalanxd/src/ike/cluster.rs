@@ -823,6 +823,7 @@ fn registration(event: &SaEvent) -> Option<ToCluster> {
         spi: install.spi,
         esn: install.esn,
         peer: install.remote,
+        peer_window: install.peer_replay_window,
     };
     match event {
         SaEvent::InstallInbound(i) => Some(ToCluster::Register(describe(i, Direction::Inbound))),

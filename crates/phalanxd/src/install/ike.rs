@@ -149,6 +149,10 @@ pub fn child_sa_config(
             encryption: install.encr_key.clone(),
             integrity: install.integ_key.clone(),
         },
+        peer_replay_window: match direction {
+            Direction::Out => install.peer_replay_window,
+            Direction::In => 0,
+        },
         line: 0,
     })
 }

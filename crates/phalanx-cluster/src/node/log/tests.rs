@@ -20,6 +20,7 @@ fn sa(direction: Direction, spi: u32) -> SaDescriptor {
         spi,
         esn: false,
         peer: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
+        peer_window: 0,
     }
 }
 

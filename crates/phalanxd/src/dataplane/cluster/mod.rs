@@ -99,6 +99,7 @@ pub fn sa_descriptors(sas: &[SaConfig]) -> Vec<SaDescriptor> {
                 SaMode::Tunnel { remote, .. } => remote,
                 SaMode::Transport => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             },
+            peer_window: sa.peer_replay_window,
         })
         .collect()
 }

@@ -223,6 +223,7 @@ fn inbound(spi: u32, esn: bool, peer: impl Into<IpAddr>) -> SaDescriptor {
         spi,
         esn,
         peer: peer.into(),
+        peer_window: 0,
     }
 }
 
