@@ -28,77 +28,17 @@ import argparse
 import json
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "netns"))
 sys.path.insert(0, HERE)
 
-import cluster  # noqa: E402
-import cluster_ike  # noqa: E402
-import failover_analysis as fa  # noqa: E402
 import ike_rekey  # noqa: E402
 import phxnet  # noqa: E402
+from small_window import WINDOWS, one_run  # noqa: E402
 
 SCHEMES = ["packet-rr", "packet-sqf", "session-rr", "session-sqf", "hash-src", "hash-src-spi"]
-WINDOWS = (32, 64, 128, 1024)
-REFUSED = "ESP sequence number verification failed"
-UDP_PORT = 5301
-
-
-def bring_up(cl, peer, scheme, told):
-    """The cluster and site B's gateway up, the tunnel carrying a ping;
-    `told`: the nodes' configuration states the peer's window
-    (`peer_replay_window`; a build from before it knows no such key).
-    Returns a function that reads the peer's too-old refusals so far."""
-    if peer == "strongswan":
-        cluster_ike.SWAN_REPLAY_WINDOW = 128 if told else None
-        charon = cluster_ike.start(cl, scheme=scheme)
-        charon.initiate(cluster_ike.CHILD, ike="site", timeout=20)
-        cluster_ike.wait_swan_sa(charon)
-        refused = lambda: charon.log().count(REFUSED)  # noqa: E731
-    else:
-        window = int(peer.split("-", 1)[1])
-        cl.start_all(scheme=scheme, peer_window=window, tell_nodes=told)
-        gwb = cl.gateways["gwB"]
-        refused = lambda: cluster.replay_drops(gwb)[1]  # noqa: E731
-    if not cl.wait_ping("hostA", cluster.HOSTB, 15):
-        raise RuntimeError("no ping hostA -> hostB through the tunnel")
-    return refused
-
-
-def one_run(variant, peer, scheme, rate, seconds, k):
-    """One fresh cluster of `variant` = (name, binaries, told)."""
-    name, bin_dir, told = variant
-    phxnet.BIN_DIR = bin_dir
-    cl = cluster.Cluster(prefix="pxw{}r{}".format(os.getpid(), k))
-    res = {"build": name, "peer": peer, "scheme": scheme, "rate": rate, "seconds": seconds}
-    try:
-        cl.up()
-        refused = bring_up(cl, peer, scheme, told)
-        before = refused()
-        pcap = os.path.join(cl.run_dir, "wan.pcap")
-        with cluster.WanCapture(cl, "wan-cap", pcap, bpf="dst host {}".format(cluster.GWB_WAN)) as cap:
-            stream = cluster.UdpStream(cl, "udp", "hostA", "hostB", cluster.HOSTB, UDP_PORT, rate, seconds).start()
-            udp = stream.result(timeout=seconds + 40)
-            time.sleep(1.5)
-        res["capture_drops"] = cap.drops
-        res["peer_refused"] = refused() - before
-        res["udp_sent"], res["udp_lost"] = udp["sent"], udp["lost"]
-        esp = [p for p in fa.read_esp(pcap) if p.dst == cluster.GWB_WAN]
-        res["wire"] = fa.reorder(esp, WINDOWS)
-        res["senders"] = sorted({fa.node_of(p) for p in esp if p.iv is not None})
-        res["dup_spi_seq"] = fa.wire_checks(esp)["dup_spi_seq"]
-    except Exception as e:  # noqa: BLE001 - reported in the row, the other runs go on
-        res["error"] = "{}: {}".format(type(e).__name__, e)
-        cl.dump_logs(tail=1500)
-    finally:
-        cl.down()
-    ns, alive = cl.leftovers()
-    if ns or alive:
-        raise RuntimeError("left behind: namespaces {}, processes {}".format(ns, alive))
-    return res
 
 
 def table(rows):
