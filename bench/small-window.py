@@ -42,7 +42,7 @@ SCHEMES = ["packet-rr", "packet-sqf", "session-rr", "session-sqf", "hash-src", "
 
 
 def table(rows):
-    head = ("| build | peer | scheme | UDP pps | sent | lost | refused by peer | max depth | "
+    head = ("| build | peer | scheme | UDP pps | sent | lost | refused by peer | full buffer gwB/hostB | max depth | "
             + " | ".join("depth ≥ {}".format(w) for w in WINDOWS) + " | nodes sending |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -51,8 +51,9 @@ def table(rows):
                                                                   r["error"][:120]))
             continue
         w = r["wire"]
-        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            r["build"], r["peer"], r["scheme"], r["rate"], r["udp_sent"], r["udp_lost"], r["peer_refused"], w["max_depth"],
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} |".format(
+            r["build"], r["peer"], r["scheme"], r["rate"], r["udp_sent"], r["udp_lost"], r["peer_refused"],
+            r["rcvbuf_drops"]["gwB"], r["rcvbuf_drops"]["hostB"], w["max_depth"],
             " | ".join(str(w["refused"][win]) for win in WINDOWS),
             ",".join("n{}".format(n) for n in r["senders"])))
     return "\n".join(lines)
@@ -64,6 +65,9 @@ def main():
     ap.add_argument("--schemes", nargs="+", default=SCHEMES, choices=SCHEMES)
     ap.add_argument("--rates", nargs="+", type=int, default=[2000, 10000])
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--lease-len", type=int, default=4096,
+                    help="[cluster] lease_len (default 4096, the netns tests': a block boundary every "
+                         "4,096 packets; the daemon's default is 65,536)")
     ap.add_argument("--bin-dir", default=phxnet.BIN_DIR)
     ap.add_argument("--baseline-bin", default=None,
                     help="also run every case with the phalanxd in this directory (a build from before "
@@ -85,7 +89,7 @@ def main():
             for rate in args.rates:
                 for variant in variants:
                     k += 1
-                    r = one_run(variant, peer, scheme, rate, args.seconds, k)
+                    r = one_run(variant, peer, scheme, rate, args.seconds, k, lease_len=args.lease_len)
                     print(json.dumps(r), flush=True)
                     rows.append(r)
     text = table(rows)
@@ -100,9 +104,10 @@ def main():
         command = "bench/small-window.py " + " ".join(sys.argv[1:])
         extra = ["binaries: `this` {}{}".format(args.bin_dir, ", `baseline` {}".format(args.baseline_bin)
                                                   if args.baseline_bin else ""),
-                 "3-node cluster, UDP hostA -> hostB of 200 octets for {:.0f} s, no failure; depth: how many "
-                 "sequence numbers below the highest already seen a packet arrived on the WAN (a window W "
-                 "refuses depth ≥ W)".format(args.seconds)]
+                 "3-node cluster, lease_len {}, UDP hostA -> hostB of 200 octets for {:.0f} s, no failure; "
+                 "depth: how many sequence numbers below the highest already seen a packet arrived on the "
+                 "WAN (a window W refuses depth ≥ W); full buffer: UDP RcvbufErrors in gwB's and hostB's "
+                 "namespaces (losses that are not the replay window's)".format(args.lease_len, args.seconds)]
         ike_rekey.insert_entry("Small replay windows",
                                "The cluster's outbound ESP against peers with small replay windows "
                                "(bench/small-window.py).",

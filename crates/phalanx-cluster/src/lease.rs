@@ -29,17 +29,28 @@
 //! of the view size and lengths are multiples of it, so position and
 //! number agree modulo `n` across the gaps between blocks.
 //!
-//! # Takeover blocks
-//! Whenever a regular block is granted, the table also reserves, for each
-//! member X of its view, a takeover block `T(X)` above it whose view is the
-//! block's view without X: a node whose failure detector suspects X
-//! switches to `T(X)` at once, with no message. X never has a class in
-//! `T(X)`, so even a falsely suspected X, still sending from the regular
-//! block, cannot collide. Each takeover block heads a lineage of its own.
+//! # Runs and takeover blocks
+//! Regular blocks come in *runs*: the head of a run (a generation's first
+//! block, or a successor when the run is full) is granted above
+//! everything, and room for [`LEASE_RUN_BLOCKS`]` - 1` successors is kept
+//! free right after it; a `LeaseRequest` for the run's last block grants
+//! the next block there, so the numbers of a regular lineage continue
+//! without a gap inside a run. For each member X of the head's view the
+//! table reserves a takeover block `T(X)` above the whole run, whose view
+//! is the head's view without X: a node whose failure detector suspects X
+//! switches from whichever block of the run it is in to `T(X)` at once,
+//! with no message. X never has a class in `T(X)`, so even a falsely
+//! suspected X, still sending from the run, cannot collide. Each takeover
+//! block heads a lineage of its own. Every grant lies above every block
+//! granted before it, except a successor inside its run, which lies above
+//! its lineage's blocks and below its run's takeover blocks; no two
+//! blocks ever overlap.
 
 use std::collections::BTreeMap;
 
-use crate::limits::{LEASE_REGULAR_KEPT, LEASE_TAKEOVER_KEPT, MAX_PARTITIONED_SEQ, MAX_SEQ_32};
+use crate::limits::{
+    LEASE_REGULAR_KEPT, LEASE_RUN_BLOCKS, LEASE_TAKEOVER_KEPT, MAX_PARTITIONED_SEQ, MAX_SEQ_32,
+};
 use crate::view::{NodeId, View};
 
 /// What a block is for.
@@ -69,8 +80,10 @@ pub struct LeaseBlock {
     /// Lineage positions before this block (the lengths of its
     /// predecessors).
     pub offset: u64,
-    /// For the head of a takeover lineage: the start of the regular block
-    /// it backs up; 0 otherwise.
+    /// For the head of a takeover lineage: the start of the run head (the
+    /// regular block whose run it backs up). For a regular block: the
+    /// start of the head of its run (its own start for a head; 0 in a
+    /// table from before runs, read as its own start). 0 otherwise.
     pub backs: u64,
 }
 
@@ -123,6 +136,10 @@ pub struct SaLeases {
     generation: u64,
     max_end: u64,
     exhausted: bool,
+    /// The end of the regular lineage's last block (0: none). A successor
+    /// inside a run does not move `max_end`; this moves with every grant
+    /// of the regular lineage (derived from `blocks`).
+    regular_end: u64,
     /// The current generation's live blocks, ascending.
     blocks: Vec<LeaseBlock>,
 }
@@ -138,11 +155,18 @@ impl SaLeases {
         exhausted: bool,
         blocks: Vec<LeaseBlock>,
     ) -> Option<SaLeases> {
+        let regular_end = blocks
+            .iter()
+            .filter(|b| b.kind == BlockKind::Regular)
+            .map(|b| b.end)
+            .max()
+            .unwrap_or(0);
         let leases = SaLeases {
             esn,
             generation,
             max_end,
             exhausted,
+            regular_end,
             blocks,
         };
         let ordered = leases.blocks.windows(2).all(|w| w[0].end < w[1].start);
@@ -166,6 +190,11 @@ impl SaLeases {
     /// The highest number granted so far, in any block ever.
     pub fn max_end(&self) -> u64 {
         self.max_end
+    }
+
+    /// The end of the current regular lineage's last block (0: none).
+    pub fn regular_end(&self) -> u64 {
+        self.regular_end
     }
 
     /// True once a grant found no room left in the sequence space: the SA
@@ -219,19 +248,34 @@ impl SaLeases {
             .max_by_key(|b| b.offset)
     }
 
-    /// The takeover block reserved for regular block `regular_start` for
-    /// when `suspect` fails.
+    /// The takeover block reserved for the run of regular block
+    /// `regular_start` for when `suspect` fails.
     pub fn takeover_for(&self, regular_start: u64, suspect: NodeId) -> Option<&LeaseBlock> {
-        self.blocks.iter().find(|b| {
-            b.backs == regular_start && b.offset == 0 && b.kind == BlockKind::Takeover(suspect)
-        })
+        let head = self.run_head_of(regular_start);
+        self.takeovers_backing(head)
+            .find(|b| b.kind == BlockKind::Takeover(suspect))
     }
 
-    /// The takeover blocks reserved for regular block `regular_start`.
+    /// The takeover blocks reserved for the run of regular block
+    /// `regular_start`.
     pub fn takeovers_of(&self, regular_start: u64) -> impl Iterator<Item = &LeaseBlock> {
+        self.takeovers_backing(self.run_head_of(regular_start))
+    }
+
+    /// The takeover lineage heads backing the run headed at `head`.
+    fn takeovers_backing(&self, head: u64) -> impl Iterator<Item = &LeaseBlock> {
         self.blocks
             .iter()
-            .filter(move |b| b.backs == regular_start && b.offset == 0)
+            .filter(move |b| b.kind != BlockKind::Regular && b.backs == head && b.offset == 0)
+    }
+
+    /// The start of the head of the run of the regular block starting at
+    /// `regular_start` (itself when it is unknown).
+    fn run_head_of(&self, regular_start: u64) -> u64 {
+        self.blocks
+            .iter()
+            .find(|b| b.kind == BlockKind::Regular && b.start == regular_start)
+            .map_or(regular_start, run_head)
     }
 
     /// Start a new generation for `view`: a fresh regular block above
@@ -239,10 +283,66 @@ impl SaLeases {
     fn new_generation(&mut self, ctx: &mut GrantContext<'_>, view: &View) {
         self.generation += 1;
         self.blocks.clear();
+        self.regular_end = 0;
         let view = View::new(self.generation, view.members().iter().copied());
         if let Some(head) = self.grant(ctx, &view, BlockKind::Regular, None, 0, 0) {
-            self.reserve_takeovers(ctx, &head);
+            self.reserve_run(ctx, &head);
         }
+    }
+
+    /// Keep room for the successors of run head `head` right after it
+    /// (less when the space ends sooner: the takeover blocks must still
+    /// fit), then reserve the run's takeover blocks above that room.
+    fn reserve_run(&mut self, ctx: &mut GrantContext<'_>, head: &LeaseBlock) {
+        let len = head.len();
+        let n = head.view.len() as u64;
+        // The takeover blocks: n of at most lease_len + n numbers each,
+        // plus their alignment.
+        let takeovers = n.saturating_mul(ctx.lease_len.saturating_add(2 * n));
+        let free = self
+            .limit()
+            .saturating_sub(head.end)
+            .saturating_sub(takeovers);
+        let room = (LEASE_RUN_BLOCKS - 1)
+            .saturating_mul(len)
+            .min(free / len * len);
+        self.max_end = self.max_end.max(head.end.saturating_add(room));
+        self.reserve_takeovers(ctx, head);
+    }
+
+    /// The successor of regular block `block` right after it, inside its
+    /// run; `None` when the run is full (or the room was cut short).
+    fn grant_in_run(
+        &mut self,
+        ctx: &mut GrantContext<'_>,
+        block: &LeaseBlock,
+        offset: u64,
+    ) -> Option<LeaseBlock> {
+        let head = run_head(block);
+        let len = block.len();
+        let mut ceiling = head.saturating_add(LEASE_RUN_BLOCKS.saturating_mul(len));
+        ceiling = ceiling.min(self.limit().saturating_add(1));
+        if let Some(lowest) = self.takeovers_backing(head).map(|b| b.start).min() {
+            ceiling = ceiling.min(lowest);
+        }
+        let start = block.end.checked_add(1)?;
+        let end = start.checked_add(len - 1)?;
+        if end >= ceiling || self.blocks.iter().any(|b| b.start <= end && start <= b.end) {
+            return None;
+        }
+        let next = LeaseBlock {
+            start,
+            end,
+            view: block.view.clone(),
+            kind: BlockKind::Regular,
+            lineage: block.lineage,
+            offset,
+            backs: head,
+        };
+        self.max_end = self.max_end.max(end);
+        self.regular_end = end;
+        self.insert(ctx, next.clone());
+        Some(next)
     }
 
     /// Another lineage of the replicated state (the other side of a
@@ -269,9 +369,15 @@ impl SaLeases {
             return false;
         }
         let offset = block.offset + block.len();
-        let next = self.grant(ctx, &block.view, block.kind, Some(block.lineage), offset, 0);
-        if let Some(next) = next.filter(|b| b.kind == BlockKind::Regular) {
-            self.reserve_takeovers(ctx, &next);
+        let in_run = match block.kind {
+            BlockKind::Regular => self.grant_in_run(ctx, &block, offset),
+            BlockKind::Takeover(_) => None,
+        };
+        if in_run.is_none() {
+            let next = self.grant(ctx, &block.view, block.kind, Some(block.lineage), offset, 0);
+            if let Some(next) = next.filter(|b| b.kind == BlockKind::Regular) {
+                self.reserve_run(ctx, &next);
+            }
         }
         self.prune();
         true
@@ -290,7 +396,8 @@ impl SaLeases {
     }
 
     /// Grant one block above `max_end` for `view` (`backs`: see
-    /// [`LeaseBlock::backs`]). Its start is aligned to
+    /// [`LeaseBlock::backs`]; a regular block granted here heads a run,
+    /// and backs itself). Its start is aligned to
     /// the view size and its length a multiple of it (so lineage positions
     /// and numbers agree modulo `n`); the last block of the space may be
     /// shorter. `None` once the space is used up.
@@ -325,15 +432,27 @@ impl SaLeases {
             kind,
             lineage: lineage.unwrap_or(start),
             offset,
-            backs,
+            backs: match kind {
+                BlockKind::Regular => start,
+                BlockKind::Takeover(_) => backs,
+            },
         };
         self.max_end = end;
-        self.blocks.push(block.clone());
+        if kind == BlockKind::Regular {
+            self.regular_end = end;
+        }
+        self.insert(ctx, block.clone());
+        Some(block)
+    }
+
+    /// Record a granted block (the blocks stay ascending) and report it.
+    fn insert(&mut self, ctx: &mut GrantContext<'_>, block: LeaseBlock) {
+        let at = self.blocks.partition_point(|b| b.start < block.start);
+        self.blocks.insert(at, block.clone());
         ctx.out.push(Grant {
             spi: ctx.spi,
-            block: block.clone(),
+            block,
         });
-        Some(block)
     }
 
     /// Forget blocks no node with an agreeing counter can need: regular
@@ -355,10 +474,18 @@ impl SaLeases {
             .filter(|b| b.kind != BlockKind::Regular && b.offset > 0)
             .map(|b| b.lineage)
             .collect();
+        let kept_runs: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|b| b.kind == BlockKind::Regular && kept_regular.contains(&b.start))
+            .map(run_head)
+            .collect();
         let heads_kept: Vec<u64> = self
             .blocks
             .iter()
-            .filter(|b| b.offset == 0 && kept_regular.contains(&b.backs))
+            .filter(|b| {
+                b.kind != BlockKind::Regular && b.offset == 0 && kept_runs.contains(&b.backs)
+            })
             .map(|b| b.lineage)
             .collect();
         let last_offsets = self.last_offsets();
@@ -378,6 +505,15 @@ impl SaLeases {
             map.entry(block.lineage).or_default().push(block.offset);
         }
         map
+    }
+}
+
+/// The start of the head of regular block `block`'s run.
+fn run_head(block: &LeaseBlock) -> u64 {
+    if block.backs == 0 {
+        block.start
+    } else {
+        block.backs
     }
 }
 
@@ -469,6 +605,7 @@ impl LeaseTable {
             generation: 0,
             max_end: 0,
             exhausted: false,
+            regular_end: 0,
             blocks: Vec::new(),
         };
         let mut ctx = GrantContext {

@@ -76,6 +76,15 @@ pub const SPREAD_MIN_PEER_WINDOW: u32 = 1024;
 /// no longer be needed by a node whose counter agrees with the others').
 pub const LEASE_REGULAR_KEPT: usize = 3;
 
+/// Regular blocks of one *run*: the successors of a regular block are
+/// granted right after it (no gap in the numbers) until the run holds
+/// this many; its takeover blocks lie above the whole run. A peer sees
+/// numbers jump past the takeover blocks only between runs, not at every
+/// block, so packets of a spread SA that the nodes send a little out of
+/// order stay inside the peer's window (issue 17; before, every block
+/// boundary put the slower node's last packets `n * lease_len` behind).
+pub const LEASE_RUN_BLOCKS: u64 = 64;
+
 /// Blocks kept per takeover lineage.
 pub const LEASE_TAKEOVER_KEPT: usize = 3;
 

@@ -134,8 +134,9 @@ fn first_of_class(slot: &Slot, low: u64) -> Option<u64> {
 /// the leases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct RequestPlan {
-    /// What the plan was computed for: lineage, `max_end`, generation.
-    key: (u64, u64, u64),
+    /// What the plan was computed for: lineage, `max_end`, generation and
+    /// the regular lineage's end (a successor inside a run moves only that).
+    key: (u64, u64, u64, u64),
     /// The last block's end (`None`: nothing to ask for).
     after_end: Option<u64>,
     /// Numbers per lineage position.
@@ -430,7 +431,12 @@ impl OutboundSequencer {
         if self.lineage == 0 {
             return None;
         }
-        let key = (self.lineage, leases.max_end(), leases.generation());
+        let key = (
+            self.lineage,
+            leases.max_end(),
+            leases.generation(),
+            leases.regular_end(),
+        );
         let plan = match self.request_plan {
             Some(plan) if plan.key == key => plan,
             _ => {
@@ -452,7 +458,7 @@ impl OutboundSequencer {
     }
 
     /// The request thresholds for the leases as they are now.
-    fn plan_request(&self, key: (u64, u64, u64), leases: &SaLeases) -> RequestPlan {
+    fn plan_request(&self, key: (u64, u64, u64, u64), leases: &SaLeases) -> RequestPlan {
         let none = RequestPlan {
             key,
             after_end: None,

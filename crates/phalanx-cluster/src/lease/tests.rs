@@ -20,7 +20,9 @@ fn spans(grants: &[Grant]) -> Vec<(u64, u64, BlockKind)> {
 }
 
 /// Numbered table: "n1,n2,n3; SaAdd(7) with lease 10" grants a regular
-/// block aligned to 3 and one takeover block per member aligned to 2.
+/// block aligned to 3 (12 numbers), keeps room for the 63 other blocks of
+/// its run after it (up to 770), and one takeover block per member
+/// aligned to 2 above that.
 #[test]
 fn t01_first_generation_layout() {
     let (mut table, _) = table(10, &[1, 2, 3]);
@@ -30,11 +32,12 @@ fn t01_first_generation_layout() {
         spans(&out),
         vec![
             (3, 14, BlockKind::Regular),
-            (16, 25, BlockKind::Takeover(NodeId(1))),
-            (26, 35, BlockKind::Takeover(NodeId(2))),
-            (36, 45, BlockKind::Takeover(NodeId(3))),
+            (772, 781, BlockKind::Takeover(NodeId(1))),
+            (782, 791, BlockKind::Takeover(NodeId(2))),
+            (792, 801, BlockKind::Takeover(NodeId(3))),
         ]
     );
+    assert_eq!(out[0].block.backs, 3, "a run head backs itself");
     let sa = table.sa(7).unwrap();
     assert_eq!(sa.generation(), 1);
     assert_eq!(sa.regular_lineage(), Some(3));
@@ -43,20 +46,28 @@ fn t01_first_generation_layout() {
     assert_eq!(t2.backs, 3);
 }
 
-/// "n1,n2; request after_end twice": the first grants the successor (and
-/// its takeover blocks), the duplicate and a stale end are ignored.
+/// "n1,n2; request after_end twice": the first grants the successor right
+/// after the head (inside its run: no takeover block), the duplicate and a
+/// stale end are ignored.
 #[test]
 fn t02_first_request_wins() {
     let (mut table, _) = table(8, &[1, 2]);
     let mut out = Vec::new();
     table.add_sa(1, true, &mut out);
     let head = table.sa(1).unwrap().blocks()[0].clone();
+    let max_end = table.sa(1).unwrap().max_end();
     out.clear();
     assert!(table.request(1, head.end, &mut out));
-    assert_eq!(out.len(), 3, "successor + two takeover blocks");
+    assert_eq!(out.len(), 1, "the successor alone");
     let next = out[0].block.clone();
     assert_eq!((next.lineage, next.offset), (head.lineage, head.len()));
-    assert!(next.start > head.end && next.start % 2 == 0);
+    assert_eq!((next.start, next.backs), (head.end + 1, head.start));
+    assert_eq!(
+        table.sa(1).unwrap().max_end(),
+        max_end,
+        "inside the reserved room"
+    );
+    assert_eq!(table.sa(1).unwrap().regular_end(), next.end);
     out.clear();
     assert!(!table.request(1, head.end, &mut out), "duplicate");
     assert!(!table.request(1, 12_345, &mut out), "no such block");
@@ -131,26 +142,56 @@ fn t07_positions_continue_across_blocks() {
     assert_eq!(sa.last_of(head.lineage), Some(next));
 }
 
-/// Only the last few regular blocks are kept; unused takeover heads of
-/// forgotten regular blocks go with them.
+/// Only the last few regular blocks are kept; the takeover heads of a run
+/// stay while one of its blocks is kept, and go once none is.
 #[test]
 fn t08_pruning() {
     let (mut table, _) = table(4, &[1, 2]);
     let mut out = Vec::new();
     table.add_sa(1, false, &mut out);
-    for _ in 0..10 {
+    let request = |table: &mut LeaseTable, out: &mut Vec<Grant>| {
         let lineage = table.sa(1).unwrap().regular_lineage().unwrap();
         let last = table.sa(1).unwrap().last_of(lineage).unwrap().end;
-        assert!(table.request(1, last, &mut out));
+        assert!(table.request(1, last, out));
+    };
+    for _ in 0..10 {
+        request(&mut table, &mut out);
+    }
+    let regular = |sa: &SaLeases| {
+        sa.blocks()
+            .iter()
+            .filter(|b| b.kind == BlockKind::Regular)
+            .count()
+    };
+    let sa = table.sa(1).unwrap();
+    assert_eq!(regular(sa), LEASE_REGULAR_KEPT);
+    assert_eq!(
+        sa.blocks().len(),
+        LEASE_REGULAR_KEPT + 2,
+        "one run: its two takeover heads"
+    );
+    // Past the run: a new run head above the old takeover blocks, with
+    // takeover blocks of its own; a block of the old run is still kept.
+    for _ in 10..LEASE_RUN_BLOCKS {
+        request(&mut table, &mut out);
     }
     let sa = table.sa(1).unwrap();
-    let regular = sa
-        .blocks()
-        .iter()
-        .filter(|b| b.kind == BlockKind::Regular)
-        .count();
-    assert_eq!(regular, LEASE_REGULAR_KEPT);
-    assert_eq!(sa.blocks().len(), LEASE_REGULAR_KEPT * 3);
+    let heads: Vec<u64> = sa.blocks().iter().map(|b| b.backs).collect();
+    assert_eq!(regular(sa), LEASE_REGULAR_KEPT);
+    assert_eq!(
+        sa.blocks().len(),
+        LEASE_REGULAR_KEPT + 4,
+        "two runs: {heads:?}"
+    );
+    for _ in 0..LEASE_REGULAR_KEPT {
+        request(&mut table, &mut out);
+    }
+    let sa = table.sa(1).unwrap();
+    assert_eq!(
+        sa.blocks().len(),
+        LEASE_REGULAR_KEPT + 2,
+        "the old run forgotten"
+    );
 }
 
 #[test]
@@ -269,7 +310,12 @@ proptest! {
                 prop_assert!(members.windows(2).all(|w| w[0] < w[1]));
                 for b in &blocks[i + 1..] {
                     prop_assert!(!a.overlaps(b), "{:?} {:?}", a, b);
-                    prop_assert!(b.start > a.end, "later grants lie above");
+                    // A successor inside its run lies above its own
+                    // lineage only; every other grant above everything.
+                    let in_run = b.kind == BlockKind::Regular && b.backs != b.start;
+                    if !in_run || a.lineage == b.lineage {
+                        prop_assert!(b.start > a.end, "later grants lie above {:?} {:?}", a, b);
+                    }
                 }
             }
         }
