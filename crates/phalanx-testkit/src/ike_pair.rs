@@ -342,6 +342,15 @@ impl IkePair {
         pair
     }
 
+    /// Forget the exchange log and the wire records (and free their
+    /// memory), for runs long enough that they would dominate what a
+    /// test measures (e.g. the endpoints' heap over simulated hours). The
+    /// checks that read the log see only what happened since.
+    pub fn forget_history(&mut self) {
+        self.log = Vec::new();
+        self.wire = Vec::new();
+    }
+
     /// The endpoint of a side.
     pub fn endpoint(&mut self, side: Side) -> &mut Endpoint {
         &mut self.nodes[side.index()].endpoint
