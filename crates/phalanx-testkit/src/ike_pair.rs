@@ -348,7 +348,12 @@ impl IkePair {
     /// checks that read the log see only what happened since.
     pub fn forget_history(&mut self) {
         self.log = Vec::new();
-        self.wire = Vec::new();
+        // Datagrams still in flight keep their records (renumbered).
+        let old = std::mem::take(&mut self.wire);
+        for flight in &mut self.net.in_flight {
+            self.wire.push(old[flight.record].clone());
+            flight.record = self.wire.len() - 1;
+        }
     }
 
     /// The endpoint of a side.
