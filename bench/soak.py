@@ -24,6 +24,7 @@ tests/netns/test_soak.py.
 """
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -52,11 +53,33 @@ def proc_sample(pid):
     return rss, fds, threads
 
 
+def memory_sample(pid):
+    """Resident KiB of the process's [heap] (the main malloc arena) and of
+    its other anonymous mappings (the other threads' malloc arenas and
+    large allocations; stacks excluded), from /proc/PID/smaps: where RSS
+    growth sits."""
+    heap = anon = 0
+    kind = None
+    with open("/proc/{}/smaps".format(pid)) as f:
+        for line in f:
+            fields = line.split()
+            if fields and "-" in fields[0] and not fields[0].endswith(":"):
+                name = fields[5] if len(fields) > 5 else ""
+                kind = "heap" if name == "[heap]" else ("anon" if name == "" else None)
+            elif fields and fields[0] == "Rss:" and kind is not None:
+                if kind == "heap":
+                    heap += int(fields[1])
+                else:
+                    anon += int(fields[1])
+    return heap, anon
+
+
 def gateway_sample(g):
     """One sample of a PhalanxIke gateway."""
     rss, fds, threads = proc_sample(g.gateway.proc.pid)
+    heap, anon = memory_sample(g.gateway.proc.pid)
     return {
-        "rss_kib": rss, "fds": fds, "threads": threads,
+        "rss_kib": rss, "heap_kib": heap, "anon_kib": anon, "fds": fds, "threads": threads,
         "sas": len(g.gateway.ctl("sas")), "policies": len(g.gateway.ctl("policies")),
         "ike_sas": len(g.gateway.ctl("ike")),
     }
@@ -108,9 +131,15 @@ def verdict(samples, warmup, max_growth):
         series = {k: [(t, s[gw][k]) for t, s in after] for k in after[0][1][gw]}
         rss = series["rss_kib"]
         growth = (rss[-1][1] - rss[0][1]) * 100.0 / rss[0][1]
+        half = len(rss) // 2
         fig = {
             "rss_first_kib": rss[0][1], "rss_last_kib": rss[-1][1], "rss_max_kib": max(v for _, v in rss),
             "rss_growth_percent": round(growth, 2), "rss_slope_kib_per_hour": round(slope_per_hour(rss), 1),
+            # Levelling off: the slope of each half of the run after the
+            # warm-up (a leak keeps its slope; fragmentation flattens).
+            "rss_slope_halves": [round(slope_per_hour(rss[:half + 1]), 1), round(slope_per_hour(rss[half:]), 1)],
+            "heap_kib": "{} → {}".format(series["heap_kib"][0][1], series["heap_kib"][-1][1]),
+            "anon_kib": "{} → {}".format(series["anon_kib"][0][1], series["anon_kib"][-1][1]),
         }
         failures = []
         if growth >= max_growth:
@@ -139,6 +168,7 @@ def main():
     ap.add_argument("--max-growth", type=float, default=1.0)
     ap.add_argument("--results", action="store_true", help="add an entry to bench/RESULTS.md")
     ap.add_argument("--command", default="bench/soak.py")
+    ap.add_argument("--out", default=None, help="write the samples here (series.json)")
     args = ap.parse_args()
     topo = phxnet.Topology(prefix="phxsoak{}".format(os.getpid()))
     topo.up()
@@ -151,6 +181,10 @@ def main():
         result = verdict(sampler.samples, args.warmup, args.max_growth)
     finally:
         topo.down()
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "series.json"), "w") as f:
+            json.dump(sampler.samples, f)
     print(rekeyload.summary(load))
     for gw, fig in sorted(result.items()):
         print("{}: {}".format(gw, fig))
@@ -163,13 +197,15 @@ def main():
         extra = ["{} s, warm-up {} s, a sample every {} s; {}".format(
             args.seconds, args.warmup, args.sample, rekeyload.summary(load))]
         lines = ike_rekey.header_lines(args.command, extra)
-        lines += ["| gateway | RSS after warm-up → end (KiB) | growth | slope KiB/h | fds | threads | SAs | policies | IKE SAs |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| gateway | RSS after warm-up → end (KiB) | growth | slope KiB/h (1st half, 2nd half) | "
+                  "[heap] KiB | other anonymous KiB | fds | threads | SAs | policies | IKE SAs |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for gw, fig in sorted(result.items()):
             if "rss_first_kib" in fig:
-                lines.append("| {} | {} → {} | {} % | {} | {} | {} | {} | {} | {} |".format(
+                lines.append("| {} | {} → {} | {} % | {} ({}, {}) | {} | {} | {} | {} | {} | {} | {} |".format(
                     gw, fig["rss_first_kib"], fig["rss_last_kib"], fig["rss_growth_percent"],
-                    fig["rss_slope_kib_per_hour"], fig["fds"], fig["threads"], fig["sas"], fig["policies"],
+                    fig["rss_slope_kib_per_hour"], fig["rss_slope_halves"][0], fig["rss_slope_halves"][1],
+                    fig["heap_kib"], fig["anon_kib"], fig["fds"], fig["threads"], fig["sas"], fig["policies"],
                     fig["ike_sas"]))
         lines.append("")
         lines.append("Verdict: " + ("FAILED: " + "; ".join("{} {}".format(g, f) for g, f in failed) if failed else "passed"))

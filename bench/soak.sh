@@ -8,7 +8,8 @@
 #
 # Usage (root): bench/soak.sh
 # Environment: SOAK_SECONDS (3600), SOAK_WARMUP (600), SOAK_RATE (20M),
-# PHX_SKIP_BUILD=1, PHX_BIN_DIR.
+# PHX_SKIP_BUILD=1, PHX_BIN_DIR, SOAK_OUT (the samples, series.json;
+# default bench/out/soak-<time>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PHALANX_SETUP_GROUPS=netns source scripts/setup.sh
@@ -23,6 +24,7 @@ if [ "${PHX_SKIP_BUILD:-0}" != 1 ]; then
     cargo build --release -q -p phalanxd -p phalanxctl
 fi
 command="bench/soak.sh (SOAK_SECONDS=$seconds SOAK_WARMUP=$warmup SOAK_RATE=$rate)"
-args=(--seconds "$seconds" --warmup "$warmup" --rate "$rate" --command "$command")
+out="${SOAK_OUT:-bench/out/soak-$(date -u +%Y%m%dT%H%M%SZ)}"
+args=(--seconds "$seconds" --warmup "$warmup" --rate "$rate" --command "$command" --out "$out")
 [ "${SOAK_NO_RESULTS:-0}" = 1 ] || args+=(--results)
 exec /usr/bin/python3 bench/soak.py "${args[@]}"
