@@ -602,6 +602,86 @@ def test_receive_coalescing_turned_off(topology, binaries):
     assert _gro(topology, "n1", "cl0") == "off", "the cluster link has no ring: left as it was"
     assert topology.wait_ping("hostA", cluster.HOSTB, 10), "ping hostA -> hostB not answered"
 
+def test_path_mtu_owner_answers_the_sender(topology, binaries):
+    """Path MTU in cluster mode (issue 17): the WAN is 1280 (every node's
+    and gwB's wan0), the LAN 1500. A DF-less 1400-octet UDP datagram from
+    hostA arrives whole at hostB: its owner sends it as one fragmentable
+    ESP packet with its one sequence number (`outer_fragmented`; inner
+    fragments would take other nodes' numbers). Then hostA's DF pings of
+    1400 octets: the node that owns each one answers hostA with ICMP
+    Fragmentation Needed (RFC 4301 §8.2.1), from its own inside address,
+    announcing 1218, and hostA's route learns it; no answer fails
+    (`icmp_send_failed`)."""
+    cl = topology
+    for short in ["n{}".format(i) for i in range(1, cl.nodes + 1)] + ["gwB"]:
+        cl.run(short, ["ip", "link", "set", "wan0", "mtu", "1280"])
+    cl.start_all(scheme="packet-rr")
+    assert cl.wait_ping("hostA", cluster.HOSTB, 10), "ping hostA -> hostB not answered"
+    # The workers ask the kernel for the SAs' route MTUs every 100 ms.
+    time.sleep(0.5)
+    nodes = ["n{}".format(i) for i in range(1, cl.nodes + 1)]
+    names = ("daemon.icmp_too_big_sent", "daemon.icmp_send_failed", "path_mtu_exceeded", "daemon.outer_fragmented")
+
+    def totals():
+        out = dict.fromkeys(names, 0)
+        for short in nodes:
+            c = cl.gateways[short].counters()
+            for name in names:
+                out[name] += c.get(name, 0)
+        return out
+
+    t0 = totals()
+    receiver = cl.popen("udp1400-rx", "hostB", ["/usr/bin/python3", "-c", UDP_ONE, "5999"])
+    deadline = time.monotonic() + 10
+    while "ready" not in cl.log_of("udp1400-rx"):
+        assert time.monotonic() < deadline and receiver.poll() is None, cl.log_of("udp1400-rx")
+        time.sleep(0.05)
+    for _ in range(5):
+        cl.run("hostA", ["/usr/bin/python3", "-c", UDP_SEND_NO_DF, cluster.HOSTB, "5999"])
+        time.sleep(0.1)
+    receiver.wait(timeout=10)
+    lengths = [int(x) for x in cl.log_of("udp1400-rx").split() if x.isdigit()]
+    t1 = totals()
+    d = {n: t1[n] - t0[n] for n in names}
+    print("  DF-less 1400: received {}, counters {}".format(lengths, d))
+    assert lengths == [1400] * 5, cl.log_of("udp1400-rx")
+    assert d["daemon.outer_fragmented"] == 5, d
+
+    cl.run("hostA", ["ping", "-n", "-c", "6", "-i", "0.2", "-W", "1", "-M", "do", "-s", "1372", cluster.HOSTB],
+           check=False)
+    route = cl.run("hostA", ["ip", "route", "get", cluster.HOSTB]).stdout
+    t2 = totals()
+    d = {n: t2[n] - t1[n] for n in names}
+    print("  route:", route.strip(), "counters:", d)
+    assert "mtu 1218" in route, route
+    assert d["daemon.icmp_too_big_sent"] > 0 and d["daemon.icmp_send_failed"] == 0, d
+
+
+# One UDP datagram of 1400 octets to hostB without DF (IP_PMTUDISC_DONT).
+UDP_SEND_NO_DF = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT
+s.sendto(b"x" * 1400, (sys.argv[1], int(sys.argv[2])))
+"""
+
+# Prints "ready", then the length of each datagram on the port for 3 s.
+UDP_ONE = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.settimeout(0.2)
+print("ready", flush=True)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    try:
+        data, _ = s.recvfrom(65535)
+        print(len(data), flush=True)
+    except socket.timeout:
+        pass
+"""
+
+
 def _write_pcap(path, frames):
     """A classic pcap (microseconds, Ethernet) of [(ts, frame)]."""
     with open(path, "wb") as f:

@@ -164,6 +164,7 @@ pub fn open_cluster(
         udp,
         raw: open_raw(config, true)?,
         kernel_filter,
+        icmp: IcmpSockets::open(),
     })
 }
 

@@ -48,7 +48,6 @@ use crate::dataplane::inbound::{InboundPath, Ingress, ReceivedMut, INBOUND_HEADR
 use crate::dataplane::io::{drain_errors, IcmpSockets, SharedRaw, SocketEgress, TunDelivery};
 
 /// The cluster worker's ICMP sockets: none (see `flush_clear`).
-static NO_ICMP: IcmpSockets = IcmpSockets::none();
 use crate::dataplane::load::LoadWindow;
 use crate::dataplane::outbound::{Assigned, OutboundPath};
 use crate::dataplane::worker::packet_room;
@@ -111,6 +110,10 @@ pub struct ClusterDevices {
     pub raw: Option<SharedRaw>,
     /// The ESP pre-filter on the outside ring.
     pub kernel_filter: KernelFilterState,
+    /// Raw ICMP sockets for the path-MTU errors to inner senders: they
+    /// leave from this node's own address on the inside (the kernel
+    /// routes them), not from the virtual one, which no interface holds.
+    pub icmp: IcmpSockets,
 }
 
 /// Whether the outside ring has the ESP pre-filter.
@@ -222,6 +225,7 @@ struct Plane {
     udp_tx: PacketBatch,
     raw: Option<SharedRaw>,
     raw_tx: PacketBatch,
+    icmp: IcmpSockets,
     /// Owned cleartext packets and their SA and number, in step.
     clear: PacketBatch,
     assigned: Vec<Assigned>,
@@ -282,6 +286,7 @@ impl ClusterWorker {
             udp: devices.udp,
             udp_tx: PacketBatch::new(SEND_BATCH, room, HEADROOM),
             raw: devices.raw,
+            icmp: devices.icmp,
             raw_tx: PacketBatch::new(SEND_BATCH, room, HEADROOM),
             esp_raw: PacketBatch::new(SOCKET_BATCH, room, INBOUND_HEADROOM),
             clear,
@@ -655,10 +660,9 @@ impl Plane {
             udp_tx: &mut self.udp_tx,
             raw: self.raw.as_ref(),
             raw_tx: &mut self.raw_tx,
-            // Cluster nodes answer no inner sender yet: the ICMP would
-            // have to leave on the inside ring from the virtual address;
-            // such packets are counted (icmp_send_failed, path_mtu_exceeded).
-            icmp: &NO_ICMP,
+            // The node that owns a packet too big for the path answers
+            // its sender (RFC 4301 §8.2.1), from its own inside address.
+            icmp: &self.icmp,
             rt: Some(&rt),
             counters: DaemonCounters::default(),
             drops: phalanx_esp::Counters::new(),
