@@ -142,6 +142,15 @@ pub struct ClusterSaReport {
     /// Outbound: the sequence space is used up; the SA must be rekeyed.
     #[serde(default)]
     pub exhausted: bool,
+    /// Outbound: the replay window the peer applies to it, when
+    /// configured (`peer_replay_window`).
+    #[serde(default)]
+    pub peer_window: Option<u32>,
+    /// Outbound: whether several nodes send its packets (false: one node
+    /// does, its peer's window being too small or unknown for the
+    /// reordering spreading causes); `None` for inbound SAs.
+    #[serde(default)]
+    pub spread: Option<bool>,
     /// Outbound: the block this node sends from now.
     #[serde(default)]
     pub block: Option<LeaseBlockReport>,
@@ -219,6 +228,8 @@ mod tests {
                 peer: Some("192.0.2.2".into()),
                 counter: 4242,
                 exhausted: false,
+                peer_window: Some(128),
+                spread: Some(false),
                 block: Some(block(4097, &[2, 3])),
                 class: Some(0),
                 takeover_blocks: vec![TakeoverBlockReport {

@@ -195,6 +195,7 @@ fn sas(sas: &[ClusterSaReport], local: u32) -> String {
         ("SPI", Align::Left),
         ("DIR", Align::Left),
         ("PEER", Align::Left),
+        ("SENT BY", Align::Left),
         ("COUNTER", Align::Right),
         ("BLOCK [VIEW]", Align::Left),
         ("CLASS", Align::Right),
@@ -218,6 +219,7 @@ fn sas(sas: &[ClusterSaReport], local: u32) -> String {
             format!("0x{:08x}", sa.spi),
             sa.direction.to_string(),
             sa.peer.clone().unwrap_or_else(|| "-".to_owned()),
+            senders(sa),
             sa.counter.to_string(),
             match (&sa.block, sa.exhausted) {
                 (_, true) => "EXHAUSTED (rekey)".to_owned(),
@@ -235,6 +237,19 @@ fn sas(sas: &[ClusterSaReport], local: u32) -> String {
         ]);
     }
     t.render(2)
+}
+
+/// Who sends an outbound SA: every node, or one (with the peer window
+/// that keeps it from being spread).
+fn senders(sa: &ClusterSaReport) -> String {
+    let window = sa
+        .peer_window
+        .map_or_else(|| "unknown".to_owned(), |w| w.to_string());
+    match sa.spread {
+        Some(true) => format!("all (peer window {window})"),
+        Some(false) => format!("one node (peer window {window})"),
+        None => "-".to_owned(),
+    }
 }
 
 fn failovers(list: &[FailoverReport]) -> String {
@@ -315,6 +330,8 @@ mod tests {
                 peer: Some("192.0.2.2".into()),
                 counter: 5000,
                 exhausted: false,
+                peer_window: Some(1024),
+                spread: Some(true),
                 block: Some(lease(4097, &[1, 2])),
                 class: Some(0),
                 takeover_blocks: vec![
@@ -363,6 +380,14 @@ mod tests {
         let out = render(&report());
         assert!(
             out.starts_with("node 1 of group \"phalanx\", scheme packet-rr, generation 4: ready\n")
+        );
+        assert!(out.contains("all (peer window 1024)"), "{out}");
+        let mut pinned = report();
+        pinned.sas[0].peer_window = None;
+        pinned.sas[0].spread = Some(false);
+        assert!(
+            render(&pinned).contains("one node (peer window unknown)"),
+            "{out}"
         );
         let has = |words: &[&str]| {
             out.lines()

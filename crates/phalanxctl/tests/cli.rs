@@ -109,6 +109,8 @@ fn cluster() -> ClusterReport {
             peer: Some("198.51.100.2".into()),
             counter: 77,
             exhausted: false,
+            peer_window: Some(1024),
+            spread: Some(true),
             block: Some(LeaseBlockReport {
                 start: 1,
                 end: 65_536,

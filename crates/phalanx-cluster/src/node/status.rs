@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{ClusterNode, QuorumStatus};
 use crate::datapath::DataPathStats;
-use crate::dispatch::{Direction, DispatchScheme};
+use crate::dispatch::{spreads_outbound, Direction, DispatchScheme};
 use crate::lease::{BlockKind, LeaseBlock, SaLeases};
 use crate::segments::segment_table;
 use crate::view::{NodeId, View};
@@ -87,6 +87,12 @@ pub struct SaStatus {
     pub peer: IpAddr,
     /// Extended sequence numbers.
     pub esn: bool,
+    /// Outbound: the replay window the peer applies to it (0: unknown).
+    pub peer_window: u32,
+    /// Outbound: several nodes send its packets (the scheme spreads one
+    /// SA and the peer's window is large enough:
+    /// [`crate::dispatch::spreads_outbound`]); false when one node does.
+    pub spread: bool,
     /// Outbound: this node's counter at its last checkpoint.
     pub counter: Option<u64>,
     /// Outbound: the block the counter is in.
@@ -297,6 +303,9 @@ impl ClusterNode {
                     direction: d.direction,
                     peer: d.peer,
                     esn: d.esn,
+                    peer_window: d.peer_window,
+                    spread: d.direction == Direction::Outbound
+                        && spreads_outbound(self.config.scheme, d.peer_window),
                     counter: None,
                     block: None,
                     class: None,

@@ -140,6 +140,8 @@ fn sa_report(sa: &SaStatus, at: Instant) -> ClusterSaReport {
         peer: Some(sa.peer.to_string()),
         counter,
         exhausted: sa.exhausted,
+        peer_window: (direction == Direction::Out && sa.peer_window != 0).then_some(sa.peer_window),
+        spread: (direction == Direction::Out).then_some(sa.spread),
         block: sa.block.as_ref().map(block),
         class: sa.class.map(|c| u32::try_from(c).unwrap_or(u32::MAX)),
         takeover_blocks: sa
@@ -304,6 +306,8 @@ mod tests {
             direction: phalanx_cluster::Direction::Outbound,
             peer,
             esn: false,
+            peer_window: 128,
+            spread: false,
             counter: Some(5000),
             block: Some(lease(4097, &[1, 2], BlockKind::Regular)),
             class: Some(0),
@@ -324,6 +328,7 @@ mod tests {
             takeover_blocks: Vec::new(),
             last_checkpoint_at: None,
             replay_top: Some(777),
+            peer_window: 0,
             ..outbound.clone()
         };
         let status = ClusterStatus {
@@ -464,6 +469,8 @@ mod tests {
         let inbound = &report.sas[1];
         assert_eq!((inbound.direction, inbound.counter), (Direction::In, 777));
         assert_eq!((inbound.block.as_ref(), inbound.class), (None, None));
+        assert_eq!((out.peer_window, out.spread), (Some(128), Some(false)));
+        assert_eq!((inbound.peer_window, inbound.spread), (None, None));
     }
 
     #[test]
