@@ -230,12 +230,20 @@ def make_sa(v):
     return sa
 
 
+def outer_ident(v):
+    """The IPv4 outer Identification of vector `v` (see tunnel_header)."""
+    ident = v["seq"] & 0xFFFF
+    return 1 if v["protocol"] == "ah" and ident == 0 else ident
+
+
 def tunnel_header(v):
     """The outer header per the esp.md outer-header rules.
 
     IPv4 outer: TOS copied from the inner packet (inner IPv6: its traffic
     class; RFC 4301 §5.1.2.1 DSCP copy, RFC 6040 normal-mode ECN copy),
-    identification = low 16 bits of the sequence number, DF copied from an
+    identification = low 16 bits of the sequence number (AH: 1 where those
+    are 0, phalanx_esp::ah_ident: a kernel sending the header as it is would
+    replace a 0, and AH's ICV covers it), DF copied from an
     IPv4 inner packet (else 0), TTL 64. IPv6 outer: traffic class copied,
     flow label 0, hop limit 64.
     """
@@ -244,7 +252,7 @@ def tunnel_header(v):
     df = inner.version == 4 and bool(inner.flags & 0x2)
     src, dst = v["tunnel_src"], v["tunnel_dst"]
     if ipaddress.ip_address(src).version == 4:
-        return IP(src=src, dst=dst, tos=tos, id=v["seq"] & 0xFFFF, flags="DF" if df else 0, ttl=64)
+        return IP(src=src, dst=dst, tos=tos, id=outer_ident(v), flags="DF" if df else 0, ttl=64)
     return IPv6(src=src, dst=dst, tc=tos, fl=0, hlim=64)
 
 

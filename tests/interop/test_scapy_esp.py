@@ -117,7 +117,7 @@ def _outer_header_problems(v, pkt):
         problems.append("outer addresses {} -> {}".format(pkt.src, pkt.dst))
     if pkt.version == 4:
         df = inner.version == 4 and bool(inner.flags & 0x2)
-        want = dict(tos=tos, id=v["seq"] & 0xFFFF, ttl=64, frag=0, ihl=5)
+        want = dict(tos=tos, id=pv.outer_ident(v), ttl=64, frag=0, ihl=5)
         got = dict(tos=pkt.tos, id=pkt.id, ttl=pkt.ttl, frag=pkt.frag, ihl=pkt.ihl)
         if bool(pkt.flags & 0x2) != df or pkt.flags & 0x1:
             problems.append("outer flags {} (inner DF {})".format(pkt.flags, df))

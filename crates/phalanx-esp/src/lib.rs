@@ -48,6 +48,7 @@ mod path_mtu;
 mod sa_state;
 mod selectors;
 
+pub use ah::outbound::ah_ident;
 pub use context::{IvSource, OutboundContext};
 pub use drop::{Counters, DropReason, Verdict};
 pub use inbound::{finish_inbound, finish_inbound_with_events, prepare_inbound, InboundPending};

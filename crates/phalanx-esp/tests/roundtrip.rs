@@ -99,7 +99,7 @@ fn roundtrip(spec: &PairSpec, inline: &mut InlineEngine, pool: &mut WorkerPool) 
 /// The outer header rules of the brief (and of the scapy vectors).
 fn check_outer(spec: &PairSpec, inner: &[u8], outer: &[u8], seq: u64) {
     let (esp_at, protocol) = match spec.mode.sa_modes().0 {
-        SaMode::Tunnel { .. } => check_tunnel_header(inner, outer, seq),
+        SaMode::Tunnel { .. } => check_tunnel_header(inner, outer, seq, spec.protocol),
         SaMode::Transport => check_transport_header(inner, outer),
     };
     let ipsec = if spec.encap {
@@ -135,7 +135,12 @@ fn check_outer(spec: &PairSpec, inner: &[u8], outer: &[u8], seq: u64) {
 }
 
 /// Returns where the header after the outer IP header starts and its protocol.
-fn check_tunnel_header(inner: &[u8], outer: &[u8], seq: u64) -> (usize, IpProtocol) {
+fn check_tunnel_header(
+    inner: &[u8],
+    outer: &[u8],
+    seq: u64,
+    protocol: IpsecProtocol,
+) -> (usize, IpProtocol) {
     let (inner_tos, inner_df) = match inner[0] >> 4 {
         4 => {
             let ip = Ipv4Packet::new_checked(inner).unwrap();
@@ -150,7 +155,11 @@ fn check_tunnel_header(inner: &[u8], outer: &[u8], seq: u64) -> (usize, IpProtoc
         let ip = Ipv4Packet::new_checked(outer).unwrap();
         assert_eq!(ip.header_len(), 20);
         assert_eq!(ip.dscp_ecn(), inner_tos);
-        assert_eq!(ip.ident(), seq as u16);
+        let ident = match protocol {
+            IpsecProtocol::Esp => seq as u16,
+            IpsecProtocol::Ah => phalanx_esp::ah_ident(seq),
+        };
+        assert_eq!(ip.ident(), ident);
         assert_eq!(ip.dont_frag(), inner_df);
         assert!(!ip.more_frags() && ip.frag_offset() == 0);
         assert_eq!(ip.ttl(), 64);

@@ -4,6 +4,9 @@
 /// Numbers"): what a raw ESP socket is opened for.
 pub const IPPROTO_ESP: i32 = 50;
 
+/// IP protocol number of AH (RFC 4302).
+pub const IPPROTO_AH: i32 = 51;
+
 /// Largest UDP payload that fits one IPv4 datagram: the 16-bit Total Length
 /// (RFC 791 §3.1) less a 20-byte IPv4 header and the 8-byte UDP header
 /// (RFC 768). Also the cap on one GSO send, whose whole payload must fit one

@@ -21,6 +21,17 @@
 //! (`IP_TOS`/`IPV6_TCLASS`). As on the UDP socket, path-MTU discovery is
 //! "do" and errors are reported on the error queue (see
 //! [`crate::errqueue`]): the kernel never fragments a packet locally.
+//!
+//! AH (IP protocol 51, RFC 4302, [`RawProtocol::Ah`]) over IPv4 differs
+//! on both paths, because its ICV covers the outer header's immutable
+//! fields, the Identification among them (RFC 4302 §3.3.3.1.1.1), which
+//! the kernel would choose itself: a received packet is handed out whole,
+//! IPv4 header included (`remote`, `local` and `tos` read from it as
+//! above), and a packet to send is a whole IPv4 packet (`IP_HDRINCL`: the
+//! kernel fills only the checksum; its Identification must not be 0,
+//! which the kernel would replace). Over IPv6 every field the ICV covers
+//! (addresses, payload length, next header) is what the kernel writes or
+//! reports, so AH is carried as ESP is.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -32,11 +43,32 @@ use crate::batch::{PacketBatch, PacketMeta};
 use crate::datagram::{DatagramIo, SendFailure};
 use crate::errqueue::{self, enable_error_reporting, SocketError};
 use crate::limits::{
-    DEFAULT_MAX_BATCH, DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_ESP, IPV4_MIN_HEADER_LEN,
+    DEFAULT_MAX_BATCH, DEFAULT_MMSG_BATCH, DEFAULT_SOCKET_BUFFER, IPPROTO_AH, IPPROTO_ESP,
+    IPV4_MIN_HEADER_LEN,
 };
 use crate::stats::SocketStats;
 use crate::sys::RecvInfo;
 use crate::udp::{enable_pktinfo, enable_recv_tos, set_buffers, set_freebind};
+
+/// The IPsec protocol a raw socket carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RawProtocol {
+    /// ESP, IP protocol 50 (RFC 4303).
+    #[default]
+    Esp,
+    /// AH, IP protocol 51 (RFC 4302); see the module doc for IPv4.
+    Ah,
+}
+
+impl RawProtocol {
+    /// The IP protocol number.
+    pub fn number(self) -> i32 {
+        match self {
+            RawProtocol::Esp => IPPROTO_ESP,
+            RawProtocol::Ah => IPPROTO_AH,
+        }
+    }
+}
 
 /// How to open a [`RawEspSocket`]. Start from [`RawEspConfig::new`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +77,8 @@ pub struct RawEspConfig {
     /// Local address to bind; its family picks the socket's. Unspecified
     /// receives ESP for every local address of that family.
     pub bind: IpAddr,
+    /// ESP (the default) or AH.
+    pub protocol: RawProtocol,
     /// Nonblocking descriptor (default off).
     pub nonblocking: bool,
     /// Bind and send from an address no interface holds, as
@@ -69,6 +103,7 @@ impl RawEspConfig {
     pub fn new(bind: IpAddr) -> Self {
         Self {
             bind,
+            protocol: RawProtocol::Esp,
             nonblocking: false,
             freebind: false,
             recv_buffer: DEFAULT_SOCKET_BUFFER,
@@ -79,17 +114,20 @@ impl RawEspConfig {
     }
 }
 
-/// A raw IPv4 or IPv6 socket for protocol 50.
+/// A raw IPv4 or IPv6 socket for protocol 50 (or 51: [`RawProtocol`]).
 pub struct RawEspSocket {
     socket: Socket,
     io: DatagramIo,
     v6: bool,
+    /// IPv4 AH: whole IP packets in and out.
+    whole: bool,
 }
 
 impl std::fmt::Debug for RawEspSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RawEspSocket")
             .field("v6", &self.v6)
+            .field("whole", &self.whole)
             .finish()
     }
 }
@@ -99,7 +137,12 @@ impl RawEspSocket {
     pub fn open(config: &RawEspConfig) -> io::Result<Self> {
         let v6 = config.bind.is_ipv6();
         let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
-        let socket = Socket::new(domain, Type::RAW, Some(Protocol::from(IPPROTO_ESP)))?;
+        let protocol = Protocol::from(config.protocol.number());
+        let socket = Socket::new(domain, Type::RAW, Some(protocol))?;
+        let whole = config.protocol == RawProtocol::Ah && !v6;
+        if whole {
+            socket.set_header_included_v4(true)?;
+        }
         set_buffers(&socket, config.recv_buffer, config.send_buffer)?;
         enable_error_reporting(&socket, v6)?;
         if config.freebind {
@@ -117,6 +160,7 @@ impl RawEspSocket {
             socket,
             io: DatagramIo::new(config.max_msgs, config.max_batch, false, false, true),
             v6,
+            whole,
         })
     }
 
@@ -139,6 +183,8 @@ impl RawEspSocket {
         if self.v6 {
             self.io
                 .recv_direct(fd, batch, false, |info, _| describe_v6(info))
+        } else if self.whole {
+            self.io.recv_direct(fd, batch, false, describe_v4_whole)
         } else {
             self.io.recv_direct(fd, batch, false, describe_v4)
         }
@@ -153,6 +199,13 @@ impl RawEspSocket {
     /// Like [`send_batch`](Self::send_batch) for packets `first..`.
     pub fn send_batch_from(&mut self, batch: &PacketBatch, first: usize) -> io::Result<usize> {
         self.io.send(self.socket.as_fd(), batch, first)
+    }
+
+    /// Sends one packet alone (an ESP payload; for IPv4 AH the whole IP
+    /// packet, see the module doc).
+    pub fn send(&mut self, packet: &[u8], meta: PacketMeta) -> io::Result<()> {
+        let fd = self.socket.as_fd();
+        self.io.send_one(fd, packet, &meta)
     }
 
     /// Hands `f` each refusal of the last send call and forgets them, as
@@ -240,6 +293,21 @@ fn describe_v4(info: &RecvInfo, area: &[u8]) -> Option<(usize, usize, PacketMeta
     Some((header, payload, meta))
 }
 
+/// As [`describe_v4`], the IPv4 header kept in front of the payload
+/// (IPv4 AH: its ICV covers the header).
+fn describe_v4_whole(info: &RecvInfo, area: &[u8]) -> Option<(usize, usize, PacketMeta)> {
+    let (header, payload, meta) = describe_v4(info, area)?;
+    let whole = header + payload;
+    Some((
+        0,
+        whole,
+        PacketMeta {
+            stride: whole,
+            ..meta
+        },
+    ))
+}
+
 /// Length of the IPv4 header at the front of `packet`, if it is a
 /// well-formed one.
 fn ipv4_header_len(packet: &[u8]) -> Option<usize> {
@@ -315,6 +383,17 @@ mod tests {
             describe_v4(&info(p.len() + 1), &p).is_none(),
             "length past the area"
         );
+    }
+
+    #[test]
+    fn ipv4_ah_keeps_its_header() {
+        let p = ipv4(5, b"\x04\x04\x00\x00ah");
+        let (offset, len, meta) = describe_v4_whole(&info(p.len()), &p).unwrap();
+        assert_eq!((offset, len, meta.stride), (0, p.len(), p.len()));
+        assert_eq!(meta.local, Some("198.51.100.2".parse().unwrap()));
+        let mut bad = p.clone();
+        bad[0] = 0x44;
+        assert!(describe_v4_whole(&info(bad.len()), &bad).is_none());
     }
 
     #[test]

@@ -50,7 +50,12 @@ impl Egress for Wire<'_> {
         };
         self.0.push(payload, received).unwrap();
     }
-    fn raw(&mut self, _: &[u8], _: PacketMeta) {}
+    fn raw(&mut self, _: &[u8], _: PacketMeta) {
+        unreachable!("the benchmark's SAs use UDP encapsulation");
+    }
+    fn ah(&mut self, _: &[u8], _: PacketMeta) {
+        unreachable!("the benchmark's SAs are ESP");
+    }
 }
 
 struct Sink(usize);

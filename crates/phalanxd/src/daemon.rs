@@ -12,6 +12,8 @@ use phalanx_control::{
     NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status, WorkerLoad,
 };
 
+use phalanx_sa::IpsecProtocol;
+
 use crate::cluster::ClusterHandle;
 use crate::config::{check_cluster_reload, connection_changes, Config};
 use crate::control::{cluster_disabled, ike_disabled, ControlHandler};
@@ -131,6 +133,18 @@ impl Daemon {
         }
         if new.daemon != current.daemon {
             tracing::warn!("[daemon] changed; those settings apply at the next restart");
+        }
+        // The raw AH socket is opened at start when an SA uses AH.
+        let uses_ah = |c: &Config| {
+            c.sas
+                .iter()
+                .any(|sa| sa.params.protocol == IpsecProtocol::Ah)
+        };
+        if uses_ah(&new) && !uses_ah(&current) {
+            return Err(format!(
+                "{}: the first AH SA needs the raw AH socket, opened at start: restart (nothing applied)",
+                new.path.display()
+            ));
         }
         let path = new.path.display().to_string();
         check_cluster_reload(&path, current.cluster.as_ref(), new.cluster.as_ref())?;

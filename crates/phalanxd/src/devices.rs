@@ -18,9 +18,10 @@ use std::sync::Arc;
 
 use phalanx_io::ethtool::disable_rx_coalescing;
 use phalanx_io::packet::{PacketSocket, PacketSocketConfig};
-use phalanx_io::raw::{RawEspConfig, RawEspSocket};
+use phalanx_io::raw::{RawEspConfig, RawEspSocket, RawProtocol};
 use phalanx_io::tun::{TunConfig, TunDevice};
 use phalanx_io::udp::{UdpConfig, UdpSocket};
+use phalanx_sa::IpsecProtocol;
 use phalanx_wire::ethernet::MacAddress;
 
 use crate::config::{ClusterSettings, Config};
@@ -66,6 +67,7 @@ pub fn open(config: &Config, workers: usize) -> Result<Vec<WorkerDevices>, Devic
     .max(1);
     let tuns = open_tun(config, queues)?;
     let raw = open_raw(config, false)?;
+    let ah = open_raw_ah(config)?;
     let icmp = Arc::new(IcmpSockets::open());
     let mut devices = Vec::with_capacity(workers);
     let mut tuns = tuns.into_iter();
@@ -80,6 +82,7 @@ pub fn open(config: &Config, workers: usize) -> Result<Vec<WorkerDevices>, Devic
             udp: open_udp(config, workers > 1)?,
             raw: raw.clone(),
             reads_raw: index == 0,
+            ah: ah.clone(),
             icmp: Arc::clone(&icmp),
         });
     }
@@ -127,6 +130,25 @@ fn open_raw(
     raw.freebind = freebind;
     let socket = RawEspSocket::open(&raw).map_err(named(format!(
         "raw ESP socket on {}",
+        config.protected.local
+    )))?;
+    Ok(Some(Arc::new(parking_lot::Mutex::new(socket))))
+}
+
+/// The raw AH socket (IP protocol 51, RFC 4302) when a static SA uses AH.
+fn open_raw_ah(config: &Config) -> Result<Option<crate::dataplane::io::SharedRaw>, DeviceError> {
+    if !config
+        .sas
+        .iter()
+        .any(|sa| sa.params.protocol == IpsecProtocol::Ah)
+    {
+        return Ok(None);
+    }
+    let mut raw = RawEspConfig::new(config.protected.local);
+    raw.protocol = RawProtocol::Ah;
+    raw.nonblocking = true;
+    let socket = RawEspSocket::open(&raw).map_err(named(format!(
+        "raw AH socket on {}",
         config.protected.local
     )))?;
     Ok(Some(Arc::new(parking_lot::Mutex::new(socket))))

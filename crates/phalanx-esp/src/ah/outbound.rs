@@ -181,6 +181,17 @@ pub(crate) fn max_inner_len(sa: &OutboundSa, mtu: usize) -> usize {
     mtu.saturating_sub(outer + ah_len(icv_len, family))
 }
 
+/// The outer IPv4 Identification of AH packet `seq`: its low 16 bits, as
+/// for ESP, but 1 where those are 0, because a kernel sending the header
+/// as it is (`IP_HDRINCL`) would put its own Identification in place of
+/// a 0, and the ICV covers it (RFC 4302 §3.3.3.1.1.1).
+pub fn ah_ident(seq: u64) -> u16 {
+    match seq as u16 {
+        0 => 1,
+        id => id,
+    }
+}
+
 /// Prepends the headers. Cannot fail: [`check`] proved the room.
 fn write(sa: &OutboundSa, packet: &mut PacketBuf, plan: &Plan, seq: u64) {
     let head = plan.head();
@@ -190,7 +201,10 @@ fn write(sa: &OutboundSa, packet: &mut PacketBuf, plan: &Plan, seq: u64) {
     let data = packet.as_mut_slice();
     match plan.outer {
         Some(mut outer) => {
-            outer.ident = seq as u16;
+            // Never 0: a kernel sending the header as it is (IP_HDRINCL)
+            // would put its own Identification there, which the ICV covers
+            // (RFC 4302 §3.3.3.1.1.1).
+            outer.ident = ah_ident(seq);
             let (hdr, rest) = data.split_at_mut(plan.front);
             outer.emit(hdr, rest.len());
         }

@@ -27,7 +27,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use phalanx_crypto::Suite;
-use phalanx_sa::{SaParams, Selector};
+use phalanx_sa::{IpsecProtocol, SaParams, Selector};
 use zeroize::Zeroizing;
 
 pub use cluster::{check_cluster_reload, ClusterSettings, ClusterSide, SideAddresses};
@@ -206,8 +206,13 @@ pub struct SaConfig {
 impl SaConfig {
     /// The algorithms (validated when the file was read).
     pub fn suite(&self) -> Suite {
-        let (encr, bits) = self.encryption.transform();
-        Suite::esp(encr, bits, self.integrity.transform())
+        match self.params.protocol {
+            IpsecProtocol::Ah => Suite::ah(self.integrity.transform()),
+            IpsecProtocol::Esp => {
+                let (encr, bits) = self.encryption.transform();
+                Suite::esp(encr, bits, self.integrity.transform())
+            }
+        }
     }
 
     /// Whether `other` defines the same SA (everything but the line).

@@ -24,6 +24,7 @@ pub(crate) fn all(
     source: &Source<'_>,
     raw: Vec<Spanned<RawSa>>,
     protected: &ProtectedSettings,
+    cluster: bool,
 ) -> Result<Vec<SaConfig>, ConfigError> {
     let mut names = HashSet::new();
     let mut inbound_spis = HashSet::new();
@@ -33,6 +34,12 @@ pub(crate) fn all(
         let line = source.error(spanned.span(), "", "").line;
         let raw = spanned.into_inner();
         let (name_span, spi_span) = (raw.name.span(), raw.spi.span());
+        if let Some(p) = raw.protocol.as_ref().filter(|_| cluster) {
+            if *p.get_ref() == RawProtocol::Ah {
+                let msg = "protocol \"ah\" is not carried by a cluster node yet (host mode only)";
+                return Err(source.error(p.span(), format!("sa[{i}].protocol"), msg));
+            }
+        }
         let sa = one(source, i, raw, protected, line)?;
         if !names.insert(sa.name.clone()) {
             let msg = format!("duplicate SA name {:?}", sa.name);
@@ -71,13 +78,15 @@ fn one(
         return Err(source.error(raw.name.span(), field("name"), "must not be empty"));
     }
     let spi = spi(source, &raw, &field)?;
-    if let Some(p) = &raw.protocol {
-        if *p.get_ref() == RawProtocol::Ah {
-            let msg = "protocol \"ah\" is not carried by phalanxd yet (it has no raw AH socket); use \"esp\"";
-            return Err(source.error(p.span(), field("protocol"), msg));
-        }
-    }
-    let (encryption, integrity, suite) = suite(source, &raw, &field)?;
+    let ah = raw
+        .protocol
+        .as_ref()
+        .is_some_and(|p| *p.get_ref() == RawProtocol::Ah);
+    let (encryption, integrity, suite) = if ah {
+        ah_suite(source, &raw, &field)?
+    } else {
+        suite(source, &raw, &field)?
+    };
     let keys = keys(source, &raw, &suite, encryption, &field)?;
     let mode = mode(source, &raw, protected, &field)?;
     let encap = encap(source, &raw, protected, &field)?;
@@ -122,7 +131,11 @@ fn one(
         integrity,
         params: SaParams {
             spi,
-            protocol: IpsecProtocol::Esp,
+            protocol: if ah {
+                IpsecProtocol::Ah
+            } else {
+                IpsecProtocol::Esp
+            },
             mode,
             encap,
             esn: raw.esn.unwrap_or(false),
@@ -201,6 +214,46 @@ fn suite(
         return Err(source.error(span, field("integrity"), msg));
     }
     Ok((encryption, integrity, suite))
+}
+
+/// AH's suite (RFC 4302, RFC 8221 §3): integrity only, so `encryption`
+/// must be "null" and `integrity` an HMAC; and plain IP (protocol 51):
+/// UDP encapsulation is ESP's alone (RFC 3948), so `encap` must be
+/// "none".
+fn ah_suite(
+    source: &Source<'_>,
+    raw: &RawSa,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(Encryption, Integrity, Suite), ConfigError> {
+    let encryption = *raw.encryption.get_ref();
+    if encryption != Encryption::Null {
+        let msg = format!(
+            "protocol \"ah\" authenticates only: encryption must be \"null\", not {:?}",
+            encryption.as_str()
+        );
+        return Err(source.error(raw.encryption.span(), field("encryption"), msg));
+    }
+    let integrity = match &raw.integrity {
+        Some(i) if *i.get_ref() != Integrity::None => *i.get_ref(),
+        other => {
+            let span = other.as_ref().map_or(raw.encryption.span(), Spanned::span);
+            let msg = "protocol \"ah\" needs an integrity algorithm (sha256, sha384 or sha512)";
+            return Err(source.error(span, field("integrity"), msg));
+        }
+    };
+    if raw
+        .encap
+        .as_ref()
+        .is_none_or(|e| *e.get_ref() != RawEncap::None)
+    {
+        let span = raw
+            .encap
+            .as_ref()
+            .map_or(raw.encryption.span(), Spanned::span);
+        let msg = "protocol \"ah\" is IP protocol 51, never in UDP (RFC 3948 is ESP's): set encap = \"none\"";
+        return Err(source.error(span, field("encap"), msg));
+    }
+    Ok((encryption, integrity, Suite::ah(integrity.transform())))
 }
 
 /// Both keys, checked against the suite's lengths.

@@ -306,6 +306,38 @@ fn addresses_prefixes_and_ports() {
     );
 }
 
+/// AH (RFC 4302): integrity only, plain IP, host mode.
+#[test]
+fn ah_sas() {
+    let ah = |lines: &str| {
+        BASE.replace(
+            "encryption = \"aes256\"\nintegrity = \"sha256\"\nkey = \"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\"\n",
+            lines,
+        )
+    };
+    let ok = ah("protocol = \"ah\"\nencryption = \"null\"\nintegrity = \"sha256\"\n");
+    let config = Config::parse("gw.toml", &ok).unwrap();
+    let sa = &config.sas[1];
+    assert_eq!(sa.params.protocol, phalanx_sa::IpsecProtocol::Ah);
+    assert!(sa.suite().ah);
+    let esp_cipher = ah("protocol = \"ah\"\nencryption = \"aes256\"\nintegrity = \"sha256\"\nkey = \"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\"\n");
+    assert_error(
+        &esp_cipher,
+        26,
+        "sa[1].encryption",
+        "encryption must be \"null\"",
+    );
+    let no_integ = ah("protocol = \"ah\"\nencryption = \"null\"\n");
+    assert_error(
+        &no_integ,
+        26,
+        "sa[1].integrity",
+        "needs an integrity algorithm",
+    );
+    let udp = ok.replace("encap = \"none\"\n", "");
+    assert_error(&udp, 26, "sa[1].encap", "never in UDP");
+}
+
 #[test]
 fn peer_replay_window() {
     let out = edit(

@@ -62,7 +62,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
     let daemon = daemon(source, raw.daemon)?;
     let clear = clear(source, raw.clear)?;
     let protected = protected(source, raw.protected)?;
-    let sas = sa::all(source, raw.sa, &protected)?;
+    let sas = sa::all(source, raw.sa, &protected, raw.cluster.is_some())?;
     let policies = policies(source, raw.policy, &sas)?;
     if raw.cluster.is_some() {
         cluster::ike_rules::check(source, &raw.connection)?;

@@ -51,6 +51,9 @@ pub enum Ingress {
     Udp,
     /// The raw ESP socket: packets start at the SPI.
     Raw,
+    /// The raw AH socket: IPv4 packets whole (their header is in the
+    /// ICV), IPv6 packets from the AH header on (phalanx_io::raw).
+    Ah,
 }
 
 /// A received batch and the socket it came from.
@@ -244,9 +247,12 @@ impl InboundPath {
             dst: meta.local.unwrap_or(self.local),
             udp: (ingress == Ingress::Udp).then(|| (meta.remote.port(), self.udp_port)),
             tos: meta.tos,
+            ah: ingress == Ingress::Ah,
         };
+        // IPv4 AH arrives with the header its ICV covers: kept as it is.
+        let whole = ingress == Ingress::Ah && meta.remote.is_ipv4();
         let payload_len = payload.len();
-        let Some(buf) = self.outer_packet(input, i, &header) else {
+        let Some(buf) = self.outer_packet(input, i, (!whole).then_some(&header)) else {
             stats.daemon.bump(DaemonCounter::OuterHeader);
             stats
                 .inbound
@@ -290,20 +296,26 @@ impl InboundPath {
         &mut self,
         input: &mut Input<'_>,
         i: usize,
-        header: &OuterHeader,
+        header: Option<&OuterHeader>,
     ) -> Option<PacketBuf> {
         let swapped = match input {
             Input::Owned(batch) => self.bufs.swap_out(batch, i, (MAX_REBUILT_HEADER, 0)),
             Input::Shared(_) => None,
         };
-        let (mut buf, built) = match swapped {
-            Some(mut buf) => {
+        let (mut buf, built) = match (swapped, header) {
+            (Some(mut buf), Some(header)) => {
                 let built = prepend_outer(&mut buf, header);
                 (buf, built)
             }
-            None => {
+            (Some(buf), None) => (buf, true),
+            (None, Some(header)) => {
                 let mut buf = self.bufs.take(INBOUND_HEADROOM);
                 let built = rebuild_outer(&mut buf, header, input.batch().packet(i));
+                (buf, built)
+            }
+            (None, None) => {
+                let mut buf = self.bufs.take(INBOUND_HEADROOM);
+                let built = buf.extend_from_slice(input.batch().packet(i));
                 (buf, built)
             }
         };

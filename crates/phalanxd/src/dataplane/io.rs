@@ -178,6 +178,8 @@ pub struct SocketEgress<'a> {
     pub raw: Option<&'a SharedRaw>,
     /// Its send batch.
     pub raw_tx: &'a mut PacketBatch,
+    /// The raw AH socket, when an SA uses AH (packets go one by one).
+    pub ah: Option<&'a SharedRaw>,
     /// Where ICMP errors to inner senders go.
     pub icmp: &'a IcmpSockets,
     /// The SAs, to count a refused packet on its SA.
@@ -310,6 +312,25 @@ impl Egress for SocketEgress<'_> {
 
     fn icmp(&mut self, message: &[u8], to: IpAddr) -> bool {
         self.icmp.send(message, to)
+    }
+
+    fn ah(&mut self, packet: &[u8], meta: PacketMeta) {
+        // The SPI, for the per-SA drop count: behind the IPv4 header, or
+        // first in the IPv6 case (RFC 4302 §2: 4 octets into AH).
+        let ah_at = if meta.remote.is_ipv4() {
+            packet.first().map_or(0, |b| usize::from(b & 0x0f) * 4)
+        } else {
+            0
+        };
+        let spi_at = packet.get(ah_at + 4..).unwrap_or_default();
+        let sent = match self.ah {
+            Some(socket) => socket.lock().send(packet, meta),
+            None => Err(io::Error::from_raw_os_error(nix::libc::ENOTSOCK)),
+        };
+        match sent {
+            Ok(()) => self.counters.bump(DaemonCounter::RawTxPackets),
+            Err(e) => refused(self.rt, &mut self.drops, spi_at, errno_of(&e)),
+        }
     }
 
     fn raw(&mut self, esp: &[u8], meta: PacketMeta) {

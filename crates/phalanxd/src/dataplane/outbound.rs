@@ -61,6 +61,11 @@ pub trait Egress {
     /// Traffic Class.
     fn raw(&mut self, esp: &[u8], meta: PacketMeta);
 
+    /// An AH packet (RFC 4302) for the raw AH socket: over IPv4 the whole
+    /// IP packet (its header is in the ICV: sent as it is), over IPv6 from
+    /// the AH header on; `meta` as for [`raw`](Self::raw).
+    fn ah(&mut self, packet: &[u8], meta: PacketMeta);
+
     /// As [`udp`](Self::udp), with the payload at `bounds` of `buf`, an
     /// allocation the egress may keep: one that queues packets in a
     /// [`PacketBatch`] swaps it for a buffer of the same length
@@ -142,6 +147,12 @@ impl<E: Egress> Egress for Fragmentable<'_, E> {
 
     fn raw(&mut self, esp: &[u8], meta: PacketMeta) {
         self.0.raw_fragmentable(esp, meta);
+    }
+
+    /// The kernel fragments no packet of a raw AH socket (IPv4 sends its
+    /// header as it is): one too big is refused and counted.
+    fn ah(&mut self, packet: &[u8], meta: PacketMeta) {
+        self.0.ah(packet, meta);
     }
 }
 
@@ -718,6 +729,16 @@ fn emit<E: Egress>(buf: PacketBuf, egress: &mut E, local: IpAddr) -> Result<Pack
     };
     match route.udp_dst_port {
         Some(_) => egress.udp_owned(&mut storage, payload, meta),
+        None if route.ah => {
+            let packet = if route.dst.is_ipv4() {
+                start..end
+            } else {
+                payload
+            };
+            if let Some(packet) = storage.get(packet) {
+                egress.ah(packet, meta);
+            }
+        }
         None => egress.raw_owned(&mut storage, payload, meta),
     }
     Ok(PacketBuf::from_parts(storage, 0, 0))

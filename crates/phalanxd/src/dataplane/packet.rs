@@ -134,6 +134,8 @@ pub(crate) struct OuterHeader {
     pub(crate) udp: Option<(u16, u16)>,
     /// IPv4 TOS / IPv6 Traffic Class: DSCP and ECN (RFC 2474, RFC 3168).
     pub(crate) tos: u8,
+    /// The payload is AH (RFC 4302), not ESP (never with `udp`).
+    pub(crate) ah: bool,
 }
 
 /// Writes `payload` into the empty `buf` behind a rebuilt outer `header`.
@@ -148,14 +150,20 @@ pub(crate) fn rebuild_outer(buf: &mut PacketBuf, header: &OuterHeader, payload: 
 /// (the payload left as it was) when the addresses are of different
 /// families or the headroom or length limits do not allow it.
 pub(crate) fn prepend_outer(buf: &mut PacketBuf, header: &OuterHeader) -> bool {
-    let OuterHeader { src, dst, udp, tos } = *header;
+    let OuterHeader {
+        src,
+        dst,
+        udp,
+        tos,
+        ah,
+    } = *header;
     let payload_len = buf.len();
     let udp_len = if udp.is_some() { UDP_HEADER_LEN } else { 0 };
     let ip_payload = udp_len + payload_len;
-    let protocol = if udp.is_some() {
-        IpProtocol::UDP
-    } else {
-        IpProtocol::ESP
+    let protocol = match (udp, ah) {
+        (Some(_), _) => IpProtocol::UDP,
+        (None, true) => IpProtocol::AH,
+        (None, false) => IpProtocol::ESP,
     };
     let ip_len = match (src, dst) {
         (IpAddr::V4(_), IpAddr::V4(_)) if ip_payload <= Ipv4Repr::MAX_PAYLOAD_LEN => {
@@ -219,11 +227,14 @@ pub(crate) struct OuterRoute {
     /// The outer TOS / Traffic Class phalanx-esp wrote (RFC 6040 §4.1:
     /// the inner ECN field and DSCP, copied), for the socket to send with.
     pub(crate) tos: u8,
+    /// The packet is AH (RFC 4302): over IPv4 it goes whole (its header is
+    /// in the ICV), over IPv6 from `payload_offset`.
+    pub(crate) ah: bool,
 }
 
 /// Reads the outer header of a finished outbound packet. `None` when it
-/// is neither ESP nor UDP over IPv4/IPv6 (it cannot be: phalanx-esp built
-/// it; but nothing here trusts that).
+/// is neither ESP, AH nor UDP over IPv4/IPv6 (it cannot be: phalanx-esp
+/// built it; but nothing here trusts that).
 pub(crate) fn outer_route(packet: &[u8]) -> Option<OuterRoute> {
     let (src, dst, protocol, offset, tos) = match packet.first()? >> 4 {
         4 => {
@@ -245,9 +256,11 @@ pub(crate) fn outer_route(packet: &[u8]) -> Option<OuterRoute> {
         udp_dst_port: None,
         payload_offset: offset,
         tos,
+        ah: false,
     };
     match protocol {
         IpProtocol::ESP => Some(route),
+        IpProtocol::AH => Some(OuterRoute { ah: true, ..route }),
         IpProtocol::UDP => {
             let udp = UdpPacket::new_checked(packet.get(offset..)?).ok()?;
             Some(OuterRoute {
@@ -270,6 +283,7 @@ mod tests {
             dst: dst.parse().unwrap(),
             udp,
             tos,
+            ah: false,
         }
     }
 

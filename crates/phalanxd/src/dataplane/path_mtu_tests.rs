@@ -37,6 +37,9 @@ impl Egress for Capture {
     fn raw(&mut self, _: &[u8], _: PacketMeta) {
         panic!("the test SAs use UDP encapsulation");
     }
+    fn ah(&mut self, _: &[u8], _: PacketMeta) {
+        panic!("the test SAs are ESP");
+    }
     fn udp_fragmentable(&mut self, payload: &[u8], _: PacketMeta) {
         self.fragmentable.push(payload.to_vec());
     }

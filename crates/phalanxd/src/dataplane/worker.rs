@@ -71,8 +71,10 @@ pub struct WorkerDevices {
     pub udp: UdpSocket,
     /// The raw ESP socket, shared.
     pub raw: Option<SharedRaw>,
-    /// Whether this worker receives on the raw socket.
+    /// Whether this worker receives on the raw sockets (ESP and AH).
     pub reads_raw: bool,
+    /// The raw AH socket, shared, when an SA uses AH (RFC 4302).
+    pub ah: Option<SharedRaw>,
     /// The ICMP sockets the path-MTU errors go out on, shared.
     pub icmp: Arc<IcmpSockets>,
 }
@@ -162,8 +164,8 @@ struct Worker {
     warned: bool,
 }
 
-/// Most sources a worker polls: TUN, UDP, raw.
-const MAX_SOURCES: usize = 3;
+/// Most sources a worker polls: TUN, UDP, raw ESP, raw AH.
+const MAX_SOURCES: usize = 4;
 
 /// Turns over the ready sources between two polls (a turn is one batch
 /// from each): about a millisecond of work at full load.
@@ -199,6 +201,7 @@ enum Source {
     Tun,
     Udp,
     Raw,
+    Ah,
 }
 
 impl Worker {
@@ -308,6 +311,9 @@ impl Worker {
         if let (Some(raw), true) = (&self.devices.raw, self.devices.reads_raw) {
             fds.push(raw.lock().as_fd().try_clone_to_owned()?);
         }
+        if let (Some(ah), true) = (&self.devices.ah, self.devices.reads_raw) {
+            fds.push(ah.lock().as_fd().try_clone_to_owned()?);
+        }
         Ok(fds)
     }
 
@@ -315,6 +321,9 @@ impl Worker {
         let mut sources = vec![Source::Tun, Source::Udp];
         if self.devices.raw.is_some() && self.devices.reads_raw {
             sources.push(Source::Raw);
+        }
+        if self.devices.ah.is_some() && self.devices.reads_raw {
+            sources.push(Source::Ah);
         }
         sources
     }
@@ -329,6 +338,10 @@ impl Worker {
                 Some(raw) => raw.lock().recv_batch(&mut self.sock_rx),
                 None => Ok(0),
             },
+            Source::Ah => match &self.devices.ah {
+                Some(ah) => ah.lock().recv_batch(&mut self.sock_rx),
+                None => Ok(0),
+            },
         };
         match received {
             Ok(0) => false,
@@ -336,13 +349,14 @@ impl Worker {
                 let counter = match source {
                     Source::Tun => DaemonCounter::TunRxPackets,
                     Source::Udp => DaemonCounter::UdpRxPackets,
-                    Source::Raw => DaemonCounter::RawRxPackets,
+                    Source::Raw | Source::Ah => DaemonCounter::RawRxPackets,
                 };
                 self.stats.daemon.add(counter, n as u64);
                 match source {
                     Source::Tun => self.protect_batch(),
                     Source::Udp => self.open_batch(Ingress::Udp),
                     Source::Raw => self.open_batch(Ingress::Raw),
+                    Source::Ah => self.open_batch(Ingress::Ah),
                 }
                 true
             }
@@ -372,6 +386,11 @@ impl Worker {
                     drain_errors(&mut *raw.lock(), &rt, now, counters);
                 }
             }
+            Source::Ah => {
+                if let Some(ah) = &self.devices.ah {
+                    drain_errors(&mut *ah.lock(), &rt, now, counters);
+                }
+            }
             Source::Tun => {}
         }
     }
@@ -383,6 +402,7 @@ impl Worker {
             udp_tx: &mut self.udp_tx,
             raw: self.devices.raw.as_ref(),
             raw_tx: &mut self.raw_tx,
+            ah: self.devices.ah.as_ref(),
             icmp: &self.devices.icmp,
             rt: Some(&rt),
             counters: DaemonCounters::default(),
@@ -461,10 +481,12 @@ impl Worker {
         let mut dropped =
             tun.read_dropped + tun.send_dropped + udp.recv_dropped + udp.send_failures_unrecorded;
         let mut kernel = udp.kernel_rx_dropped;
-        if let (Some(raw), true) = (&self.devices.raw, self.devices.reads_raw) {
-            let raw = raw.lock().stats();
-            dropped += raw.recv_dropped + raw.send_failures_unrecorded;
-            kernel += raw.kernel_rx_dropped;
+        for raw in [&self.devices.raw, &self.devices.ah] {
+            if let (Some(raw), true) = (raw, self.devices.reads_raw) {
+                let raw = raw.lock().stats();
+                dropped += raw.recv_dropped + raw.send_failures_unrecorded;
+                kernel += raw.kernel_rx_dropped;
+            }
         }
         daemon.add(DaemonCounter::IoDropped, dropped);
         daemon.add(DaemonCounter::KernelRxDropped, kernel);

@@ -70,6 +70,9 @@ impl Egress for Wire<'_> {
     fn raw(&mut self, _: &[u8], _: PacketMeta) {
         panic!("the test SAs use UDP encapsulation");
     }
+    fn ah(&mut self, _: &[u8], _: PacketMeta) {
+        panic!("the test SAs are ESP");
+    }
 }
 
 struct Collect(Vec<Vec<u8>>);

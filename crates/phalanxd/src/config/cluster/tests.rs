@@ -509,3 +509,23 @@ fn reload_may_not_touch_the_cluster() {
     let e = check_cluster_reload("node.toml", None, current).unwrap_err();
     assert!(e.contains("[cluster] added"), "{e}");
 }
+
+/// AH is host mode only: a cluster node refuses an AH SA at its protocol.
+#[test]
+fn ah_is_refused_on_a_cluster() {
+    let text = format!(
+        "{BASE}\n[[sa]]\nname = \"ah-out\"\ndirection = \"out\"\nspi = 0x1001\nprotocol = \"ah\"\n\
+         encryption = \"null\"\nintegrity = \"sha256\"\n\
+         integrity_key = \"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\"\n\
+         remote = \"192.0.2.2\"\nencap = \"none\"\n"
+    );
+    let e = error(&text.replace(
+        "local = \"192.0.2.1\"\n",
+        "local = \"192.0.2.1\"\nraw_esp = true\n",
+    ));
+    assert_eq!(e.field, "sa[0].protocol", "{e}");
+    assert!(
+        e.to_string().contains("not carried by a cluster node"),
+        "{e}"
+    );
+}

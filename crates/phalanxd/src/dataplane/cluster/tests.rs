@@ -346,6 +346,9 @@ impl Egress for Sent {
     fn raw(&mut self, esp: &[u8], meta: PacketMeta) {
         self.0.push((esp.to_vec(), meta));
     }
+    fn ah(&mut self, packet: &[u8], meta: PacketMeta) {
+        self.0.push((packet.to_vec(), meta));
+    }
     fn udp_owned(&mut self, buf: &mut Vec<u8>, bounds: Range<usize>, meta: PacketMeta) {
         self.udp(&buf[bounds], meta);
     }

@@ -644,7 +644,8 @@ impl Plane {
     fn batch(&mut self, ingress: Ingress) -> &mut PacketBatch {
         match ingress {
             Ingress::Udp => &mut self.esp_udp,
-            Ingress::Raw => &mut self.esp_raw,
+            // A cluster reads no AH (configuration refuses AH SAs there).
+            Ingress::Raw | Ingress::Ah => &mut self.esp_raw,
         }
     }
 
@@ -660,6 +661,7 @@ impl Plane {
             udp_tx: &mut self.udp_tx,
             raw: self.raw.as_ref(),
             raw_tx: &mut self.raw_tx,
+            ah: None,
             // The node that owns a packet too big for the path answers
             // its sender (RFC 4301 §8.2.1), from its own inside address.
             icmp: &self.icmp,
@@ -687,7 +689,7 @@ impl Plane {
     fn flush_esp(&mut self, ingress: Ingress, rt: &Runtime) {
         let batch = match ingress {
             Ingress::Udp => &mut self.esp_udp,
-            Ingress::Raw => &mut self.esp_raw,
+            Ingress::Raw | Ingress::Ah => &mut self.esp_raw,
         };
         if batch.is_empty() {
             return;
