@@ -399,6 +399,39 @@ fn ah_over_ipv4_both_ways() {
     }
 }
 
+/// AH over an IPv6 WAN: the socket sends from the AH header on and the
+/// kernel writes the IPv6 header the ICV covers (addresses, payload
+/// length, next header); on receive the header is rebuilt from what the
+/// socket reports (RFC 4302 §3.3.3.1.2).
+#[test]
+fn ah_over_ipv6_both_ways() {
+    let suite = &ah_suites()[0];
+    let v6 = |me: char| {
+        let text = config_text(me, suite, "none")
+            .replace(GW_A, "2001:db8:f::1")
+            .replace(GW_B, "2001:db8:f::2");
+        Config::parse(&format!("gw{me}.toml"), &text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (mut a, mut b) = (Gateway::new(&v6('A'), 0), Gateway::new(&v6('B'), 0));
+    let packets = mixed_traffic(20);
+    let wire = a.send(&packets);
+    assert_eq!(wire.ah.len(), packets.len());
+    assert!(
+        wire.ah.iter().all(|(p, _)| p[0] != 0x60),
+        "from the AH header on, not IPv6"
+    );
+    assert_eq!(b.receive(&wire.ah, Ingress::Ah), packets);
+    let back: Vec<Vec<u8>> = packets.iter().map(|p| swap_addresses(p)).collect();
+    let wire = b.send(&back);
+    assert_eq!(a.receive(&wire.ah, Ingress::Ah), back);
+    // A fresh packet (a number not seen yet), one byte changed.
+    let mut forged = b.send(&back[..1]).ah[0].clone();
+    *forged.0.last_mut().unwrap() ^= 1;
+    let before = a.drops(DropReason::AuthFailed);
+    assert!(a.receive(&[forged], Ingress::Ah).is_empty());
+    assert_eq!(a.drops(DropReason::AuthFailed) - before, 1);
+}
+
 /// RFC 4302 §3.3.3.1.1.1: the ICV covers the outer header's immutable
 /// fields only. A router's changes (TTL, TOS, the checksum) leave an AH
 /// packet valid; a changed Identification, address or payload byte is an
