@@ -258,3 +258,19 @@ pub(crate) fn restore(buf: &mut PacketBuf, saved: usize) -> bool {
     buf.truncate(len);
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ah_ident;
+
+    /// The low 16 bits of the number, never 0 (a kernel would replace it).
+    #[test]
+    fn identification_is_never_zero() {
+        assert_eq!(ah_ident(5), 5);
+        assert_eq!(ah_ident(0xffff), 0xffff);
+        assert_eq!(ah_ident(0x1_0000), 1);
+        assert_eq!(ah_ident(0x1_0000_0000), 1);
+        assert_eq!(ah_ident(0x1_0001), 1);
+        assert!((0..300_000u64).all(|seq| ah_ident(seq) != 0));
+    }
+}
