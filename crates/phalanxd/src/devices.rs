@@ -11,7 +11,7 @@
 //! program are created and attached to the outside ring here too (they
 //! need `CAP_BPF`; the mapped maps need nothing after the drop).
 
-use crate::dataplane::io::IcmpSockets;
+use crate::dataplane::io::{IcmpSockets, SharedRaw};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -118,40 +118,41 @@ fn open_udp(config: &Config, reuse_port: bool) -> Result<UdpSocket, DeviceError>
 }
 
 /// The raw ESP socket, when `raw_esp` is on; `freebind` in cluster mode.
-fn open_raw(
-    config: &Config,
-    freebind: bool,
-) -> Result<Option<Arc<parking_lot::Mutex<RawEspSocket>>>, DeviceError> {
+fn open_raw(config: &Config, freebind: bool) -> Result<Option<SharedRaw>, DeviceError> {
     if !config.protected.raw_esp {
         return Ok(None);
     }
-    let mut raw = RawEspConfig::new(config.protected.local);
-    raw.nonblocking = true;
-    raw.freebind = freebind;
-    let socket = RawEspSocket::open(&raw).map_err(named(format!(
-        "raw ESP socket on {}",
-        config.protected.local
-    )))?;
-    Ok(Some(Arc::new(parking_lot::Mutex::new(socket))))
+    open_raw_socket(config, RawProtocol::Esp, freebind).map(Some)
 }
 
 /// The raw AH socket (IP protocol 51, RFC 4302) when a static SA uses AH.
-fn open_raw_ah(config: &Config) -> Result<Option<crate::dataplane::io::SharedRaw>, DeviceError> {
-    if !config
-        .sas
-        .iter()
-        .any(|sa| sa.params.protocol == IpsecProtocol::Ah)
-    {
+fn open_raw_ah(config: &Config) -> Result<Option<SharedRaw>, DeviceError> {
+    let ah = |sa: &crate::config::SaConfig| sa.params.protocol == IpsecProtocol::Ah;
+    if !config.sas.iter().any(ah) {
         return Ok(None);
     }
+    open_raw_socket(config, RawProtocol::Ah, false).map(Some)
+}
+
+/// A nonblocking raw socket for `protocol` on `[protected] local`.
+fn open_raw_socket(
+    config: &Config,
+    protocol: RawProtocol,
+    freebind: bool,
+) -> Result<SharedRaw, DeviceError> {
     let mut raw = RawEspConfig::new(config.protected.local);
-    raw.protocol = RawProtocol::Ah;
+    raw.protocol = protocol;
     raw.nonblocking = true;
+    raw.freebind = freebind;
+    let name = match protocol {
+        RawProtocol::Esp => "ESP",
+        RawProtocol::Ah => "AH",
+    };
     let socket = RawEspSocket::open(&raw).map_err(named(format!(
-        "raw AH socket on {}",
+        "raw {name} socket on {}",
         config.protected.local
     )))?;
-    Ok(Some(Arc::new(parking_lot::Mutex::new(socket))))
+    Ok(Arc::new(parking_lot::Mutex::new(socket)))
 }
 
 /// Opens everything the cluster worker needs (`cluster` is

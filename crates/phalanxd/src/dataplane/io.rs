@@ -192,6 +192,25 @@ pub struct SocketEgress<'a> {
 }
 
 impl SocketEgress<'_> {
+    /// One packet alone on a raw socket (`None`: not opened, counted as
+    /// refused); `attributed` starts at its SPI, for the per-SA count of
+    /// a refusal.
+    fn send_raw_one(
+        &mut self,
+        socket: Option<&SharedRaw>,
+        attributed: &[u8],
+        send: impl FnOnce(&mut RawEspSocket) -> io::Result<()>,
+    ) {
+        let sent = match socket {
+            Some(socket) => send(&mut socket.lock()),
+            None => Err(io::Error::from_raw_os_error(nix::libc::ENOTSOCK)),
+        };
+        match sent {
+            Ok(()) => self.counters.bump(DaemonCounter::RawTxPackets),
+            Err(e) => refused(self.rt, &mut self.drops, attributed, errno_of(&e)),
+        }
+    }
+
     /// Sends whatever is queued.
     pub fn flush(&mut self) {
         self.flush_udp();
@@ -300,14 +319,7 @@ impl Egress for SocketEgress<'_> {
 
     fn raw_fragmentable(&mut self, esp: &[u8], meta: PacketMeta) {
         self.flush_raw();
-        let sent = match self.raw {
-            Some(raw) => raw.lock().send_fragmentable(esp, meta),
-            None => Err(io::Error::from_raw_os_error(nix::libc::ENOTSOCK)),
-        };
-        match sent {
-            Ok(()) => self.counters.bump(DaemonCounter::RawTxPackets),
-            Err(e) => refused(self.rt, &mut self.drops, esp, errno_of(&e)),
-        }
+        self.send_raw_one(self.raw, esp, |raw| raw.send_fragmentable(esp, meta));
     }
 
     fn icmp(&mut self, message: &[u8], to: IpAddr) -> bool {
@@ -323,14 +335,7 @@ impl Egress for SocketEgress<'_> {
             0
         };
         let spi_at = packet.get(ah_at + 4..).unwrap_or_default();
-        let sent = match self.ah {
-            Some(socket) => socket.lock().send(packet, meta),
-            None => Err(io::Error::from_raw_os_error(nix::libc::ENOTSOCK)),
-        };
-        match sent {
-            Ok(()) => self.counters.bump(DaemonCounter::RawTxPackets),
-            Err(e) => refused(self.rt, &mut self.drops, spi_at, errno_of(&e)),
-        }
+        self.send_raw_one(self.ah, spi_at, |ah| ah.send(packet, meta));
     }
 
     fn raw(&mut self, esp: &[u8], meta: PacketMeta) {
