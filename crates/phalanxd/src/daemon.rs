@@ -507,6 +507,44 @@ remote_ts = ["10.2.0.0/24"]
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
+    /// The raw AH socket is opened at start: a reload that brings the
+    /// first AH SA is refused and changes nothing.
+    #[test]
+    fn the_first_ah_sa_needs_a_restart() {
+        let path = temp_config("ah", FILE);
+        let d = daemon(&path);
+        let ah = "[[sa]]\nname = \"ah-in\"\ndirection = \"in\"\nspi = 0x3001\nprotocol = \"ah\"\n\
+                  encryption = \"null\"\nintegrity = \"sha256\"\n\
+                  integrity_key = \"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\"\n\
+                  remote = \"192.0.2.2\"\nencap = \"none\"\n";
+        let text = format!("{FILE}\n{ah}").replace(
+            "local = \"192.0.2.1\"\n",
+            "local = \"192.0.2.1\"\nraw_esp = true\n",
+        );
+        std::fs::write(&path, &text).unwrap();
+        let err = d.reload_file().unwrap_err();
+        assert!(
+            err.contains("[protected] changed") || err.contains("AH"),
+            "{err}"
+        );
+        assert_eq!(d.store().snapshot().sas.len(), 2, "nothing applied");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+        // With raw_esp already on, the refusal names the AH socket.
+        let path = temp_config(
+            "ah2",
+            &FILE.replace(
+                "local = \"192.0.2.1\"\n",
+                "local = \"192.0.2.1\"\nraw_esp = true\n",
+            ),
+        );
+        let d = daemon(&path);
+        std::fs::write(&path, &text).unwrap();
+        let err = d.reload_file().unwrap_err();
+        assert!(err.contains("raw AH socket, opened at start"), "{err}");
+        assert_eq!(d.store().snapshot().sas.len(), 2, "nothing applied");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
     /// `policies` sums each policy's hits over the workers' published
     /// counters; `counters` reports each worker's load both ways.
     #[test]
