@@ -78,6 +78,13 @@ def one_run(variant, peer, scheme, rate, seconds, k, keep_going=True, **cluster_
         res["wire"] = fa.reorder(esp, WINDOWS)
         res["senders"] = sorted({fa.node_of(p) for p in esp if p.iv is not None})
         res["dup_spi_seq"] = fa.wire_checks(esp)["dup_spi_seq"]
+        # What the nodes say of the outbound SAs (phalanxctl cluster): who
+        # sends them (`spread`) and the peer window they were told.
+        if told:
+            status = cl.cluster_status("n1")
+            res["reported"] = sorted({(sa.get("spread"), sa.get("peer_window"))
+                                      for sa in status.get("sas", []) if sa.get("direction") == "out"},
+                                     key=repr)
     except Exception as e:  # noqa: BLE001 - reported in the row, the other runs go on
         res["error"] = "{}: {}".format(type(e).__name__, e)
         cl.dump_logs(tail=1500)

@@ -18,7 +18,8 @@ hostA -> hostB, 6 s at 5,000/s (about 7 block boundaries), no failure:
 the peer refused nothing as too old (charon's "ESP sequence number
 verification failed" lines; phalanxd's `too_old`), no datagram lost, on
 the WAN no packet of the SA arrived behind a newer one, one node sent
-them all, no (SPI, seq) twice.
+them all, no (SPI, seq) twice; `phalanxctl cluster` says so (the SA not
+spread, the peer's window as configured).
 
 Run: PHX_SKIP_BUILD=1 python3 -m pytest -s tests/netns/test_small_window.py
 """
@@ -46,3 +47,5 @@ def test_small_window_peer_loses_nothing(binaries, peer):
     assert wire["max_depth"] == 0, "packets of the SA arrived behind newer ones: {}".format(wire)
     assert len(res["senders"]) == 1, "the SA left from nodes {}".format(res["senders"])
     assert res["dup_spi_seq"] == 0, res
+    window = 128 if peer == "strongswan" else 32
+    assert res["reported"] == [(False, window)], "phalanxctl cluster: {}".format(res["reported"])
