@@ -1029,6 +1029,14 @@ def status_counter(status, name):
     return sum(c["count"] for c in status["counters"] if c["name"] == name)
 
 
+def udp_rcvbuf_errors(cl, ns):
+    """UDP datagrams the kernel of namespace `ns` dropped for a full
+    receive buffer (/proc/net/snmp Udp RcvbufErrors, IPv4)."""
+    lines = [line.split() for line in cl.run(ns, ["cat", "/proc/net/snmp"]).stdout.splitlines()
+             if line.startswith("Udp:")]
+    return int(dict(zip(lines[0][1:], lines[1][1:]))["RcvbufErrors"])
+
+
 def replay_drops(gw):
     """(replayed, too_old): inbound packets the replay window refused as a
     duplicate inside it, and as left of it (RFC 4303 §3.4.3)."""

@@ -42,14 +42,6 @@ def bring_up(cl, peer, scheme, told, **cluster_kw):
     return refused
 
 
-def udp_rcvbuf_errors(cl, ns):
-    """UDP datagrams the kernel of namespace `ns` dropped for a full
-    receive buffer (/proc/net/snmp Udp RcvbufErrors, IPv4)."""
-    lines = [line.split() for line in cl.run(ns, ["cat", "/proc/net/snmp"]).stdout.splitlines()
-             if line.startswith("Udp:")]
-    return int(dict(zip(lines[0][1:], lines[1][1:]))["RcvbufErrors"])
-
-
 def one_run(variant, peer, scheme, rate, seconds, k, keep_going=True, **cluster_kw):
     """One fresh cluster of `variant` = (name, binaries, told); returns a
     dict of what was measured (with `error` when something failed and
@@ -62,7 +54,7 @@ def one_run(variant, peer, scheme, rate, seconds, k, keep_going=True, **cluster_
         cl.up()
         refused = bring_up(cl, peer, scheme, told, **cluster_kw)
         before = refused()
-        full_before = {ns: udp_rcvbuf_errors(cl, ns) for ns in ("gwB", "hostB")}
+        full_before = {ns: cluster.udp_rcvbuf_errors(cl, ns) for ns in ("gwB", "hostB")}
         pcap = os.path.join(cl.run_dir, "wan.pcap")
         with cluster.WanCapture(cl, "wan-cap", pcap, bpf="dst host {}".format(cluster.GWB_WAN)) as cap:
             stream = cluster.UdpStream(cl, "udp", "hostA", "hostB", cluster.HOSTB, UDP_PORT, rate, seconds).start()
@@ -72,7 +64,7 @@ def one_run(variant, peer, scheme, rate, seconds, k, keep_going=True, **cluster_
         res["peer_refused"] = refused() - before
         # Lost for a full socket buffer, not for the replay window: gwB's
         # ESP-in-UDP socket (charon's), hostB's receiver.
-        res["rcvbuf_drops"] = {ns: udp_rcvbuf_errors(cl, ns) - n for ns, n in full_before.items()}
+        res["rcvbuf_drops"] = {ns: cluster.udp_rcvbuf_errors(cl, ns) - n for ns, n in full_before.items()}
         res["udp_sent"], res["udp_lost"] = udp["sent"], udp["lost"]
         esp = [p for p in fa.read_esp(pcap) if p.dst == cluster.GWB_WAN]
         res["wire"] = fa.reorder(esp, WINDOWS)
