@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use crate::codec::{Checkpoint, ReplayCheckpoint};
 use crate::dispatch::{
-    spreads_outbound, Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey,
+    pins_outbound, Direction, DispatchScheme, Dispatcher, InboundDispatcher, PacketKey,
 };
 use crate::fence::{Fence, Takers};
 use crate::limits::REPLAY_CHECKPOINT_TICKS;
@@ -185,8 +185,7 @@ impl OutboundStream {
         spacing: Spacing,
         shared: &Arc<OutboundShared>,
     ) -> Self {
-        let pinned =
-            scheme.spreads_one_sa() && !spreads_outbound(scheme, shared.descriptor.peer_window);
+        let pinned = pins_outbound(scheme, shared.descriptor.peer_window);
         // One sender per SA: each packet needs a number of that sender's
         // class, whatever the packet's position (see `sequencer`).
         let spacing = if pinned { Spacing::Strided } else { spacing };

@@ -97,6 +97,12 @@ pub fn spreads_outbound(scheme: DispatchScheme, peer_window: u32) -> bool {
     scheme.spreads_one_sa() && peer_window >= SPREAD_MIN_PEER_WINDOW
 }
 
+/// Whether `scheme` would spread an outbound SA over the nodes but the
+/// peer's window (0: unknown) keeps it on one node ([`spreads_outbound`]).
+pub fn pins_outbound(scheme: DispatchScheme, peer_window: u32) -> bool {
+    scheme.spreads_one_sa() && !spreads_outbound(scheme, peer_window)
+}
+
 /// What the dispatcher needs to know about one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketKey {

@@ -34,8 +34,8 @@ pub use datapath::{
 };
 pub use detector::FailureDetector;
 pub use dispatch::{
-    flow_hash, spreads_outbound, Direction, DispatchScheme, Dispatcher, InboundDispatcher,
-    PacketKey,
+    flow_hash, pins_outbound, spreads_outbound, Direction, DispatchScheme, Dispatcher,
+    InboundDispatcher, PacketKey,
 };
 pub use fence::Fence;
 pub use lease::{BlockKind, Grant, LeaseBlock, LeaseTable, SaLeases};

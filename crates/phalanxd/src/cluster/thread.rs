@@ -37,7 +37,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use phalanx_cluster::limits::SPREAD_MIN_PEER_WINDOW;
 use phalanx_cluster::transport::{GroupEvent, GroupTransport};
 use phalanx_cluster::{
-    spreads_outbound, ClusterConfig, ClusterEvent, ClusterNode, ClusterStatus, DataPathReport,
+    pins_outbound, ClusterConfig, ClusterEvent, ClusterNode, ClusterStatus, DataPathReport,
     Direction, DispatchScheme, NodeId, SaDescriptor, SharedState, APP_CHANNEL_IKE,
 };
 use phalanx_control::ClusterReport;
@@ -577,10 +577,7 @@ fn ids(nodes: &[NodeId]) -> Vec<u32> {
 /// its peer's replay window is too small (or unknown) for the reordering
 /// that causes, so one node sends it (`phalanx_cluster::spreads_outbound`).
 fn log_pinned(scheme: DispatchScheme, sa: &SaDescriptor) {
-    if sa.direction != Direction::Outbound
-        || !scheme.spreads_one_sa()
-        || spreads_outbound(scheme, sa.peer_window)
-    {
+    if sa.direction != Direction::Outbound || !pins_outbound(scheme, sa.peer_window) {
         return;
     }
     let window = match sa.peer_window {
