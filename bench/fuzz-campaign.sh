@@ -11,7 +11,8 @@
 # reproduce it with `cargo fuzz run <target> fuzz/artifacts/<target>/<file>`.
 #
 # Usage: bench/fuzz-campaign.sh [TARGET...]      default: every target
-# Environment: FUZZ_MINUTES (30), FUZZ_JOBS (nproc), FUZZ_RSS_MB (2048).
+# Environment: FUZZ_MINUTES (30; 0 = only minimise and measure coverage of
+# the committed seeds), FUZZ_JOBS (nproc), FUZZ_RSS_MB (2048).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes="${FUZZ_MINUTES:-30}"
@@ -24,21 +25,23 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "fuzz-campaign: installing cargo-fuzz from crates.io"
     cargo install cargo-fuzz --locked
 fi
-# Coverage needs llvm-cov / llvm-profdata of the toolchain.
-rustup component add llvm-tools-preview >/dev/null 2>&1 || {
-    echo "fuzz-campaign: rustup component add llvm-tools-preview failed (coverage needs it)" >&2
-    exit 1
-}
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    toolchain=nightly
     fuzz=(cargo +nightly fuzz)
     sanitizer=address
-    sysroot="$(rustc +nightly --print sysroot)"
 else
+    toolchain="$(rustup show active-toolchain | cut -d' ' -f1)"
     export RUSTC_BOOTSTRAP=1
     fuzz=(cargo fuzz)
     sanitizer=none
-    sysroot="$(rustc --print sysroot)"
 fi
+sysroot="$(rustc +"$toolchain" --print sysroot)"
+# Coverage needs llvm-cov / llvm-profdata of the toolchain that builds the
+# targets.
+rustup component add llvm-tools-preview --toolchain "$toolchain" >/dev/null 2>&1 || {
+    echo "fuzz-campaign: rustup component add llvm-tools-preview --toolchain $toolchain failed (coverage needs it)" >&2
+    exit 1
+}
 llvm_bin="$(ls -d "$sysroot"/lib/rustlib/*/bin | head -n 1)"
 
 targets=("$@")
@@ -49,6 +52,13 @@ echo "fuzz-campaign: ${#targets[@]} targets, $minutes min each, $jobs at a time,
 run_one() {
     local target="$1"
     mkdir -p "fuzz/corpus/$target" "fuzz/seeds/$target"
+    if [ "$minutes" = 0 ]; then
+        # FUZZ_MINUTES=0: no fuzzing, only minimise and measure coverage of
+        # what a previous campaign left (its seeds).
+        cp -n "fuzz/seeds/$target"/* "fuzz/corpus/$target"/ 2>/dev/null || true
+        echo 0 >"$out/$target.rc"
+        return
+    fi
     "${fuzz[@]}" run -s "$sanitizer" -O "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
         -max_total_time=$((minutes * 60)) -rss_limit_mb="$rss" -print_final_stats=1 \
         >"$out/$target.log" 2>&1
