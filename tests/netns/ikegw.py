@@ -59,6 +59,8 @@ class Child:
     # The peer's replay window for this side's packets (phalanxd's
     # `peer_replay_window`); None: unknown.
     peer_replay_window: Optional[int] = None
+    # AH instead of ESP (phalanxd's `ah_proposals`; esp_proposals unused).
+    ah_proposals: Optional[List[str]] = None
 
 
 @dataclasses.dataclass
@@ -82,6 +84,9 @@ class Conn:
     rekey_jitter: Optional[str] = None
     lifetime: Optional[str] = None
     dpd_delay: str = "0s"
+    # strongSwan's kernel-libipsec only speaks ESP in UDP (RFC 3948), so
+    # the interop tests force it; AH needs it off.
+    force_encap: bool = True
 
 
 def site_conn(gw, initiator, ids=("ip", "ip"), auth="psk", pki_paths=None, proposals=None,
@@ -323,11 +328,12 @@ raw_esp = true
         lines.append("rekey_jitter = " + _toml_str(conn.rekey_jitter))
     if conn.lifetime is not None:
         lines.append("lifetime = " + _toml_str(conn.lifetime))
-    # strongSwan's kernel-libipsec only speaks ESP in UDP (RFC 3948).
-    lines += ["fragmentation = true", "force_encap = true", ""]
+    lines += ["fragmentation = true", "force_encap = " + ("true" if conn.force_encap else "false"), ""]
     for c in conn.children:
+        proposals = ("ah_proposals = " + _toml_list(c.ah_proposals) if c.ah_proposals
+                     else "esp_proposals = " + _toml_list(c.esp_proposals))
         lines += ["[[connection.child]]", "name = " + _toml_str(c.name), "local_ts = " + _toml_list(c.local_ts),
-                  "remote_ts = " + _toml_list(c.remote_ts), "esp_proposals = " + _toml_list(c.esp_proposals),
+                  "remote_ts = " + _toml_list(c.remote_ts), proposals,
                   "mode = " + _toml_str(c.mode), "rekey_time = " + _toml_str(c.rekey_time)]
         if c.rekey_jitter is not None:
             lines.append("rekey_jitter = " + _toml_str(c.rekey_jitter))

@@ -19,8 +19,16 @@ both ways over IPv4 and IPv6; a reload with an unchanged file keeps every
 SPI and the traffic; terminate removes every SA on both sides (nothing in
 `phalanxctl ike` or `phalanxctl sas`) and traffic stops; with
 start_action = "trap" the first ping brings the tunnel up by itself.
+
+AH (issue 17): a child with `ah_proposals` and no UDP encapsulation is
+negotiated as AH (SA payload Protocol ID 2, integrity only); pings cross
+both ways over IPv4 and IPv6; on the WAN every tunnel packet is IP
+protocol 51 (scapy parses its AH header: one of the negotiated SPIs, a
+16-byte ICV, next header IPv4/IPv6); a Child SA rekey (REKEY_SA and Delete
+of protocol AH) leaves one AH pair with new SPIs and the traffic flowing.
 """
 
+import os
 import signal
 import time
 
@@ -139,6 +147,64 @@ def test_trap_brings_the_tunnel_up_on_the_first_packet(topo):
     counters = ikegw.flatten_counters(gw_a.gateway.ctl("counters"))
     assert counters.get("daemon.trap_acquires", 0) >= 1, counters
     assert counters.get("daemon.no_outbound_sa", 0) >= 1, counters
+
+
+def test_ah_child_negotiated_rekeyed_and_on_the_wire(topo):
+    """AH of the module doc."""
+    from scapy.all import AH, IP, rdpcap
+
+    conns = []
+    for gw, initiator in (("gwA", True), ("gwB", False)):
+        conn = ikegw.site_conn(gw, initiator)
+        conn.force_encap = False
+        conn.children[0].ah_proposals = ["sha256-x25519-esn"]
+        conn.children[0].rekey_time = "12s"
+        conn.children[0].rekey_jitter = "2s"
+        conns.append(conn)
+    conns[0].name, conns[1].name = "site-b", "site-a"
+    gw_a, gw_b = ikegw.PhalanxIke(topo, "gwA", conns[0]), ikegw.PhalanxIke(topo, "gwB", conns[1])
+    ikegw.start_all(gw_b, gw_a)
+    out = gw_a.gateway.ctl("initiate", gw_a.conn.name, "--wait", "20")
+    assert out["outcome"] == "established", out
+    _, child_a = one_sa(gw_a)
+    _, child_b = one_sa(gw_b)
+    for child in (child_a, child_b):
+        assert child["algorithms"] == "AH/HMAC_SHA2_256_128", child
+        assert not child["encap"], child
+    assert (child_a["spi_in"], child_a["spi_out"]) == (child_b["spi_out"], child_b["spi_in"])
+    first = {child_a["spi_in"], child_a["spi_out"]}
+
+    pcap = os.path.join(topo.run_dir, "wan-ah.pcapng")
+    with phxnet.Capture(topo, "gwA", "wan0", pcap):
+        check_pings(topo)
+    gateways = (phxnet.GWA_WAN_V4, phxnet.GWB_WAN_V4)
+    tunnel = [f[IP] for f in rdpcap(pcap) if IP in f and f[IP].src in gateways and f[IP].dst in gateways
+              and f[IP].proto != 17]
+    assert len(tunnel) >= 24, "{} tunnel packets for 12 echoes and their replies".format(len(tunnel))
+    for p in tunnel:
+        assert p.proto == 51 and AH in p, p.summary()
+        assert p[AH].spi in first, "{:#x} not among {}".format(p[AH].spi, first)
+        assert p[AH].payloadlen == 5 and len(p[AH].icv) == 16, p[AH].show(dump=True)
+        assert p[AH].nh in (4, 41), p.summary()
+
+    # The child rekeys by itself (rekey_time 12 s less up to 2 s).
+    def rekeyed():
+        try:
+            _, now_a = one_sa(gw_a)
+        except AssertionError:
+            return False
+        return {now_a["spi_in"], now_a["spi_out"]}.isdisjoint(first)
+    assert ikegw.wait_for(rekeyed, 25), raw_ike(gw_a)
+    _, child_a = one_sa(gw_a)
+    _, child_b = one_sa(gw_b)
+    assert (child_a["spi_in"], child_a["spi_out"]) == (child_b["spi_out"], child_b["spi_in"])
+    assert child_a["algorithms"] == "AH/HMAC_SHA2_256_128", child_a
+    check_pings(topo)
+    for gw in (gw_a, gw_b):
+        counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+        assert ikegw.counter(counters, "child_sas_rekeyed") >= 1, counters
+        assert ikegw.counter(counters, "child_sas_failed") == 0, counters
+        assert gw.alive(), gw.log()[-3000:]
 
 
 def test_unknown_connection_and_wait_failure(topo):

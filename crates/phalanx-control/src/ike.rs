@@ -54,7 +54,8 @@ pub struct ChildSaReport {
     pub spi_in: u32,
     /// The peer's (outbound) SPI.
     pub spi_out: u32,
-    /// The ESP transforms (`"AES_GCM_16_128"`, `"AES_CBC_256/HMAC_SHA2_256_128"`).
+    /// The ESP transforms (`"AES_GCM_16_128"`, `"AES_CBC_256/HMAC_SHA2_256_128"`),
+    /// or AH's (`"AH/HMAC_SHA2_256_128"`).
     pub algorithms: String,
     /// Extended sequence numbers.
     pub esn: bool,

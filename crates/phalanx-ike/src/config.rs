@@ -5,10 +5,10 @@
 //!   [`EndpointLimits`].
 //! - [`Connection`]: addresses, identities, authentication, the IKE
 //!   proposals and the Child SAs ([`ChildConfig`]) it carries.
-//! - [`IkeProposal`] / [`EspProposal`]: what we offer and accept, built by
+//! - [`IkeProposal`] / [`ChildProposal`]: what we offer and accept, built by
 //!   hand, from strongSwan-style strings ([`IkeProposal::parse`],
-//!   [`EspProposal::parse`], grammar in [`parse`](mod@parse)) or from the
-//!   defaults ([`IkeProposal::default_set`], [`EspProposal::default_set`]).
+//!   [`ChildProposal::parse`], grammar in [`parse`](mod@parse)) or from the
+//!   defaults ([`IkeProposal::default_set`], [`ChildProposal::default_set`]).
 
 pub mod parse;
 
@@ -18,7 +18,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use phalanx_crypto::SigningKey;
-use phalanx_sa::{LifetimeLimits, SaMode};
+use phalanx_sa::{IpsecProtocol, LifetimeLimits, SaMode};
 use phalanx_wire::ike::iana::{EncrId, IntegId, KeId, PrfId};
 use phalanx_wire::ike::TrafficSelector;
 use zeroize::Zeroizing;
@@ -195,8 +195,13 @@ pub struct ChildConfig {
     pub local_ts: Vec<TrafficSelector>,
     /// The peer's side's traffic selectors.
     pub remote_ts: Vec<TrafficSelector>,
-    /// ESP proposals, most preferred first.
-    pub esp_proposals: Vec<EspProposal>,
+    /// ESP or AH, as the SA payload's Protocol ID says (RFC 7296 §3.3.1).
+    /// AH never goes through a NAT (RFC 3948 encapsulates ESP only), so an
+    /// AH child is refused when one is detected or encapsulation forced.
+    pub protocol: IpsecProtocol,
+    /// Proposals of [`Self::protocol`], most preferred first; AH proposals
+    /// have integrity transforms and no encryption.
+    pub proposals: Vec<ChildProposal>,
     /// Tunnel or transport (RFC 7296 §1.3.1: transport is asked for with
     /// USE_TRANSPORT_MODE).
     pub mode: SaMode,
@@ -336,10 +341,11 @@ pub struct IkeProposal {
     pub additional_ke: Vec<Vec<KeId>>,
 }
 
-/// One Child SA (ESP) proposal.
+/// One Child SA proposal, ESP or AH (RFC 7296 §3.3.3: AH takes
+/// integrity, ESN and optionally KE; ESP adds encryption).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct EspProposal {
-    /// Encryption transforms, preferred first.
+pub struct ChildProposal {
+    /// Encryption transforms, preferred first; always empty for AH.
     pub encr: Vec<EncrAlg>,
     /// Integrity transforms; empty with combined-mode ciphers.
     pub integ: Vec<IntegId>,
@@ -405,13 +411,13 @@ impl IkeProposal {
     }
 }
 
-impl EspProposal {
+impl ChildProposal {
     /// The default ESP proposals: AES-GCM-16-256 or ChaCha20-Poly1305, then
     /// AES-CBC-256 with HMAC-SHA2-256; PFS with x25519, ecp256, ecp384 or
     /// modp2048 when a CREATE_CHILD_SA carries a KE payload; ESN preferred,
     /// 32-bit sequence numbers accepted.
-    pub fn default_set() -> Vec<EspProposal> {
-        let esp = |encr: Vec<EncrAlg>, integ: Vec<IntegId>| EspProposal {
+    pub fn default_set() -> Vec<ChildProposal> {
+        let esp = |encr: Vec<EncrAlg>, integ: Vec<IntegId>| ChildProposal {
             encr,
             integ,
             ke: DEFAULT_KE.to_vec(),
@@ -430,14 +436,43 @@ impl EspProposal {
     /// Parses one strongSwan-style proposal such as `aes128gcm16-esn-noesn`
     /// or `aes256gcm16-x25519-ke1_mlkem768` (grammar in
     /// [`parse`](mod@parse)). The error names the bad token.
-    pub fn parse(text: &str) -> Result<EspProposal, ProposalParseError> {
+    pub fn parse(text: &str) -> Result<ChildProposal, ProposalParseError> {
         parse::esp(text)
     }
 
     /// Parses a comma-separated list of proposals; the word `default`
     /// stands for [`Self::default_set`].
-    pub fn parse_list(text: &str) -> Result<Vec<EspProposal>, ProposalParseError> {
-        parse::list(text, EspProposal::parse, EspProposal::default_set)
+    pub fn parse_list(text: &str) -> Result<Vec<ChildProposal>, ProposalParseError> {
+        parse::list(text, ChildProposal::parse, ChildProposal::default_set)
+    }
+
+    /// The default AH proposal: HMAC-SHA2-256, -384 or -512 (RFC 4868),
+    /// PFS groups and ESN as in [`Self::default_set`] (strongSwan's AH
+    /// default is the same family of HMACs).
+    pub fn ah_default_set() -> Vec<ChildProposal> {
+        vec![ChildProposal {
+            encr: Vec::new(),
+            integ: vec![
+                IntegId::HMAC_SHA2_256_128,
+                IntegId::HMAC_SHA2_384_192,
+                IntegId::HMAC_SHA2_512_256,
+            ],
+            ke: DEFAULT_KE.to_vec(),
+            esn: vec![true, false],
+            additional_ke: Vec::new(),
+        }]
+    }
+
+    /// Parses one AH proposal such as `sha256-x25519-esn` (strongSwan's
+    /// `ah_proposals`): integrity, key exchange and ESN names only.
+    pub fn parse_ah(text: &str) -> Result<ChildProposal, ProposalParseError> {
+        parse::ah(text)
+    }
+
+    /// Parses a comma-separated list of AH proposals; `default` stands for
+    /// [`Self::ah_default_set`].
+    pub fn parse_ah_list(text: &str) -> Result<Vec<ChildProposal>, ProposalParseError> {
+        parse::list(text, ChildProposal::parse_ah, ChildProposal::ah_default_set)
     }
 }
 

@@ -31,18 +31,18 @@ fn ike_chacha_with_sha384_prf() {
 
 #[test]
 fn esp_with_both_esn_settings_in_order() {
-    let p = EspProposal::parse("aes128gcm16-esn-noesn").unwrap();
+    let p = ChildProposal::parse("aes128gcm16-esn-noesn").unwrap();
     assert_eq!(p.encr, vec![EncrAlg::AES128_GCM16]);
     assert_eq!(p.esn, vec![true, false]);
     assert!(p.ke.is_empty() && p.integ.is_empty());
-    let p = EspProposal::parse("aes256-sha384").unwrap();
+    let p = ChildProposal::parse("aes256-sha384").unwrap();
     assert_eq!(p.esn, vec![false], "no ESN keyword means noesn");
     assert_eq!(p.integ, vec![IntegId::HMAC_SHA2_384_192]);
 }
 
 #[test]
 fn esp_with_pfs_and_an_additional_key_exchange() {
-    let p = EspProposal::parse("aes256gcm16-x25519-ke1_mlkem768").unwrap();
+    let p = ChildProposal::parse("aes256gcm16-x25519-ke1_mlkem768").unwrap();
     assert_eq!(p.encr, vec![EncrAlg::AES256_GCM16]);
     assert_eq!(p.ke, vec![KeId::CURVE25519]);
     assert_eq!(p.additional_ke, vec![vec![KeId::ML_KEM_768]]);
@@ -94,7 +94,7 @@ fn errors_name_the_bad_token() {
         ("aes128gcm16-chacha20poly1305-x448", "x448"),
     ];
     for (text, token) in esp_cases {
-        let err = EspProposal::parse(text).unwrap_err();
+        let err = ChildProposal::parse(text).unwrap_err();
         assert_eq!(err.token, token, "{text}: {err}");
     }
     let err = IkeProposal::parse("aes128--sha256").unwrap_err();
@@ -106,7 +106,7 @@ fn lists_expand_default() {
     let list = IkeProposal::parse_list("aes128gcm16-prfsha256-x25519, default").unwrap();
     assert_eq!(list.len(), 1 + IkeProposal::default_set().len());
     assert_eq!(list[1..], IkeProposal::default_set()[..]);
-    let err = EspProposal::parse_list("default, nonsense").unwrap_err();
+    let err = ChildProposal::parse_list("default, nonsense").unwrap_err();
     assert_eq!(err.token, "nonsense");
 }
 
@@ -124,7 +124,7 @@ fn defaults_are_what_the_issue_lists() {
         assert_eq!(p.ke, DEFAULT_KE.to_vec());
         assert!(!p.prf.is_empty());
     }
-    let esp = EspProposal::default_set();
+    let esp = ChildProposal::default_set();
     assert!(esp[0].integ.is_empty() && esp[1].integ == vec![IntegId::HMAC_SHA2_256_128]);
     assert!(esp.iter().all(|p| p.esn == vec![true, false]));
 }

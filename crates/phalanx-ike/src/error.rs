@@ -56,6 +56,10 @@ pub enum IkeError {
     PeerError(NotifyType),
     /// The peer stopped answering (RFC 7296 §2.4).
     Timeout,
+    /// An AH Child SA over a NAT or forced UDP encapsulation: AH protects
+    /// the outer addresses a NAT rewrites, and RFC 3948 encapsulates ESP
+    /// only. Answered with NO_PROPOSAL_CHOSEN.
+    AhThroughNat,
 }
 
 impl IkeError {
@@ -66,7 +70,7 @@ impl IkeError {
             IkeError::Malformed | IkeError::MissingPayload(_) => NotifyType::INVALID_SYNTAX,
             IkeError::UnsupportedVersion => NotifyType::INVALID_MAJOR_VERSION,
             IkeError::UnsupportedCriticalPayload(_) => NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD,
-            IkeError::NoProposalChosen => NotifyType::NO_PROPOSAL_CHOSEN,
+            IkeError::NoProposalChosen | IkeError::AhThroughNat => NotifyType::NO_PROPOSAL_CHOSEN,
             IkeError::InvalidKe(_) => NotifyType::INVALID_KE_PAYLOAD,
             IkeError::Authentication(_) => NotifyType::AUTHENTICATION_FAILED,
             IkeError::TsUnacceptable => NotifyType::TS_UNACCEPTABLE,
@@ -117,6 +121,9 @@ impl fmt::Display for IkeError {
             IkeError::TsUnacceptable => f.write_str("traffic selectors unacceptable"),
             IkeError::ChildSaNotFound => f.write_str("child SA not found"),
             IkeError::TemporaryFailure => f.write_str("temporary failure"),
+            IkeError::AhThroughNat => {
+                f.write_str("AH cannot pass a NAT or UDP encapsulation (RFC 3948 carries ESP only)")
+            }
             IkeError::Integrity => f.write_str("integrity check failed"),
             IkeError::Crypto(e) => write!(f, "crypto error: {e:?}"),
             IkeError::PeerError(ty) => write!(f, "peer answered {ty:?}"),

@@ -45,7 +45,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use phalanx_crypto::CryptoProvider;
-use phalanx_sa::SaMode;
+use phalanx_sa::{IpsecProtocol, SaMode};
 use phalanx_wire::ike::IkeHeader;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -53,7 +53,7 @@ use zeroize::Zeroizing;
 
 use crate::auth::Identity;
 use crate::config::{
-    ChildConfig, Connection, EndpointConfig, EndpointLimits, EspProposal, IkeProposal, LocalAuth,
+    ChildConfig, ChildProposal, Connection, EndpointConfig, EndpointLimits, IkeProposal, LocalAuth,
     RemoteAuth, SaLifetimeConfig, StartAction,
 };
 use crate::ts::ts_any;
@@ -103,12 +103,13 @@ pub fn record(ctl: u8, bytes: &[u8]) -> Vec<u8> {
 /// The responder's configuration: one PSK connection answering any peer,
 /// with one child over any address.
 pub fn responder_config() -> EndpointConfig {
-    let parse_esp = EspProposal::parse_list(ESP_PROPOSALS);
+    let parse_esp = ChildProposal::parse_list(ESP_PROPOSALS);
     let child = ChildConfig {
         name: "any".to_owned(),
         local_ts: vec![ts_any(false)],
         remote_ts: vec![ts_any(false)],
-        esp_proposals: parse_esp.unwrap_or_else(|_| EspProposal::default_set()),
+        protocol: IpsecProtocol::Esp,
+        proposals: parse_esp.unwrap_or_else(|_| ChildProposal::default_set()),
         mode: SaMode::Tunnel {
             local: RESPONDER,
             remote: PEER,
@@ -331,7 +332,7 @@ mod tests {
     #[test]
     fn configuration_parses() {
         assert!(IkeProposal::parse_list(IKE_PROPOSALS).is_ok());
-        assert!(EspProposal::parse_list(ESP_PROPOSALS).is_ok());
+        assert!(ChildProposal::parse_list(ESP_PROPOSALS).is_ok());
     }
 
     #[test]

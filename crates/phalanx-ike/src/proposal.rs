@@ -1,13 +1,13 @@
 //! SA payloads and their negotiation (RFC 7296 §2.7, §3.3, §3.3.6;
 //! RFC 9370 §2.2.1 for the additional key exchange types).
 //!
-//! - Offering: [`ike_sa_payload`] and [`esp_sa_payload`] turn our
-//!   [`IkeProposal`]s / [`EspProposal`]s into an SA payload.
+//! - Offering: [`ike_sa_payload`] and [`child_sa_payload`] turn our
+//!   [`IkeProposal`]s / [`ChildProposal`]s into an SA payload.
 //! - Responding: [`select_ike`] / [`select_ike_for_kei`],
-//!   [`select_esp`] / [`select_esp_create_child`] pick one suite from the
+//!   [`select_child`] / [`select_child_create`] pick one suite from the
 //!   initiator's SA payload; [`NegotiatedIke::answer_payload`] and
-//!   [`NegotiatedEsp::answer_payload`] build the one-proposal answer.
-//! - Initiating: [`accept_ike_answer`] / [`accept_esp_answer`] check the
+//!   [`NegotiatedChild::answer_payload`] build the one-proposal answer.
+//! - Initiating: [`accept_ike_answer`] / [`accept_child_answer`] check the
 //!   responder's answer against what we offered.
 //!
 //! Selection rules (RFC 7296 §2.7, §3.3.6): the initiator's proposals are
@@ -34,16 +34,17 @@ use core::fmt;
 
 use phalanx_crypto::ike::{sk_key_lengths, KeyLengths};
 use phalanx_crypto::{CryptoError, PrfAlgorithm, Suite};
+use phalanx_sa::IpsecProtocol;
 use phalanx_wire::ike::iana::{
     EncrId, EsnId, IntegId, KeId, NotifyType, PrfId, ProtocolId, TransformType,
 };
 use phalanx_wire::ike::limits::MAX_PROPOSALS;
 use phalanx_wire::ike::{Proposal, SaPayload, Spi, Transform};
 
-use crate::config::{EncrAlg, EspProposal, IkeProposal};
+use crate::config::{ChildProposal, EncrAlg, IkeProposal};
 
-pub use accept::{accept_esp_answer, accept_ike_answer};
-pub use select::{select_esp, select_esp_create_child, select_ike, select_ike_for_kei};
+pub use accept::{accept_child_answer, accept_ike_answer};
+pub use select::{select_child, select_child_create, select_ike, select_ike_for_kei};
 
 /// Why a negotiation failed; each maps to the Notify that reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,7 +172,7 @@ impl NegotiatedIke {
 
 /// The suite of a Child SA, as negotiated.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct NegotiatedEsp {
+pub struct NegotiatedChild {
     /// The Proposal Num the suite came from.
     pub proposal_num: u8,
     /// Encryption and integrity, as the data plane keys them.
@@ -190,7 +191,7 @@ pub struct NegotiatedEsp {
     pub additional_ke: Vec<KeId>,
 }
 
-impl NegotiatedEsp {
+impl NegotiatedChild {
     /// Bytes of encryption key material per direction, salt included
     /// (RFC 7296 §2.17, RFC 4106 §8.1).
     pub fn encr_key_len(&self) -> usize {
@@ -215,11 +216,19 @@ impl NegotiatedEsp {
             .filter(|id| *id != KeId::NONE)
     }
 
+    /// ESP or AH.
+    pub fn protocol(&self) -> IpsecProtocol {
+        suite_protocol(&self.suite)
+    }
+
     /// The responder's one-proposal SA payload with `our_spi`, the SPI the
     /// peer sends to (RFC 7296 §3.3.1).
     pub fn answer_payload(&self, our_spi: u32) -> SaPayload {
-        let encr = EncrAlg::new(self.suite.encr, self.suite.encr_key_bits);
-        let mut transforms = vec![encr_transform(encr)];
+        let mut transforms = Vec::new();
+        if !self.suite.ah {
+            let encr = EncrAlg::new(self.suite.encr, self.suite.encr_key_bits);
+            transforms.push(encr_transform(encr));
+        }
         if self.suite.integ != IntegId::NONE {
             transforms.push(Transform::integ(self.suite.integ));
         }
@@ -228,7 +237,7 @@ impl NegotiatedEsp {
         transforms.push(esn_transform(self.esn));
         single_proposal(
             self.proposal_num,
-            ProtocolId::ESP,
+            protocol_id(self.protocol()),
             Spi::Child(our_spi),
             transforms,
         )
@@ -247,14 +256,19 @@ pub fn ike_sa_payload(ours: &[IkeProposal], spi: Option<[u8; 8]>) -> SaPayload {
     })
 }
 
-/// Our ESP proposals as an SA payload with our inbound `spi`. KE (and
-/// ADDKE) transforms only `with_ke`: PFS in CREATE_CHILD_SA, never in
+/// Our ESP or AH proposals as an SA payload with our inbound `spi`. KE
+/// (and ADDKE) transforms only `with_ke`: PFS in CREATE_CHILD_SA, never in
 /// IKE_AUTH (RFC 7296 §1.2). The ESN transform is always there (§3.3.3:
-/// mandatory for ESP).
-pub fn esp_sa_payload(ours: &[EspProposal], spi: u32, with_ke: bool) -> SaPayload {
+/// mandatory for ESP and AH).
+pub fn child_sa_payload(
+    protocol: IpsecProtocol,
+    ours: &[ChildProposal],
+    spi: u32,
+    with_ke: bool,
+) -> SaPayload {
     numbered(ours, |number, p| Proposal {
         number,
-        protocol_id: ProtocolId::ESP,
+        protocol_id: protocol_id(protocol),
         spi: Spi::Child(spi),
         transforms: esp_transforms(p, with_ke),
     })
@@ -282,9 +296,28 @@ fn ike_transforms(p: &IkeProposal) -> Vec<Transform> {
     t
 }
 
-fn esp_transforms(p: &EspProposal, with_ke: bool) -> Vec<Transform> {
+/// The Protocol ID of a Child SA's SA payload (RFC 7296 §3.3.1).
+pub fn protocol_id(protocol: IpsecProtocol) -> ProtocolId {
+    match protocol {
+        IpsecProtocol::Esp => ProtocolId::ESP,
+        IpsecProtocol::Ah => ProtocolId::AH,
+    }
+}
+
+/// ESP or AH: the protocol a Child SA suite runs.
+pub fn suite_protocol(suite: &Suite) -> IpsecProtocol {
+    if suite.ah {
+        IpsecProtocol::Ah
+    } else {
+        IpsecProtocol::Esp
+    }
+}
+
+/// ESP's or AH's transforms (AH: no ENCR, §3.3.3).
+fn esp_transforms(p: &ChildProposal, with_ke: bool) -> Vec<Transform> {
     let mut t: Vec<Transform> = p.encr.iter().map(|e| encr_transform(*e)).collect();
-    if !p.encr.iter().all(EncrAlg::is_aead) {
+    let combined_mode = !p.encr.is_empty() && p.encr.iter().all(EncrAlg::is_aead);
+    if !combined_mode {
         t.extend(p.integ.iter().map(|id| Transform::integ(*id)));
     }
     if with_ke && !p.ke.is_empty() {
@@ -361,6 +394,12 @@ fn ike_cipher_supported(encr: EncrAlg, integ: Option<IntegId>) -> bool {
 /// it.
 fn esp_suite(encr: EncrAlg, integ: Option<IntegId>) -> Option<Suite> {
     let suite = Suite::esp(encr.id, encr.key_bits, integ.unwrap_or(IntegId::NONE));
+    suite.validate().ok().map(|()| suite)
+}
+
+/// The AH suite of an integrity transform, if this implementation runs it.
+fn ah_suite(integ: IntegId) -> Option<Suite> {
+    let suite = Suite::ah(integ);
     suite.validate().ok().map(|()| suite)
 }
 

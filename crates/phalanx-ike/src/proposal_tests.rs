@@ -7,8 +7,8 @@ fn ike(text: &str) -> IkeProposal {
     IkeProposal::parse(text).unwrap()
 }
 
-fn esp(text: &str) -> EspProposal {
-    EspProposal::parse(text).unwrap()
+fn esp(text: &str) -> ChildProposal {
+    ChildProposal::parse(text).unwrap()
 }
 
 fn ike_payload(texts: &[&str]) -> SaPayload {
@@ -53,7 +53,7 @@ fn ike_offer_layout() {
 #[test]
 fn esp_offer_has_esn_always_and_ke_only_when_asked() {
     let ours = [esp("aes128gcm16-x25519-esn-noesn")];
-    let auth = esp_sa_payload(&ours, 0xc001_d00d, false);
+    let auth = child_sa_payload(IpsecProtocol::Esp, &ours, 0xc001_d00d, false);
     let p = &auth.proposals[0];
     assert_eq!(p.spi, Spi::Child(0xc001_d00d));
     assert_eq!(p.transforms_of(TransformType::KE).count(), 0);
@@ -62,17 +62,127 @@ fn esp_offer_has_esn_always_and_ke_only_when_asked() {
         .map(|t| t.transform_id)
         .collect();
     assert_eq!(esn, vec![1, 0]);
-    let rekey = esp_sa_payload(&ours, 1, true);
+    let rekey = child_sa_payload(IpsecProtocol::Esp, &ours, 1, true);
     assert_eq!(
         rekey.proposals[0].transforms_of(TransformType::KE).count(),
         1
     );
-    let no_esn = EspProposal {
+    let no_esn = ChildProposal {
         esn: Vec::new(),
         ..esp("aes128gcm16")
     };
-    let sa = esp_sa_payload(&[no_esn], 1, false);
+    let sa = child_sa_payload(IpsecProtocol::Esp, &[no_esn], 1, false);
     assert_eq!(sa.proposals[0].transforms_of(TransformType::ESN).count(), 1);
+}
+
+fn ah(text: &str) -> ChildProposal {
+    ChildProposal::parse_ah(text).unwrap()
+}
+
+// RFC 7296 §3.3.3: AH takes INTEG and ESN (mandatory) and KE (optional),
+// never ENCR; the Protocol ID is AH (2).
+#[test]
+fn ah_offer_has_integ_esn_and_no_encr() {
+    let sa = child_sa_payload(
+        IpsecProtocol::Ah,
+        &[ah("sha256-sha384-x25519-esn")],
+        7,
+        true,
+    );
+    let p = &sa.proposals[0];
+    assert_eq!(p.protocol_id, ProtocolId::AH);
+    assert_eq!(p.spi, Spi::Child(7));
+    assert_eq!(p.transforms_of(TransformType::ENCR).count(), 0);
+    assert_eq!(p.transforms_of(TransformType::INTEG).count(), 2);
+    assert_eq!(p.transforms_of(TransformType::KE).count(), 1);
+    assert_eq!(p.transforms_of(TransformType::ESN).count(), 1);
+}
+
+#[test]
+fn ah_selection_answer_and_acceptance() {
+    let ours = [ah("sha384-sha256-noesn")];
+    let offered = child_sa_payload(
+        IpsecProtocol::Ah,
+        &[ah("sha256-sha384-esn-noesn")],
+        9,
+        false,
+    );
+    let n = select_child(IpsecProtocol::Ah, &ours, &offered, None).unwrap();
+    // The initiator's order: HMAC-SHA2-256 first, and the ESN both allow.
+    assert_eq!(n.suite, Suite::ah(IntegId::HMAC_SHA2_256_128));
+    assert_eq!(n.protocol(), IpsecProtocol::Ah);
+    assert!(!n.esn);
+    assert_eq!((n.encr_key_len(), n.integ_key_len()), (0, 32));
+    let answer = n.answer_payload(0x4242);
+    assert_eq!(answer.proposals[0].protocol_id, ProtocolId::AH);
+    assert_eq!(
+        answer.proposals[0]
+            .transforms_of(TransformType::ENCR)
+            .count(),
+        0
+    );
+    let accepted = accept_child_answer(&offered, &answer).unwrap();
+    assert_eq!(accepted.suite, n.suite);
+    assert_eq!(accepted.peer_spi, 0x4242);
+}
+
+#[test]
+fn ah_and_esp_never_select_each_other() {
+    let esp_offer = child_sa_payload(IpsecProtocol::Esp, &[esp("aes128-sha256")], 1, false);
+    let ah_offer = child_sa_payload(IpsecProtocol::Ah, &[ah("sha256")], 1, false);
+    assert_eq!(
+        select_child(IpsecProtocol::Ah, &[ah("sha256")], &esp_offer, None),
+        Err(ProposalError::NoProposalChosen)
+    );
+    assert_eq!(
+        select_child(IpsecProtocol::Esp, &[esp("aes128-sha256")], &ah_offer, None),
+        Err(ProposalError::NoProposalChosen)
+    );
+    // An ESP answer to an AH offer is not one of our proposals.
+    let esp_answer = select_child(
+        IpsecProtocol::Esp,
+        &[esp("aes128-sha256")],
+        &esp_offer,
+        None,
+    )
+    .unwrap()
+    .answer_payload(5);
+    assert_eq!(
+        accept_child_answer(&ah_offer, &esp_answer),
+        Err(ProposalError::UnacceptableAnswer)
+    );
+}
+
+// An AH proposal with an ENCR transform, or without INTEG, is
+// unacceptable whatever we configure (§3.3.3).
+#[test]
+fn malformed_ah_proposals_are_refused() {
+    let ours = [ah("sha256-esn-noesn")];
+    let mut with_encr = child_sa_payload(IpsecProtocol::Ah, &ours, 1, false);
+    with_encr.proposals[0]
+        .transforms
+        .insert(0, Transform::encr(EncrId::AES_CBC, Some(128)));
+    assert!(select_child(IpsecProtocol::Ah, &ours, &with_encr, None).is_err());
+    let mut no_integ = child_sa_payload(IpsecProtocol::Ah, &ours, 1, false);
+    no_integ.proposals[0]
+        .transforms
+        .retain(|t| t.transform_type != TransformType::INTEG);
+    assert!(select_child(IpsecProtocol::Ah, &ours, &no_integ, None).is_err());
+}
+
+#[test]
+fn ah_proposal_strings() {
+    assert_eq!(ah("sha256").encr, Vec::new());
+    assert_eq!(ah("sha256").esn, vec![false]);
+    let err = ChildProposal::parse_ah("aes128-sha256").unwrap_err();
+    assert_eq!(
+        (err.token.as_str(), err.reason),
+        ("aes128", "AH has no encryption")
+    );
+    let err = ChildProposal::parse_ah("x25519-esn").unwrap_err();
+    assert_eq!(err.reason, "no integrity algorithm");
+    let all = ChildProposal::parse_ah_list("default").unwrap();
+    assert_eq!(all, ChildProposal::ah_default_set());
 }
 
 #[test]
@@ -185,12 +295,17 @@ fn missing_mandatory_type_is_unacceptable() {
         select_ike(&IkeProposal::default_set(), &offered),
         Err(ProposalError::NoProposalChosen)
     );
-    let mut offered = esp_sa_payload(&[esp("aes256gcm16")], 7, false);
+    let mut offered = child_sa_payload(IpsecProtocol::Esp, &[esp("aes256gcm16")], 7, false);
     offered.proposals[0]
         .transforms
         .retain(|t| t.transform_type != TransformType::ESN);
     assert_eq!(
-        select_esp(&EspProposal::default_set(), &offered, None),
+        select_child(
+            IpsecProtocol::Esp,
+            &ChildProposal::default_set(),
+            &offered,
+            None
+        ),
         Err(ProposalError::NoProposalChosen)
     );
 }
@@ -252,9 +367,14 @@ fn additional_key_exchanges_are_negotiated_per_type() {
 
 #[test]
 fn esp_in_ike_auth_ignores_key_exchange() {
-    let ours = EspProposal::default_set();
-    let offered = esp_sa_payload(&[esp("aes128gcm16-aes256gcm16-x25519-noesn")], 0x1234, true);
-    let n = select_esp(&ours, &offered, None).unwrap();
+    let ours = ChildProposal::default_set();
+    let offered = child_sa_payload(
+        IpsecProtocol::Esp,
+        &[esp("aes128gcm16-aes256gcm16-x25519-noesn")],
+        0x1234,
+        true,
+    );
+    let n = select_child(IpsecProtocol::Esp, &ours, &offered, None).unwrap();
     assert_eq!(n.suite, Suite::esp(EncrId::AES_GCM_16, 256, IntegId::NONE));
     assert_eq!((n.ke, n.esn, n.peer_spi), (None, false, 0x1234));
     assert_eq!(n.encr_key_len(), 36);
@@ -268,36 +388,41 @@ fn esp_in_ike_auth_ignores_key_exchange() {
 
 #[test]
 fn esp_create_child_with_and_without_pfs() {
-    let ours = EspProposal::default_set();
-    let pfs = esp_sa_payload(&[esp("aes256gcm16-ecp256-x25519-esn")], 9, true);
-    let n = select_esp_create_child(&ours, &pfs, Some(KeId::CURVE25519)).unwrap();
+    let ours = ChildProposal::default_set();
+    let pfs = child_sa_payload(
+        IpsecProtocol::Esp,
+        &[esp("aes256gcm16-ecp256-x25519-esn")],
+        9,
+        true,
+    );
+    let n = select_child_create(IpsecProtocol::Esp, &ours, &pfs, Some(KeId::CURVE25519)).unwrap();
     assert_eq!((n.pfs_group(), n.esn), (Some(KeId::CURVE25519), true));
     assert_eq!(
-        select_esp(&ours, &pfs, Some(KeId::MODP_2048)),
+        select_child(IpsecProtocol::Esp, &ours, &pfs, Some(KeId::MODP_2048)),
         Err(ProposalError::InvalidKe {
             wanted: KeId::ECP_256
         })
     );
     // No KEi while the proposal asks for PFS: refused.
-    assert!(select_esp_create_child(&ours, &pfs, None).is_err());
+    assert!(select_child_create(IpsecProtocol::Esp, &ours, &pfs, None).is_err());
     // No KEi, no KE transforms, and we require PFS: refused.
-    let none = esp_sa_payload(&[esp("aes256gcm16")], 9, true);
-    assert!(select_esp_create_child(&ours, &none, None).is_err());
-    let relaxed = [EspProposal {
+    let none = child_sa_payload(IpsecProtocol::Esp, &[esp("aes256gcm16")], 9, true);
+    assert!(select_child_create(IpsecProtocol::Esp, &ours, &none, None).is_err());
+    let relaxed = [ChildProposal {
         ke: Vec::new(),
         ..esp("aes256gcm16-esn-noesn")
     }];
-    let n = select_esp_create_child(&relaxed, &none, None).unwrap();
+    let n = select_child_create(IpsecProtocol::Esp, &relaxed, &none, None).unwrap();
     assert_eq!((n.ke, n.pfs_group()), (None, None));
     // NONE offered alongside groups: NONE echoed.
     let mut optional = pfs.clone();
     optional.proposals[0]
         .transforms
         .push(Transform::ke(TransformType::KE, KeId::NONE));
-    let n = select_esp_create_child(&relaxed, &optional, None).unwrap();
+    let n = select_child_create(IpsecProtocol::Esp, &relaxed, &optional, None).unwrap();
     assert_eq!((n.ke, n.pfs_group()), (Some(KeId::NONE), None));
     assert_eq!(
-        accept_esp_answer(&optional, &n.answer_payload(3))
+        accept_child_answer(&optional, &n.answer_payload(3))
             .unwrap()
             .ke,
         Some(KeId::NONE)
@@ -306,9 +431,9 @@ fn esp_create_child_with_and_without_pfs() {
 
 #[test]
 fn esp_cbc_with_hmac() {
-    let offered = esp_sa_payload(&[esp("aes128-sha512-sha256")], 2, false);
+    let offered = child_sa_payload(IpsecProtocol::Esp, &[esp("aes128-sha512-sha256")], 2, false);
     let ours = [esp("aes128-sha256-sha512")];
-    let n = select_esp(&ours, &offered, None).unwrap();
+    let n = select_child(IpsecProtocol::Esp, &ours, &offered, None).unwrap();
     assert_eq!(
         n.suite,
         Suite::esp(EncrId::AES_CBC, 128, IntegId::HMAC_SHA2_512_256)
@@ -366,11 +491,22 @@ fn answers_must_be_one_of_our_offers() {
 
 #[test]
 fn esp_answers_carry_the_peer_spi() {
-    let offered = esp_sa_payload(&EspProposal::default_set(), 0x1111, false);
-    let n = select_esp(&EspProposal::default_set(), &offered, None).unwrap();
+    let offered = child_sa_payload(
+        IpsecProtocol::Esp,
+        &ChildProposal::default_set(),
+        0x1111,
+        false,
+    );
+    let n = select_child(
+        IpsecProtocol::Esp,
+        &ChildProposal::default_set(),
+        &offered,
+        None,
+    )
+    .unwrap();
     assert_eq!(n.peer_spi, 0x1111);
     let answer = n.answer_payload(0x2222);
-    let accepted = accept_esp_answer(&offered, &answer).unwrap();
+    let accepted = accept_child_answer(&offered, &answer).unwrap();
     assert_eq!(accepted.peer_spi, 0x2222);
     assert_eq!((accepted.suite, accepted.esn), (n.suite, n.esn));
 }
@@ -458,7 +594,7 @@ fn ike_proposal() -> impl Strategy<Value = IkeProposal> {
         })
 }
 
-fn esp_proposal() -> impl Strategy<Value = EspProposal> {
+fn esp_proposal() -> impl Strategy<Value = ChildProposal> {
     let esn = prop_oneof![
         Just(vec![true]),
         Just(vec![false]),
@@ -472,7 +608,7 @@ fn esp_proposal() -> impl Strategy<Value = EspProposal> {
         esn,
         additional(),
     )
-        .prop_map(|(encr, integ, ke, esn, additional_ke)| EspProposal {
+        .prop_map(|(encr, integ, ke, esn, additional_ke)| ChildProposal {
             integ: if encr[0].is_aead() { Vec::new() } else { integ },
             encr,
             ke,
@@ -555,9 +691,9 @@ proptest! {
         our_spi in any::<u32>(),
         pfs in any::<bool>(),
     ) {
-        let offered = esp_sa_payload(&ours, spi, pfs);
+        let offered = child_sa_payload(IpsecProtocol::Esp, &ours, spi, pfs);
         let want = pfs.then(|| ours[0].ke[0]);
-        let n = select_esp(&ours, &offered, want).unwrap();
+        let n = select_child(IpsecProtocol::Esp, &ours, &offered, want).unwrap();
         let first = &ours[0];
         prop_assert_eq!(n.proposal_num, 1);
         prop_assert_eq!(n.suite.encr, first.encr[0].id);
@@ -566,9 +702,9 @@ proptest! {
         prop_assert_eq!(n.ke, want);
         prop_assert_eq!(n.peer_spi, spi);
         let answer = n.answer_payload(our_spi);
-        let accepted = accept_esp_answer(&offered, &answer).unwrap();
+        let accepted = accept_child_answer(&offered, &answer).unwrap();
         prop_assert_eq!(accepted.peer_spi, our_spi);
-        prop_assert_eq!(NegotiatedEsp { peer_spi: spi, ..accepted }, n);
+        prop_assert_eq!(NegotiatedChild { peer_spi: spi, ..accepted }, n);
     }
 
     #[test]
@@ -578,21 +714,21 @@ proptest! {
         kei in 0u16..40,
     ) {
         let ike_ours = IkeProposal::default_set();
-        let esp_ours = EspProposal::default_set();
+        let esp_ours = ChildProposal::default_set();
         let _ = select_ike(&ike_ours, &offered);
         let _ = select_ike_for_kei(&ike_ours, &offered, KeId(kei));
-        let _ = select_esp(&esp_ours, &offered, Some(KeId(kei)));
-        let _ = select_esp(&esp_ours, &offered, None);
-        let _ = select_esp_create_child(&esp_ours, &offered, None);
+        let _ = select_child(IpsecProtocol::Esp, &esp_ours, &offered, Some(KeId(kei)));
+        let _ = select_child(IpsecProtocol::Esp, &esp_ours, &offered, None);
+        let _ = select_child_create(IpsecProtocol::Esp, &esp_ours, &offered, None);
         if let Ok(n) = accept_ike_answer(&offered, &answer) {
             let _ = n.key_lengths();
         }
-        let _ = accept_esp_answer(&offered, &answer);
+        let _ = accept_child_answer(&offered, &answer);
         // Whatever is selected runs in the crypto layer.
         if let Ok(n) = select_ike(&ike_ours, &offered) {
             prop_assert!(n.key_lengths().is_ok());
         }
-        if let Ok(n) = select_esp(&esp_ours, &offered, None) {
+        if let Ok(n) = select_child(IpsecProtocol::Esp, &esp_ours, &offered, None) {
             prop_assert!(n.suite.validate().is_ok());
         }
     }
@@ -601,7 +737,7 @@ proptest! {
     fn wild_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         if let Ok(sa) = SaPayload::parse(&bytes) {
             let _ = select_ike(&IkeProposal::default_set(), &sa);
-            let _ = select_esp(&EspProposal::default_set(), &sa, Some(KeId::CURVE25519));
+            let _ = select_child(IpsecProtocol::Esp, &ChildProposal::default_set(), &sa, Some(KeId::CURVE25519));
         }
     }
 }

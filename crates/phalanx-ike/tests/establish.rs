@@ -264,8 +264,8 @@ fn ts_unacceptable_keeps_the_ike_sa() {
 fn child_proposal_mismatch_keeps_the_ike_sa() {
     let a = connection(Side::A, DEFAULT_IKE);
     let mut b = connection(Side::B, DEFAULT_IKE);
-    b.children[0].esp_proposals =
-        phalanx_ike::config::EspProposal::parse_list("chacha20poly1305").unwrap();
+    b.children[0].proposals =
+        phalanx_ike::config::ChildProposal::parse_list("chacha20poly1305").unwrap();
     let mut p = pair_of(a, b, 9);
     p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
     p.run_for(Duration::from_secs(2));

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use phalanx_ike::config::{EspProposal, SaLifetimeConfig};
+use phalanx_ike::config::{ChildProposal, SaLifetimeConfig};
 use phalanx_ike::{Counter, SaEvent};
 use phalanx_testkit::ike_pair::{IkePair, Side};
 use phalanx_wire::ike::iana::ExchangeType;
@@ -229,9 +229,9 @@ fn late_init_retransmission_gets_the_init_answer() {
 // of CREATE_CHILD_SA offers, PFS stays.
 #[test]
 fn hybrid_ike_sa_rekeys() {
-    let esp = EspProposal::parse_list("aes256gcm16-x25519-ke1_mlkem768").unwrap();
+    let esp = ChildProposal::parse_list("aes256gcm16-x25519-ke1_mlkem768").unwrap();
     let mut a = connection(Side::A, HYBRID);
-    a.children[0].esp_proposals = esp.clone();
+    a.children[0].proposals = esp.clone();
     a.ike_lifetime = SaLifetimeConfig {
         rekey_time: Duration::from_secs(100),
         jitter: Duration::ZERO,
@@ -240,7 +240,7 @@ fn hybrid_ike_sa_rekeys() {
         rekey_packets: None,
     };
     let mut b = connection(Side::B, HYBRID);
-    b.children[0].esp_proposals = esp;
+    b.children[0].proposals = esp;
     let mut p = pair_of(a, b, 409);
     established(&mut p);
     let before = p.endpoint_ref(Side::A).ike_sas()[0].clone();

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use phalanx_ike::config::{EspProposal, SaLifetimeConfig};
+use phalanx_ike::config::{ChildProposal, SaLifetimeConfig};
 use phalanx_ike::{Counter, SaEvent};
 use phalanx_testkit::ike_pair::{IkePair, Side};
 
@@ -49,8 +49,8 @@ fn installs(p: &IkePair, side: Side) -> Vec<(bool, u32, Vec<u8>)> {
 fn child_rekey(esp: &str, seed: u64) {
     let mut a = connection(Side::A, DEFAULT_IKE);
     let mut b = connection(Side::B, DEFAULT_IKE);
-    a.children[0].esp_proposals = EspProposal::parse_list(esp).unwrap();
-    b.children[0].esp_proposals = EspProposal::parse_list(esp).unwrap();
+    a.children[0].proposals = ChildProposal::parse_list(esp).unwrap();
+    b.children[0].proposals = ChildProposal::parse_list(esp).unwrap();
     let mut p = pair_of(a, b, seed);
     established(&mut p);
     let (old_a, old_b) = (spis(&p, Side::A).0[0], spis(&p, Side::B).0[0]);

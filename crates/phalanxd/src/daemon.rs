@@ -12,8 +12,6 @@ use phalanx_control::{
     NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status, WorkerLoad,
 };
 
-use phalanx_sa::IpsecProtocol;
-
 use crate::cluster::ClusterHandle;
 use crate::config::{check_cluster_reload, connection_changes, Config};
 use crate::control::{cluster_disabled, ike_disabled, ControlHandler};
@@ -134,13 +132,8 @@ impl Daemon {
         if new.daemon != current.daemon {
             tracing::warn!("[daemon] changed; those settings apply at the next restart");
         }
-        // The raw AH socket is opened at start when an SA uses AH.
-        let uses_ah = |c: &Config| {
-            c.sas
-                .iter()
-                .any(|sa| sa.params.protocol == IpsecProtocol::Ah)
-        };
-        if uses_ah(&new) && !uses_ah(&current) {
+        // The raw AH socket is opened at start when an SA may use AH.
+        if new.uses_ah() && !current.uses_ah() {
             return Err(format!(
                 "{}: the first AH SA needs the raw AH socket, opened at start: restart (nothing applied)",
                 new.path.display()

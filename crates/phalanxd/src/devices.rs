@@ -21,7 +21,6 @@ use phalanx_io::packet::{PacketSocket, PacketSocketConfig};
 use phalanx_io::raw::{RawEspConfig, RawEspSocket, RawProtocol};
 use phalanx_io::tun::{TunConfig, TunDevice};
 use phalanx_io::udp::{UdpConfig, UdpSocket};
-use phalanx_sa::IpsecProtocol;
 use phalanx_wire::ethernet::MacAddress;
 
 use crate::config::{ClusterSettings, Config};
@@ -125,10 +124,9 @@ fn open_raw(config: &Config, freebind: bool) -> Result<Option<SharedRaw>, Device
     open_raw_socket(config, RawProtocol::Esp, freebind).map(Some)
 }
 
-/// The raw AH socket (IP protocol 51, RFC 4302) when a static SA uses AH.
+/// The raw AH socket (IP protocol 51, RFC 4302) when an SA may use AH.
 fn open_raw_ah(config: &Config) -> Result<Option<SharedRaw>, DeviceError> {
-    let ah = |sa: &crate::config::SaConfig| sa.params.protocol == IpsecProtocol::Ah;
-    if !config.sas.iter().any(ah) {
+    if !config.uses_ah() {
         return Ok(None);
     }
     open_raw_socket(config, RawProtocol::Ah, false).map(Some)

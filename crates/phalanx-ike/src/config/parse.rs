@@ -10,21 +10,22 @@
 //! | PRF (IKE only) | `prfsha256` `prfsha384` `prfsha512` |
 //! | key exchange | `x25519` (`curve25519`), `ecp256`, `ecp384`, `modp2048`, `mlkem768` |
 //! | additional key exchange (RFC 9370) | `ke1_<method>` … `ke7_<method>`, `<method>` as above or `none` |
-//! | ESN (ESP only) | `esn`, `noesn` |
+//! | ESN (ESP and AH) | `esn`, `noesn` |
 //!
 //! Only algorithms this implementation can run are accepted, so a
 //! configuration never offers what it cannot complete. As in strongSwan, an
 //! IKE proposal without a PRF takes the PRFs matching its integrity
 //! algorithms, and one with a combined-mode cipher must name its PRF; an
 //! ESP proposal without an ESN keyword means `noesn`. Combined-mode and
-//! other ciphers cannot share a proposal (RFC 7296 §3.3), and ADDKE*n*
+//! other ciphers cannot share a proposal (RFC 7296 §3.3), an AH proposal
+//! names integrity, key exchange and ESN only (§3.3.3), and ADDKE*n*
 //! needs ADDKE*n−1* (exchanges follow the type order, RFC 9370 §2.2.2).
 
 use core::fmt;
 
 use phalanx_wire::ike::iana::{IntegId, KeId, PrfId};
 
-use super::{EncrAlg, EspProposal, IkeProposal};
+use super::{ChildProposal, EncrAlg, IkeProposal};
 
 /// Highest additional key exchange type number, ADDKE7 (RFC 9370 §2.2.1).
 const MAX_ADDITIONAL_KE: usize = 7;
@@ -290,30 +291,58 @@ pub(super) fn ike(text: &str) -> Result<IkeProposal, ProposalParseError> {
 }
 
 /// An ESP proposal (see the module doc).
-pub(super) fn esp(text: &str) -> Result<EspProposal, ProposalParseError> {
+pub(super) fn esp(text: &str) -> Result<ChildProposal, ProposalParseError> {
     let c = Collected::read(text)?;
     if let Some((_, name)) = c.prf.first() {
         return Err(c.error(name, "PRF is not an ESP transform"));
     }
     let (encr, integ) = c.ciphers()?;
-    let additional_ke = c.additional_ke()?;
-    if c.ke.is_empty() && !additional_ke.is_empty() {
-        return Err(c.error(
-            c.additional_ke_tokens[0],
-            "additional key exchange without PFS",
-        ));
+    c.child(encr, integ)
+}
+
+/// An AH proposal: integrity, PFS and ESN, nothing else (RFC 7296 §3.3.3).
+pub(super) fn ah(text: &str) -> Result<ChildProposal, ProposalParseError> {
+    let c = Collected::read(text)?;
+    if let Some((_, name)) = c.prf.first() {
+        return Err(c.error(name, "PRF is not an AH transform"));
     }
-    let mut esn: Vec<bool> = c.esn.iter().map(|(e, _)| *e).collect();
-    if esn.is_empty() {
-        esn.push(false);
+    if let Some((_, name)) = c.encr.first() {
+        return Err(c.error(name, "AH has no encryption"));
     }
-    Ok(EspProposal {
-        encr,
-        integ,
-        ke: c.ke.clone(),
-        esn,
-        additional_ke,
-    })
+    if c.integ.is_empty() {
+        return Err(c.error("", "no integrity algorithm"));
+    }
+    let integ = c.integ.iter().map(|(i, _)| *i).collect();
+    c.child(Vec::new(), integ)
+}
+
+impl Collected<'_> {
+    /// A Child SA proposal of these ciphers with the collected PFS, ADDKE
+    /// and ESN transforms (no ESN keyword: `noesn`).
+    fn child(
+        &self,
+        encr: Vec<EncrAlg>,
+        integ: Vec<IntegId>,
+    ) -> Result<ChildProposal, ProposalParseError> {
+        let additional_ke = self.additional_ke()?;
+        if self.ke.is_empty() && !additional_ke.is_empty() {
+            return Err(self.error(
+                self.additional_ke_tokens[0],
+                "additional key exchange without PFS",
+            ));
+        }
+        let mut esn: Vec<bool> = self.esn.iter().map(|(e, _)| *e).collect();
+        if esn.is_empty() {
+            esn.push(false);
+        }
+        Ok(ChildProposal {
+            encr,
+            integ,
+            ke: self.ke.clone(),
+            esn,
+            additional_ke,
+        })
+    }
 }
 
 /// A comma-separated list of proposals, `default` expanding to `defaults`.

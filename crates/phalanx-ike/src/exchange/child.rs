@@ -18,15 +18,15 @@ use std::sync::Arc;
 
 use phalanx_crypto::ike::{child_keymat, respond, start_initiator, ChildKeys, KexState};
 use phalanx_crypto::{KeGroup, Suite};
-use phalanx_sa::{SaMode, Selector};
-use phalanx_wire::ike::iana::{IntegId, KeId, NotifyType, PayloadType, ProtocolId};
+use phalanx_sa::{IpsecProtocol, SaMode, Selector};
+use phalanx_wire::ike::iana::{IntegId, KeId, NotifyType, PayloadType};
 use phalanx_wire::ike::{
     KePayload, NoncePayload, NotifyPayload, Payload, SaPayload, TrafficSelector, TsAddresses,
     TsPayload,
 };
 use phalanx_wire::IpProtocol;
 
-use crate::config::{ChildConfig, Connection, EncrAlg, EspProposal};
+use crate::config::{ChildConfig, ChildProposal, Connection, EncrAlg};
 use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::{ChildSaInstall, SaEvent};
@@ -35,8 +35,8 @@ use crate::ha::ChildSaKeys;
 use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa};
 use crate::limits::NONCE_LEN;
 use crate::proposal::{
-    accept_esp_answer, esp_sa_payload, select_esp, select_esp_create_child, NegotiatedEsp,
-    ProposalError,
+    accept_child_answer, child_sa_payload, protocol_id, select_child, select_child_create,
+    NegotiatedChild, ProposalError,
 };
 use crate::timers::{after, ChildTimer, TimerTable};
 use crate::ts::{check_narrowed, narrow_pair, to_selectors, TsRole};
@@ -65,13 +65,15 @@ pub(crate) struct ChildOffer {
     pub(crate) trigger: Option<(IpAddr, IpAddr)>,
     /// Retries after TEMPORARY_FAILURE / INVALID_KE_PAYLOAD so far.
     pub(crate) retries: u32,
+    /// ESP or AH (the SA payload's Protocol ID, and REKEY_SA's).
+    pub(crate) protocol: IpsecProtocol,
 }
 
 /// A negotiated Child SA not yet recorded.
 pub(crate) struct NewChild {
     pub(crate) config: String,
     pub(crate) spi_in: u32,
-    pub(crate) negotiated: NegotiatedEsp,
+    pub(crate) negotiated: NegotiatedChild,
     pub(crate) transport: bool,
     pub(crate) local_ts: Vec<TrafficSelector>,
     pub(crate) remote_ts: Vec<TrafficSelector>,
@@ -98,10 +100,14 @@ fn host_ts(addr: IpAddr) -> TrafficSelector {
 
 /// The proposal that re-offers exactly what a Child SA runs (RFC 7296
 /// §2.8: a rekeyed SA SHOULD NOT change algorithms or selectors).
-fn same_suite(child: &ChildSa) -> EspProposal {
+fn same_suite(child: &ChildSa) -> ChildProposal {
     let suite = child.suite;
-    EspProposal {
-        encr: vec![EncrAlg::new(suite.encr, suite.encr_key_bits)],
+    ChildProposal {
+        encr: if suite.ah {
+            Vec::new()
+        } else {
+            vec![EncrAlg::new(suite.encr, suite.encr_key_bits)]
+        },
         integ: if suite.integ == IntegId::NONE {
             Vec::new()
         } else {
@@ -115,10 +121,10 @@ fn same_suite(child: &ChildSa) -> EspProposal {
 
 /// Our proposals without RFC 9370 additional key exchanges (they need
 /// IKE_FOLLOWUP_KE, which this state machine does not run).
-fn esp_offers(cfg: &ChildConfig) -> Vec<EspProposal> {
-    cfg.esp_proposals
+fn esp_offers(cfg: &ChildConfig) -> Vec<ChildProposal> {
+    cfg.proposals
         .iter()
-        .map(|p| EspProposal {
+        .map(|p| ChildProposal {
             additional_ke: Vec::new(),
             ..p.clone()
         })
@@ -126,7 +132,7 @@ fn esp_offers(cfg: &ChildConfig) -> Vec<EspProposal> {
 }
 
 /// The first PFS group our proposals name, if any.
-fn first_pfs_group(proposals: &[EspProposal]) -> Option<KeId> {
+fn first_pfs_group(proposals: &[ChildProposal]) -> Option<KeId> {
     proposals
         .iter()
         .flat_map(|p| p.ke.iter())
@@ -153,7 +159,7 @@ type Secret = zeroize::Zeroizing<Vec<u8>>;
 /// offered a KE payload for, or none if we offered none.
 fn pfs_secret(
     kex: Option<KexState>,
-    negotiated: &NegotiatedEsp,
+    negotiated: &NegotiatedChild,
     found: &Found<'_>,
 ) -> Result<Option<Secret>, IkeError> {
     match (kex, negotiated.pfs_group()) {
@@ -176,7 +182,7 @@ fn pfs_secret(
 /// is missing or of another group.
 fn pfs_answer(
     ctx: &mut Ctx<'_>,
-    negotiated: &NegotiatedEsp,
+    negotiated: &NegotiatedChild,
     kei: Option<&KePayload>,
 ) -> Result<(Option<Secret>, Option<KePayload>), IkeError> {
     match (negotiated.pfs_group(), kei) {
@@ -211,14 +217,24 @@ impl IkeSa {
         let conn = Arc::clone(&self.conn);
         let cfg = child_config(&conn, name)?;
         let old = rekey_of.and_then(|spi| self.children.iter().find(|c| c.spi_in == spi));
-        let (proposals, mut tsi, mut tsr) = match old {
+        let (protocol, proposals, mut tsi, mut tsr) = match old {
             Some(old) => (
+                old.protocol(),
                 vec![same_suite(old)],
                 old.local_ts.clone(),
                 old.remote_ts.clone(),
             ),
-            None => (esp_offers(cfg), cfg.local_ts.clone(), cfg.remote_ts.clone()),
+            None => (
+                cfg.protocol,
+                esp_offers(cfg),
+                cfg.local_ts.clone(),
+                cfg.remote_ts.clone(),
+            ),
         };
+        if protocol == IpsecProtocol::Ah && self.udp_encap().is_some() {
+            self.report_child_failure(ctx, name, &IkeError::AhThroughNat);
+            return None;
+        }
         if let Some((src, dst)) = trigger {
             tsi.insert(0, host_ts(src));
             tsr.insert(0, host_ts(dst));
@@ -237,7 +253,7 @@ impl IkeSa {
         Some(ChildOffer {
             config: name.to_owned(),
             spi_in,
-            offered: esp_sa_payload(&proposals, spi_in, create),
+            offered: child_sa_payload(protocol, &proposals, spi_in, create),
             tsi,
             tsr,
             transport: matches!(cfg.mode, SaMode::Transport),
@@ -250,6 +266,7 @@ impl IkeSa {
             rekey_of,
             trigger,
             retries: 0,
+            protocol,
         })
     }
 
@@ -260,7 +277,7 @@ impl IkeSa {
         if let Some(old) = offer.rekey_of {
             // §1.3.3: the SPI of the SA being rekeyed, as we receive on it.
             out.push(Payload::Notify(NotifyPayload::for_child(
-                ProtocolId::ESP,
+                protocol_id(offer.protocol),
                 old,
                 NotifyType::REKEY_SA,
             )));
@@ -313,7 +330,7 @@ impl IkeSa {
             .tsr
             .ok_or(IkeError::MissingPayload(PayloadType::TSr))?;
         let negotiated =
-            accept_esp_answer(&offer.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
+            accept_child_answer(&offer.offered, sa).map_err(|_| IkeError::NoProposalChosen)?;
         // §2.9: the responder may only narrow what we proposed.
         let within = check_narrowed(&offer.tsi, &tsi.selectors).is_ok()
             && check_narrowed(&offer.tsr, &tsr.selectors).is_ok()
@@ -355,7 +372,7 @@ impl IkeSa {
     fn child_keys(
         &self,
         ctx: &Ctx<'_>,
-        negotiated: &NegotiatedEsp,
+        negotiated: &NegotiatedChild,
         shared: Option<&[u8]>,
         ni: &[u8],
         nr: &[u8],
@@ -458,7 +475,7 @@ impl IkeSa {
     ) -> Result<
         (
             String,
-            NegotiatedEsp,
+            NegotiatedChild,
             Vec<TrafficSelector>,
             Vec<TrafficSelector>,
             bool,
@@ -484,11 +501,16 @@ impl IkeSa {
             };
             let offers = esp_offers(cfg);
             let selected = if create {
-                select_esp_create_child(&offers, offered, kei)
+                select_child_create(cfg.protocol, &offers, offered, kei)
             } else {
-                select_esp(&offers, offered, None)
+                select_child(cfg.protocol, &offers, offered, None)
             };
             match selected {
+                Ok(_) if cfg.protocol == IpsecProtocol::Ah && self.udp_encap().is_some() => {
+                    if !matches!(error, IkeError::InvalidKe(_)) {
+                        error = IkeError::AhThroughNat;
+                    }
+                }
                 Ok(negotiated) => {
                     return Ok((cfg.name.clone(), negotiated, narrow_r, narrow_i, transport))
                 }
@@ -513,7 +535,7 @@ impl IkeSa {
     ) -> Vec<Payload> {
         let counter = match e {
             IkeError::TsUnacceptable => Some(Counter::TsRefused),
-            IkeError::NoProposalChosen => Some(Counter::ProposalsRefused),
+            IkeError::NoProposalChosen | IkeError::AhThroughNat => Some(Counter::ProposalsRefused),
             IkeError::TemporaryFailure => Some(Counter::TemporaryFailures),
             _ => None,
         };

@@ -22,6 +22,7 @@
 
 use core::net::IpAddr;
 
+use phalanx_sa::IpsecProtocol;
 use phalanx_wire::ike::iana::{ExchangeType, KeId, NotifyType, ProtocolId};
 use phalanx_wire::ike::{NotifyPayload, Payload};
 
@@ -35,6 +36,7 @@ use crate::limits::{
     MAX_CHILD_SAS, MAX_INIT_RESTARTS, NONCE_LEN, REKEY_DELETE_FALLBACK, REKEY_OVERLAP,
     TEMPORARY_FAILURE_MAX_RETRIES, TEMPORARY_FAILURE_RETRY_JITTER, TEMPORARY_FAILURE_RETRY_MIN,
 };
+use crate::proposal::protocol_id;
 use crate::timers::ChildTimer;
 
 /// The smaller of an exchange's two nonces (RFC 7296 §2.8.1 compares the
@@ -169,10 +171,22 @@ impl IkeSa {
             ctx.count(Counter::Unprocessable);
             return Reply::of(vec![notify(NotifyType::INVALID_SYNTAX, Vec::new())]);
         };
-        let Some(idx) = self.children.iter().position(|c| c.spi_out == spi) else {
+        // REKEY_SA's Protocol ID says ESP or AH (§3.10); the answer echoes it.
+        let protocol = match rekey.protocol_id {
+            ProtocolId::AH => IpsecProtocol::Ah,
+            _ => IpsecProtocol::Esp,
+        };
+        let Some(idx) = self
+            .children
+            .iter()
+            .position(|c| c.spi_out == spi && c.protocol() == protocol)
+        else {
             ctx.count(Counter::ChildSasFailed);
-            let answer =
-                NotifyPayload::for_child(ProtocolId::ESP, spi, NotifyType::CHILD_SA_NOT_FOUND);
+            let answer = NotifyPayload::for_child(
+                protocol_id(protocol),
+                spi,
+                NotifyType::CHILD_SA_NOT_FOUND,
+            );
             return Reply::of(vec![Payload::Notify(answer)]);
         };
         if matches!(
@@ -367,7 +381,7 @@ impl IkeSa {
             .and_then(|n| <[u8; 2]>::try_from(n.data.as_slice()).ok())
             .map(|b| KeId(u16::from_be_bytes(b)));
         let ours = child_config(&self.conn, &offer.config).is_some_and(|c| {
-            c.esp_proposals
+            c.proposals
                 .iter()
                 .any(|p| wanted.is_some_and(|w| p.ke.contains(&w)))
         });
@@ -384,7 +398,7 @@ impl IkeSa {
         self.push_task(ctx, task);
     }
 
-    fn report_child_failure(&mut self, ctx: &mut Ctx<'_>, config: &str, e: &IkeError) {
+    pub(crate) fn report_child_failure(&mut self, ctx: &mut Ctx<'_>, config: &str, e: &IkeError) {
         match e {
             IkeError::PeerError(NotifyType::TS_UNACCEPTABLE) => ctx.count(Counter::TsRefused),
             IkeError::PeerError(NotifyType::NO_PROPOSAL_CHOSEN) => {

@@ -21,6 +21,7 @@
 //! is more than one; the announcement is honoured there and in
 //! INFORMATIONAL requests. A rekeyed IKE SA keeps both windows.
 
+use phalanx_sa::IpsecProtocol;
 use phalanx_wire::ike::iana::{ExchangeType, NotifyType, ProtocolId};
 use phalanx_wire::ike::{DeletePayload, Payload};
 
@@ -28,6 +29,7 @@ use crate::counters::Counter;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, ChildStatus, Ctx, IkeSa, Pending, Reply, State, Task};
 use crate::limits::NAT_KEEPALIVE_INTERVAL;
+use crate::proposal::protocol_id;
 use crate::timers::{after, IkeTimer};
 
 impl IkeSa {
@@ -63,6 +65,7 @@ impl IkeSa {
     /// already being deleted are skipped.
     pub(crate) fn start_delete_children(&mut self, ctx: &mut Ctx<'_>, spis: Vec<u32>) {
         let mut sending = Vec::new();
+        let mut named = Vec::new();
         for spi in spis {
             let Some(idx) = self.children.iter().position(|c| c.spi_in == spi) else {
                 continue;
@@ -78,17 +81,15 @@ impl IkeSa {
             child.timers = Default::default();
             child.remove_outbound(ctx, &name);
             sending.push(spi);
+            named.push((child.protocol(), spi));
         }
         if sending.is_empty() {
             return;
         }
-        let delete = Payload::Delete(DeletePayload {
-            protocol_id: ProtocolId::ESP,
-            spis: sending.clone(),
-        });
+        let deletes = child_deletes(named);
         let pending = Pending::DeleteChildren(sending);
         if let Err(Pending::DeleteChildren(spis)) =
-            self.send_request(ctx, ExchangeType::INFORMATIONAL, vec![delete], pending)
+            self.send_request(ctx, ExchangeType::INFORMATIONAL, deletes, pending)
         {
             self.drop_children(ctx, &spis);
         }
@@ -236,27 +237,34 @@ impl IkeSa {
         }
         let mut answer = Vec::new();
         for delete in &found.deletes {
-            if matches!(delete.protocol_id, ProtocolId::ESP | ProtocolId::AH) {
-                answer.extend(self.peer_deleted_children(ctx, &delete.spis));
-            }
+            let protocol = match delete.protocol_id {
+                ProtocolId::ESP => IpsecProtocol::Esp,
+                ProtocolId::AH => IpsecProtocol::Ah,
+                _ => continue,
+            };
+            answer.extend(self.peer_deleted_children(ctx, protocol, &delete.spis));
         }
-        if answer.is_empty() {
-            return Reply::default();
-        }
-        Reply::of(vec![Payload::Delete(DeletePayload {
-            protocol_id: ProtocolId::ESP,
-            spis: answer,
-        })])
+        Reply::of(child_deletes(answer))
     }
 
-    /// The peer deletes Child SAs by its inbound SPIs (our outbound ones);
-    /// returns our inbound SPIs to name in the answer (§1.4.1).
-    fn peer_deleted_children(&mut self, ctx: &mut Ctx<'_>, spis: &[u32]) -> Vec<u32> {
+    /// The peer deletes Child SAs of `protocol` by its inbound SPIs (our
+    /// outbound ones); returns our inbound SPIs to name in the answer
+    /// (§1.4.1).
+    fn peer_deleted_children(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        protocol: IpsecProtocol,
+        spis: &[u32],
+    ) -> Vec<(IpsecProtocol, u32)> {
         let name = self.conn.name.clone();
         let mut ours = Vec::new();
         for &spi in spis {
             // §1.4.1: SPIs we do not know are ignored.
-            let Some(idx) = self.children.iter().position(|c| c.spi_out == spi) else {
+            let Some(idx) = self
+                .children
+                .iter()
+                .position(|c| c.spi_out == spi && c.protocol() == protocol)
+            else {
                 continue;
             };
             if self.children[idx].status == ChildStatus::Deleting {
@@ -270,7 +278,7 @@ impl IkeSa {
             let mut child = self.children.remove(idx);
             ctx.count(Counter::ChildSasDeleted);
             child.remove(ctx, &name);
-            ours.push(spi_in);
+            ours.push((protocol, spi_in));
         }
         ours
     }
@@ -289,4 +297,25 @@ impl IkeSa {
             after: vec![AfterSend::Close],
         }
     }
+}
+
+/// Delete payloads naming Child SAs, one per protocol (RFC 7296 §3.11: a
+/// Delete payload names SPIs of a single protocol); none for no SPI.
+fn child_deletes(spis: Vec<(IpsecProtocol, u32)>) -> Vec<Payload> {
+    [IpsecProtocol::Esp, IpsecProtocol::Ah]
+        .into_iter()
+        .filter_map(|protocol| {
+            let of: Vec<u32> = spis
+                .iter()
+                .filter(|(p, _)| *p == protocol)
+                .map(|(_, spi)| *spi)
+                .collect();
+            (!of.is_empty()).then(|| {
+                Payload::Delete(DeletePayload {
+                    protocol_id: protocol_id(protocol),
+                    spis: of,
+                })
+            })
+        })
+        .collect()
 }

@@ -13,6 +13,7 @@
 
 use phalanx_crypto::ike::{start_initiator, IkeSaKeys, KdfInputs};
 use phalanx_crypto::{CryptoProvider, KeGroup};
+use phalanx_sa::IpsecProtocol;
 use phalanx_wire::ike::iana::{
     AuthMethod, ExchangeType, IdType, NotifyType, PayloadType, ProtocolId,
 };
@@ -24,8 +25,8 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use super::{record, CTL_FIX_SPIS};
-use crate::config::{EspProposal, IkeProposal};
-use crate::proposal::{esp_sa_payload, ike_sa_payload, select_ike, NegotiatedIke};
+use crate::config::{ChildProposal, IkeProposal};
+use crate::proposal::{child_sa_payload, ike_sa_payload, select_ike, NegotiatedIke};
 use crate::protect::Protection;
 use crate::ts::ts_any;
 
@@ -138,7 +139,7 @@ impl Session {
 
     /// IDi, AUTH of zeros (what the zero PRF computes), SAi2, TSi, TSr.
     fn auth_payloads(&self) -> Option<Vec<Payload>> {
-        let esp = EspProposal::parse_list("aes128gcm16-noesn").ok()?;
+        let esp = ChildProposal::parse_list("aes128gcm16-noesn").ok()?;
         let auth_len = self.negotiated.prf_algorithm().ok()?.output_len();
         Some(vec![
             Payload::Idi(IdPayload {
@@ -149,7 +150,12 @@ impl Session {
                 method: AuthMethod::SHARED_KEY_MIC,
                 data: vec![0; auth_len],
             }),
-            Payload::Sa(esp_sa_payload(&esp, 0x0000_1001, false)),
+            Payload::Sa(child_sa_payload(
+                IpsecProtocol::Esp,
+                &esp,
+                0x0000_1001,
+                false,
+            )),
             Payload::Tsi(TsPayload::new(vec![ts_any(false)])),
             Payload::Tsr(TsPayload::new(vec![ts_any(false)])),
         ])
@@ -157,10 +163,15 @@ impl Session {
 
     /// A new Child SA with x25519 PFS (RFC 7296 §1.3.1).
     fn create_child_payloads(&mut self) -> Option<Vec<Payload>> {
-        let esp = EspProposal::parse_list("aes128-sha256-x25519").ok()?;
+        let esp = ChildProposal::parse_list("aes128-sha256-x25519").ok()?;
         let kex = start_initiator(self.provider, KeGroup::Curve25519, &mut self.rng).ok()?;
         Some(vec![
-            Payload::Sa(esp_sa_payload(&esp, 0x0000_1002, true)),
+            Payload::Sa(child_sa_payload(
+                IpsecProtocol::Esp,
+                &esp,
+                0x0000_1002,
+                true,
+            )),
             Payload::Nonce(NoncePayload { data: vec![3; 32] }),
             Payload::Ke(KePayload {
                 group: kex.group().into(),

@@ -5,13 +5,14 @@
 use std::time::{Duration, Instant};
 
 use phalanx_crypto::Suite;
-use phalanx_sa::{SaMode, UdpEncap};
+use phalanx_sa::{IpsecProtocol, SaMode, UdpEncap};
 use phalanx_wire::ike::iana::KeId;
 use phalanx_wire::ike::TrafficSelector;
 
 use crate::events::{ChildSaInfo, ChildSaInstall, SaEvent};
 use crate::ha::ChildSaKeys;
 use crate::ike_sa::ctx::Ctx;
+use crate::proposal::suite_protocol;
 use crate::timers::{ChildTimer, TimerTable};
 
 /// Where a Child SA is in its life.
@@ -76,6 +77,11 @@ pub(crate) struct ChildSa {
 }
 
 impl ChildSa {
+    /// ESP or AH, as negotiated.
+    pub(crate) fn protocol(&self) -> IpsecProtocol {
+        suite_protocol(&self.suite)
+    }
+
     /// Emits removals for whatever the data plane has, outbound first so
     /// nothing is sent on an SA the peer no longer accepts, and releases
     /// the inbound SPI.

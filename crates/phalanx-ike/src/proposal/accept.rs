@@ -8,7 +8,8 @@ use phalanx_wire::ike::iana::{EncrId, EsnId, IntegId, KeId, PrfId, ProtocolId, T
 use phalanx_wire::ike::{Proposal, SaPayload, Spi, Transform};
 
 use super::{
-    encr_key_bits, esp_suite, ike_cipher_supported, NegotiatedEsp, NegotiatedIke, ProposalError,
+    ah_suite, encr_key_bits, esp_suite, ike_cipher_supported, NegotiatedChild, NegotiatedIke,
+    ProposalError,
 };
 use crate::config::EncrAlg;
 
@@ -42,13 +43,23 @@ pub fn accept_ike_answer(
     })
 }
 
-/// Checks the responder's ESP answer against the SA payload we sent.
-pub fn accept_esp_answer(
+/// Checks the responder's ESP or AH answer against the SA payload we
+/// sent (whose proposals are all of one protocol).
+pub fn accept_child_answer(
     ours_offered: &SaPayload,
     answer: &SaPayload,
-) -> Result<NegotiatedEsp, ProposalError> {
-    let (proposal, chosen) = answered(ours_offered, answer, ProtocolId::ESP)?;
-    let suite = esp_suite(chosen.encr()?, chosen.integ()).ok_or(UNACCEPTABLE)?;
+) -> Result<NegotiatedChild, ProposalError> {
+    let protocol = ours_offered
+        .proposals
+        .first()
+        .map_or(ProtocolId::ESP, |p| p.protocol_id);
+    let (proposal, chosen) = answered(ours_offered, answer, protocol)?;
+    let suite = if protocol == ProtocolId::AH {
+        chosen.integ().and_then(ah_suite)
+    } else {
+        esp_suite(chosen.encr()?, chosen.integ())
+    }
+    .ok_or(UNACCEPTABLE)?;
     let esn = match EsnId(chosen.id(TransformType::ESN)?) {
         EsnId::YES => true,
         EsnId::NO => false,
@@ -57,7 +68,7 @@ pub fn accept_esp_answer(
     let Spi::Child(peer_spi) = proposal.spi else {
         return Err(UNACCEPTABLE);
     };
-    Ok(NegotiatedEsp {
+    Ok(NegotiatedChild {
         proposal_num: proposal.number,
         suite,
         ke: chosen.id(TransformType::KE).ok().map(KeId),

@@ -24,15 +24,14 @@ pub(super) struct Offer {
 }
 
 /// Whether `ty` may appear in a proposal for `protocol` (RFC 7296
-/// §3.3.3; RFC 9370 §2.2.1 adds ADDKE to IKE and ESP).
+/// §3.3.3: AH has no ENCR; RFC 9370 §2.2.1 adds ADDKE to all three).
 fn allowed(protocol: ProtocolId, ty: TransformType) -> bool {
-    let common = ty == TransformType::ENCR
-        || ty == TransformType::INTEG
-        || ty == TransformType::KE
-        || ty.is_additional_key_exchange();
+    let common =
+        ty == TransformType::INTEG || ty == TransformType::KE || ty.is_additional_key_exchange();
     match protocol {
-        ProtocolId::IKE => common || ty == TransformType::PRF,
-        _ => common || ty == TransformType::ESN,
+        ProtocolId::IKE => common || ty == TransformType::ENCR || ty == TransformType::PRF,
+        ProtocolId::AH => common || ty == TransformType::ESN,
+        _ => common || ty == TransformType::ENCR || ty == TransformType::ESN,
     }
 }
 
@@ -48,12 +47,12 @@ impl Offer {
     /// Reads `p` as a proposal for `protocol`. `None` when the proposal is
     /// unacceptable whatever we configure: a Transform Type unknown or out
     /// of place for the protocol, a mandatory type missing (§3.3.3: ENCR,
-    /// PRF and KE for IKE; ENCR and ESN for ESP), or an ADDKE type without
+    /// PRF and KE for IKE; ENCR and ESN for ESP; INTEG and ESN for AH), or an ADDKE type without
     /// the one before it.
     pub(super) fn read(p: &Proposal, protocol: ProtocolId) -> Option<Offer> {
         let mut offer = Offer::default();
         let mut addke: [Option<Vec<KeId>>; 7] = Default::default();
-        let (mut has_encr, mut has_prf) = (false, false);
+        let (mut has_encr, mut has_prf, mut has_integ) = (false, false, false);
         for t in &p.transforms {
             let ty = t.transform_type;
             if !allowed(protocol, ty) {
@@ -61,6 +60,7 @@ impl Offer {
             }
             has_encr |= ty == TransformType::ENCR;
             has_prf |= ty == TransformType::PRF;
+            has_integ |= ty == TransformType::INTEG;
             let slot = additional_slot(&mut addke, ty);
             if !attributes_understood(t) {
                 continue;
@@ -70,6 +70,7 @@ impl Offer {
         offer.additional_ke = contiguous(addke)?;
         let mandatory = match protocol {
             ProtocolId::IKE => has_encr && has_prf && offer.ke.is_some(),
+            ProtocolId::AH => has_integ && offer.esn.is_some(),
             _ => has_encr && offer.esn.is_some(),
         };
         mandatory.then_some(offer)

@@ -1,13 +1,17 @@
 //! The responder's choice (RFC 7296 §2.7, §3.3.6): one suite out of the
 //! initiator's SA payload. Rules in the parent module's doc.
 
-use phalanx_crypto::{KeGroup, PrfAlgorithm};
+use phalanx_crypto::{KeGroup, PrfAlgorithm, Suite};
+use phalanx_sa::IpsecProtocol;
 use phalanx_wire::ike::iana::{IntegId, KeId, ProtocolId};
 use phalanx_wire::ike::{Proposal, SaPayload, Spi};
 
 use super::offer::Offer;
-use super::{esp_suite, ike_cipher_supported, NegotiatedEsp, NegotiatedIke, ProposalError};
-use crate::config::{EncrAlg, EspProposal, IkeProposal};
+use super::{
+    ah_suite, esp_suite, ike_cipher_supported, protocol_id, NegotiatedChild, NegotiatedIke,
+    ProposalError,
+};
+use crate::config::{ChildProposal, EncrAlg, IkeProposal};
 
 /// How the key exchange transform is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,30 +57,46 @@ pub fn select_ike_for_kei(
     select(ours, offered, ProtocolId::IKE, KeRule::Kei(kei), match_ike)
 }
 
-/// Selects an ESP suite. `want_ke` is the KEi group of a CREATE_CHILD_SA
-/// request; `None` means IKE_AUTH, where KE transforms are ignored on both
-/// sides (RFC 7296 §1.2). For a CREATE_CHILD_SA without KEi use
-/// [`select_esp_create_child`], which refuses to drop PFS we require.
-pub fn select_esp(
-    ours: &[EspProposal],
+/// Selects an ESP or AH suite out of the offered proposals of that
+/// protocol. `want_ke` is the KEi group of a CREATE_CHILD_SA request;
+/// `None` means IKE_AUTH, where KE transforms are ignored on both sides
+/// (RFC 7296 §1.2). For a CREATE_CHILD_SA without KEi use
+/// [`select_child_create`], which refuses to drop PFS we require.
+pub fn select_child(
+    protocol: IpsecProtocol,
+    ours: &[ChildProposal],
     offered: &SaPayload,
     want_ke: Option<KeId>,
-) -> Result<NegotiatedEsp, ProposalError> {
+) -> Result<NegotiatedChild, ProposalError> {
     let rule = want_ke.map_or(KeRule::Ignore, KeRule::Kei);
-    select(ours, offered, ProtocolId::ESP, rule, match_esp)
+    select_of(protocol, ours, offered, rule)
 }
 
-/// Selects an ESP suite in CREATE_CHILD_SA (RFC 7296 §1.3.1). With a KEi
-/// group, as [`select_esp`]; without, a proposal matches only if both the
-/// initiator's (no KE transform, or NONE among them) and ours (no groups,
-/// or NONE among them) allow going without PFS.
-pub fn select_esp_create_child(
-    ours: &[EspProposal],
+/// Selects an ESP or AH suite in CREATE_CHILD_SA (RFC 7296 §1.3.1). With
+/// a KEi group, as [`select_child`]; without, a proposal matches only if
+/// both the initiator's (no KE transform, or NONE among them) and ours (no
+/// groups, or NONE among them) allow going without PFS.
+pub fn select_child_create(
+    protocol: IpsecProtocol,
+    ours: &[ChildProposal],
     offered: &SaPayload,
     kei: Option<KeId>,
-) -> Result<NegotiatedEsp, ProposalError> {
+) -> Result<NegotiatedChild, ProposalError> {
     let rule = kei.map_or(KeRule::NoKe, KeRule::Kei);
-    select(ours, offered, ProtocolId::ESP, rule, match_esp)
+    select_of(protocol, ours, offered, rule)
+}
+
+fn select_of(
+    protocol: IpsecProtocol,
+    ours: &[ChildProposal],
+    offered: &SaPayload,
+    rule: KeRule,
+) -> Result<NegotiatedChild, ProposalError> {
+    let matcher = match protocol {
+        IpsecProtocol::Esp => match_esp,
+        IpsecProtocol::Ah => match_ah,
+    };
+    select(ours, offered, protocol_id(protocol), rule, matcher)
 }
 
 /// The selection loop shared by IKE and ESP: the initiator's proposals in
@@ -150,21 +170,59 @@ fn match_ike(o: &IkeProposal, offer: &Offer, p: &Proposal, rule: KeRule) -> Outc
     })
 }
 
-fn match_esp(o: &EspProposal, offer: &Offer, p: &Proposal, rule: KeRule) -> Outcome<NegotiatedEsp> {
+fn match_esp(
+    o: &ChildProposal,
+    offer: &Offer,
+    p: &Proposal,
+    rule: KeRule,
+) -> Outcome<NegotiatedChild> {
     let supported = |e, i| esp_suite(e, i).is_some();
-    let Some((encr, integ)) = pick_cipher(&o.encr, &o.integ, offer, supported) else {
-        return Outcome::Mismatch;
-    };
-    let (Some(suite), Some(esn), Spi::Child(peer_spi)) =
-        (esp_suite(encr, integ), pick_esn(offer, &o.esn), p.spi)
-    else {
+    let suite = pick_cipher(&o.encr, &o.integ, offer, supported)
+        .and_then(|(encr, integ)| esp_suite(encr, integ));
+    match suite {
+        Some(suite) => match_child(suite, o, offer, p, rule),
+        None => Outcome::Mismatch,
+    }
+}
+
+/// AH: the first offered integrity transform we hold (never NONE,
+/// RFC 4302 has no AH without integrity).
+fn match_ah(
+    o: &ChildProposal,
+    offer: &Offer,
+    p: &Proposal,
+    rule: KeRule,
+) -> Outcome<NegotiatedChild> {
+    let suite = offer
+        .integ
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .filter(|i| **i != IntegId::NONE && o.integ.contains(i))
+        .find_map(|i| ah_suite(*i));
+    match suite {
+        Some(suite) => match_child(suite, o, offer, p, rule),
+        None => Outcome::Mismatch,
+    }
+}
+
+/// What ESP and AH share once the suite is chosen: ESN, the SPI and the
+/// key exchanges.
+fn match_child(
+    suite: Suite,
+    o: &ChildProposal,
+    offer: &Offer,
+    p: &Proposal,
+    rule: KeRule,
+) -> Outcome<NegotiatedChild> {
+    let (Some(esn), Spi::Child(peer_spi)) = (pick_esn(offer, &o.esn), p.spi) else {
         return Outcome::Mismatch;
     };
     let (ke, additional_ke) = match esp_key_exchange(o, offer, rule) {
         Ok(chosen) => chosen,
         Err(outcome) => return outcome,
     };
-    Outcome::Chosen(NegotiatedEsp {
+    Outcome::Chosen(NegotiatedChild {
         proposal_num: p.number,
         suite,
         ke,
@@ -178,10 +236,10 @@ type KeChoice = (Option<KeId>, Vec<KeId>);
 
 /// The KE and ADDKE transforms of an ESP match under `rule`.
 fn esp_key_exchange(
-    o: &EspProposal,
+    o: &ChildProposal,
     offer: &Offer,
     rule: KeRule,
-) -> Result<KeChoice, Outcome<NegotiatedEsp>> {
+) -> Result<KeChoice, Outcome<NegotiatedChild>> {
     match rule {
         KeRule::Ignore => Ok((None, Vec::new())),
         KeRule::NoKe => without_ke(o, offer).ok_or(Outcome::Mismatch),
@@ -200,7 +258,7 @@ fn esp_key_exchange(
 /// CREATE_CHILD_SA without KEi: NONE must be allowed by both sides for the
 /// KE type and every ADDKE type offered; NONE is echoed for each
 /// (RFC 7296 §3.3.6: one transform of each type offered).
-fn without_ke(o: &EspProposal, offer: &Offer) -> Option<KeChoice> {
+fn without_ke(o: &ChildProposal, offer: &Offer) -> Option<KeChoice> {
     let allows_none = |ids: &[KeId]| ids.contains(&KeId::NONE);
     let ours_allow = o.ke.is_empty() || allows_none(&o.ke);
     let theirs_allow = offer.ke.as_deref().is_none_or(allows_none);

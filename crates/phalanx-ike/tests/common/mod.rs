@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use phalanx_ike::auth::Identity;
 use phalanx_ike::config::{
-    ChildConfig, Connection, EndpointConfig, EndpointLimits, EspProposal, IkeProposal, LocalAuth,
+    ChildConfig, ChildProposal, Connection, EndpointConfig, EndpointLimits, IkeProposal, LocalAuth,
     RemoteAuth, SaLifetimeConfig, StartAction,
 };
 use phalanx_ike::ts::ts_any_port;
 use phalanx_ike::{IkeSaState, SaEvent};
-use phalanx_sa::{IpPrefix, SaMode};
+use phalanx_sa::{IpPrefix, IpsecProtocol, SaMode};
 use phalanx_testkit::ike_pair::{IkePair, Side};
 use zeroize::Zeroizing;
 
@@ -35,7 +35,8 @@ pub(crate) fn child(name: &str, local: &str, remote: &str) -> ChildConfig {
         name: name.to_owned(),
         local_ts: vec![net(local)],
         remote_ts: vec![net(remote)],
-        esp_proposals: EspProposal::parse_list("aes256gcm16-esn-noesn,aes128-sha256").unwrap(),
+        protocol: IpsecProtocol::Esp,
+        proposals: ChildProposal::parse_list("aes256gcm16-esn-noesn,aes128-sha256").unwrap(),
         mode: SaMode::Tunnel {
             local: ip(ADDR_A),
             remote: ip(ADDR_B),

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use phalanx_ike::auth::Identity;
 use phalanx_ike::config::{
-    ChildConfig, Connection, EspProposal, IkeProposal, LocalAuth, ProposalParseError, RemoteAuth,
+    ChildConfig, ChildProposal, Connection, IkeProposal, LocalAuth, ProposalParseError, RemoteAuth,
     SaLifetimeConfig, StartAction,
 };
-use phalanx_sa::SaMode;
+use phalanx_sa::{IpsecProtocol, SaMode};
 use phalanx_wire::ike::TrafficSelector;
 use toml::Spanned;
 use zeroize::Zeroizing;
@@ -94,7 +94,17 @@ pub(crate) fn connection(
     let mut names = HashSet::new();
     for (j, spanned) in raw.child.into_iter().enumerate() {
         let name_span = spanned.get_ref().name.span();
-        let (child, priority) = child(source, i, j, spanned.into_inner(), tunnel)?;
+        let raw_child = spanned.into_inner();
+        if let (Some(ah), true) = (&raw_child.ah_proposals, force_encap) {
+            let msg = "AH cannot be UDP-encapsulated (RFC 3948 carries ESP only): drop \
+                       force_encap or use esp_proposals";
+            return Err(source.error(
+                ah.span(),
+                format!("connection[{i}].child[{j}].ah_proposals"),
+                msg,
+            ));
+        }
+        let (child, priority) = child(source, i, j, raw_child, tunnel)?;
         if !names.insert(child.name.clone()) {
             let msg = format!("duplicate child name {:?} in this connection", child.name);
             return Err(source.error(name_span, format!("connection[{i}].child[{j}].name"), msg));
@@ -504,13 +514,33 @@ fn child(
         let msg = "no selector of the address family of local_ts: no packet could match";
         return Err(source.error(raw.remote_ts.span(), field("remote_ts"), msg));
     }
-    let esp_proposals = proposals(
-        source,
-        raw.esp_proposals.as_ref(),
-        &field("esp_proposals"),
-        EspProposal::parse_list,
-        EspProposal::default_set,
-    )?;
+    let (protocol, child_proposals) = match (&raw.ah_proposals, &raw.esp_proposals) {
+        (Some(ah), Some(_)) => {
+            let msg = "AH and ESP together (a bundle) are not supported: give ah_proposals or \
+                       esp_proposals, not both";
+            return Err(source.error(ah.span(), field("ah_proposals"), msg));
+        }
+        (Some(ah), None) => (
+            IpsecProtocol::Ah,
+            proposals(
+                source,
+                Some(ah),
+                &field("ah_proposals"),
+                ChildProposal::parse_ah_list,
+                ChildProposal::ah_default_set,
+            )?,
+        ),
+        (None, esp) => (
+            IpsecProtocol::Esp,
+            proposals(
+                source,
+                esp.as_ref(),
+                &field("esp_proposals"),
+                ChildProposal::parse_list,
+                ChildProposal::default_set,
+            )?,
+        ),
+    };
     let mode = match raw.mode.as_ref().map(|m| (m.get_ref().as_str(), m.span())) {
         None | Some(("tunnel", _)) => tunnel,
         Some(("transport", _)) => SaMode::Transport,
@@ -550,7 +580,8 @@ fn child(
         name: raw.name.into_inner(),
         local_ts,
         remote_ts,
-        esp_proposals,
+        protocol,
+        proposals: child_proposals,
         mode,
         lifetime,
         replay_window,

@@ -315,6 +315,23 @@ impl Config {
     pub fn sa(&self, name: &str) -> Option<&SaConfig> {
         self.sas.iter().find(|sa| sa.name == name)
     }
+
+    /// Whether a static SA uses AH or IKE may negotiate an AH child: the
+    /// raw AH socket (IP protocol 51) is opened at start for them.
+    pub fn uses_ah(&self) -> bool {
+        let static_ah = self
+            .sas
+            .iter()
+            .any(|sa| sa.params.protocol == IpsecProtocol::Ah);
+        let ike_ah = self.ike.as_ref().is_some_and(|ike| {
+            ike.endpoint
+                .connections
+                .iter()
+                .flat_map(|c| &c.children)
+                .any(|child| child.protocol == IpsecProtocol::Ah)
+        });
+        static_ah || ike_ah
+    }
 }
 
 #[cfg(test)]

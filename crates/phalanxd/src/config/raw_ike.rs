@@ -55,6 +55,7 @@ pub(crate) struct RawChild {
     pub(crate) local_ts: Spanned<Vec<Spanned<String>>>,
     pub(crate) remote_ts: Spanned<Vec<Spanned<String>>>,
     pub(crate) esp_proposals: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) ah_proposals: Option<Spanned<Vec<Spanned<String>>>>,
     pub(crate) mode: Option<Spanned<String>>,
     pub(crate) rekey_time: Option<Spanned<String>>,
     pub(crate) rekey_jitter: Option<Spanned<String>>,

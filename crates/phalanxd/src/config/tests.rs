@@ -532,7 +532,7 @@ fn ike_connections_parse_with_defaults_filled_in() {
     );
     let net = &site.children[0];
     assert_eq!((net.local_ts.len(), net.remote_ts.len()), (2, 2));
-    assert_eq!(net.esp_proposals[0].esn, vec![true, false]);
+    assert_eq!(net.proposals[0].esn, vec![true, false]);
     assert_eq!(net.lifetime.rekey_time, Duration::from_secs(1800));
     assert_eq!(net.lifetime.jitter, Duration::from_secs(180), "a tenth");
     assert_eq!(net.lifetime.hard_time, Duration::from_secs(1980), "110 %");
@@ -769,6 +769,27 @@ fn ike_errors_name_line_and_field() {
             "unknown token \"prfsha256\"",
         ),
         (
+            "esp_proposals = [\"aes128gcm16-esn-noesn\"]",
+            "esp_proposals = [\"aes128gcm16-esn-noesn\"]\nah_proposals = [\"sha256\"]",
+            36,
+            "connection[0].child[0].ah_proposals",
+            "AH and ESP together",
+        ),
+        (
+            "mode = \"transport\"",
+            "mode = \"transport\"\nah_proposals = [\"aes128-sha256\"]",
+            45,
+            "connection[0].child[1].ah_proposals[0]",
+            "AH has no encryption",
+        ),
+        (
+            "remote_ts = [\"10.9.0.0/16\"]",
+            "remote_ts = [\"10.9.0.0/16\"]\nah_proposals = [\"sha256\"]",
+            56,
+            "connection[1].child[0].ah_proposals",
+            "RFC 3948",
+        ),
+        (
             "mode = \"transport\"",
             "mode = \"beet\"",
             44,
@@ -825,6 +846,28 @@ fn ike_errors_name_line_and_field() {
             "{e}"
         );
     }
+    // An AH child: integrity-only proposals, and the raw AH socket is
+    // needed at start.
+    let ah = Config::parse(
+        "gw.toml",
+        &ike_edit(
+            "esp_proposals = [\"aes128gcm16-esn-noesn\"]",
+            "ah_proposals = [\"sha384-x25519-esn\", \"default\"]",
+        ),
+    )
+    .unwrap();
+    let net = &ah
+        .ike
+        .as_ref()
+        .unwrap()
+        .connection("site-b")
+        .unwrap()
+        .children[0];
+    assert_eq!(net.protocol, phalanx_sa::IpsecProtocol::Ah);
+    assert_eq!(net.proposals.len(), 2);
+    assert!(net.proposals.iter().all(|p| p.encr.is_empty()));
+    assert!(ah.uses_ah());
+    assert!(!Config::parse("gw.toml", IKE).unwrap().uses_ah());
     // A raw_esp-less file refuses plain ESP only when no NAT-T is forced.
     let no_raw = ike_edit("raw_esp = true", "raw_esp = false");
     assert_eq!(error(&no_raw).field, "connection[0].force_encap");

@@ -85,7 +85,7 @@ fn install_one(
             child = %child.child,
             direction = direction.as_str(),
             spi = format_args!("{:#010x}", install.spi),
-            algorithms = %super::report::esp_algorithms(&install.suite),
+            algorithms = %super::report::child_algorithms(&install.suite),
             esn = install.esn,
             encap = install.encap.is_some(),
             remote = %install.remote,

@@ -17,9 +17,13 @@ use crate::config::{ChildRef, Direction};
 use crate::install::ike::ike_sa_name;
 use crate::install::{Runtime, SaHandle};
 
-/// ESP transforms by IANA name: `AES_GCM_16_128`,
-/// `AES_CBC_256/HMAC_SHA2_256_128`, `CHACHA20_POLY1305`.
-pub fn esp_algorithms(suite: &Suite) -> String {
+/// A Child SA's transforms by IANA name: ESP as `AES_GCM_16_128`,
+/// `AES_CBC_256/HMAC_SHA2_256_128`, `CHACHA20_POLY1305`; AH as
+/// `AH/HMAC_SHA2_256_128`.
+pub fn child_algorithms(suite: &Suite) -> String {
+    if suite.ah {
+        return format!("AH/{:?}", suite.integ);
+    }
     let encr = match suite.encr {
         EncrId::CHACHA20_POLY1305 | EncrId::NULL => format!("{:?}", suite.encr),
         other => format!("{other:?}_{}", suite.encr_key_bits),
@@ -147,7 +151,7 @@ fn child_report(
         state: state.to_owned(),
         spi_in: c.spi_in,
         spi_out: c.spi_out,
-        algorithms: esp_algorithms(&c.suite),
+        algorithms: child_algorithms(&c.suite),
         esn: c.esn,
         mode: match c.mode {
             SaMode::Tunnel { .. } => "tunnel".to_owned(),
@@ -274,11 +278,11 @@ mod tests {
     #[test]
     fn algorithm_names() {
         let gcm = Suite::esp(EncrId::AES_GCM_16, 128, IntegId::NONE);
-        assert_eq!(esp_algorithms(&gcm), "AES_GCM_16_128");
+        assert_eq!(child_algorithms(&gcm), "AES_GCM_16_128");
         let cbc = Suite::esp(EncrId::AES_CBC, 256, IntegId::HMAC_SHA2_256_128);
-        assert_eq!(esp_algorithms(&cbc), "AES_CBC_256/HMAC_SHA2_256_128");
+        assert_eq!(child_algorithms(&cbc), "AES_CBC_256/HMAC_SHA2_256_128");
         let chacha = Suite::esp(EncrId::CHACHA20_POLY1305, 256, IntegId::NONE);
-        assert_eq!(esp_algorithms(&chacha), "CHACHA20_POLY1305");
+        assert_eq!(child_algorithms(&chacha), "CHACHA20_POLY1305");
         assert_eq!(
             ike_algorithms("AES_GCM_16/128, HMAC_SHA2_256, CURVE25519"),
             "AES_GCM_16_128/PRF_HMAC_SHA2_256/CURVE25519"

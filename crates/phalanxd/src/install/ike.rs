@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use phalanx_crypto::{CryptoError, Suite};
+use phalanx_ike::proposal::suite_protocol;
 use phalanx_ike::ChildSaInstall;
-use phalanx_sa::{IpsecProtocol, LifetimeLimits, OutboundSad, SaMode, SaParams, UdpEncap};
+use phalanx_sa::{LifetimeLimits, OutboundSad, SaMode, SaParams, UdpEncap};
 use phalanx_wire::{EncrId, IntegId};
 
 use super::{build, InstallError, InstalledSa, Runtime, SaHandle, SaOrigin, SaStore, Writer};
@@ -136,7 +137,7 @@ pub fn child_sa_config(
         integrity,
         params: SaParams {
             spi: install.spi,
-            protocol: IpsecProtocol::Esp,
+            protocol: suite_protocol(&install.suite),
             mode: install.mode,
             encap: install.encap,
             esn: install.esn,

@@ -7,6 +7,8 @@
 //!   its SA, and a packet without one must not make every node start IKE.
 //! - `mode = "transport"`: the cluster tunnels between the virtual
 //!   addresses; a transport-mode SA's packets are addressed to a node.
+//! - `ah_proposals`: AH is not carried by the cluster worker (as for a
+//!   static `protocol = "ah"` SA).
 //! - `rekey_bytes` / `rekey_packets`: each node counts only the packets it
 //!   processes, so no node sees the SA's volume (time-based rekeying,
 //!   which the IKE SA's owner runs, works).
@@ -46,6 +48,10 @@ pub(crate) fn check(
                                tunnels between its virtual addresses)";
                     return Err(source.error(mode.span(), field("mode"), msg));
                 }
+            }
+            if let Some(ah) = &child.ah_proposals {
+                let msg = "AH (ah_proposals) is not carried by a cluster node yet (host mode only)";
+                return Err(source.error(ah.span(), field("ah_proposals"), msg));
             }
             let volume = [
                 ("rekey_bytes", &child.rekey_bytes),

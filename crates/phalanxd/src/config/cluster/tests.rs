@@ -461,6 +461,12 @@ fn cluster_with_ike() {
             "connection[0].child[0].rekey_bytes",
             "each node counts",
         ),
+        (
+            "remote_ts = [\"10.2.0.0/24\"]",
+            "remote_ts = [\"10.2.0.0/24\"]\nah_proposals = [\"sha256\"]",
+            "connection[0].child[0].ah_proposals",
+            "not carried by a cluster node",
+        ),
     ];
     for (from, to, field, fragment) in cases {
         let edited = text.replacen(from, to, 1);
