@@ -34,6 +34,23 @@ pub struct EndpointConfig {
     pub connections: Vec<Connection>,
     /// Endpoint-wide limits.
     pub limits: EndpointLimits,
+    /// Virtual-IP pools connections hand addresses out of
+    /// ([`Connection::pools`]).
+    pub pools: Vec<PoolConfig>,
+}
+
+/// A range of inner addresses for End-Users, and what else their CFG_REPLY
+/// carries (RFC 7296 §3.15.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Unique name, as connections name it.
+    pub name: String,
+    /// The first address handed out.
+    pub first: IpAddr,
+    /// The last address handed out (same family, not below `first`).
+    pub last: IpAddr,
+    /// DNS servers sent as INTERNAL_IP4_DNS / INTERNAL_IP6_DNS.
+    pub dns: Vec<IpAddr>,
 }
 
 /// Endpoint-wide limits and timers an operator may tune.
@@ -119,6 +136,14 @@ pub struct Connection {
     pub send_certreq: bool,
     /// Send our certificate chain in CERT payloads (RFC 7296 §3.6).
     pub send_cert: bool,
+    /// Virtual-IP pools, by name, answering a CFG_REQUEST (RFC 7296
+    /// §2.19): the first pool of each requested family with an address
+    /// to give. Empty: CFG_REQUESTs get no addresses.
+    pub pools: Vec<String>,
+    /// Inner addresses to ask the peer for in IKE_AUTH (CFG_REQUEST,
+    /// §2.19); an unspecified address asks for any of its family, as
+    /// strongSwan's `vips = 0.0.0.0,::`. Empty: none.
+    pub vips: Vec<IpAddr>,
 }
 
 /// How we authenticate ourselves (RFC 7296 §2.15).

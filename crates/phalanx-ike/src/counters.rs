@@ -85,6 +85,10 @@ counters! {
     AuthRejectedByPeer => "our AUTH refused by the peer with AUTHENTICATION_FAILED",
     /// Traffic selectors refused.
     TsRefused => "traffic selectors with an empty intersection (TS_UNACCEPTABLE, RFC 7296 §2.9)",
+    /// Virtual IPs handed out.
+    VirtualIpsAssigned => "inner addresses leased to peers in a CFG_REPLY (RFC 7296 §2.19)",
+    /// CFG_REQUESTs that got no address.
+    VirtualIpsRefused => "address requests answered INTERNAL_ADDRESS_FAILURE: pools exhausted or none of the family (RFC 7296 §3.15.4)",
     /// IKE SAs established.
     IkeSasEstablished => "IKE SAs that completed IKE_AUTH",
     /// IKE SAs that failed.

@@ -33,6 +33,7 @@ use crate::exchange::init::{invalid_major_version_answer, respond_init, stateles
 use crate::exchange::Found;
 use crate::ha::HaTracker;
 use crate::ike_sa::{Ctx, IkeSa, State, Task};
+use crate::pool::{AddressPools, PoolUsage};
 
 /// Every IKE SA of one node.
 pub struct Endpoint {
@@ -56,6 +57,8 @@ pub struct Endpoint {
     /// What was replicated to the other cluster nodes, and what they
     /// replicated here (`crate::ha`).
     pub(crate) ha: HaTracker,
+    /// Virtual-IP leases (RFC 7296 §2.19).
+    pools: AddressPools,
 }
 
 /// What one SA call left for the endpoint.
@@ -91,6 +94,7 @@ impl Endpoint {
             counters: IkeCounters::default(),
             wall_clock: None,
             ha: HaTracker::default(),
+            pools: AddressPools::new(&config.pools),
         };
         let starting: Vec<String> = endpoint
             .connections
@@ -164,6 +168,7 @@ impl Endpoint {
             child_spis: &mut self.child_spis,
             spawned: &mut left.spawned,
             handovers: &mut left.handovers,
+            pools: &mut self.pools,
         };
         let result = f(sa, &mut ctx);
         self.after_call(now, spi, left);
@@ -259,6 +264,10 @@ impl Endpoint {
             if let Some(key) = sa.init_key.take() {
                 self.half_open.remove(&key);
             }
+        }
+        if sa.is_closed() {
+            // Its leases are free at once, not when it stops lingering.
+            sa.release_virtual_ips(&mut self.pools);
         }
         if sa.is_finished() {
             self.sas.remove(&spi);
@@ -633,7 +642,12 @@ impl Endpoint {
         out
     }
 
-    /// The endpoint's counters.
+    /// How each virtual-IP pool is used, in configuration order.
+    pub fn pool_usage(&self) -> Vec<PoolUsage> {
+        self.pools.usage()
+    }
+
+    /// Every counter.
     pub fn counters(&self) -> &IkeCounters {
         &self.counters
     }
@@ -644,6 +658,7 @@ impl Endpoint {
     /// `start_action = Start` are initiated.
     pub fn reconfigure(&mut self, config: EndpointConfig, now: Instant) {
         self.limits = config.limits;
+        self.pools.reconfigure(&config.pools);
         let new: Vec<Arc<Connection>> = config.connections.into_iter().map(Arc::new).collect();
         let spis: Vec<u64> = self.sas.keys().copied().collect();
         for spi in spis {

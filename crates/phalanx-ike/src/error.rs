@@ -60,6 +60,10 @@ pub enum IkeError {
     /// the outer addresses a NAT rewrites, and RFC 3948 encapsulates ESP
     /// only. Answered with NO_PROPOSAL_CHOSEN.
     AhThroughNat,
+    /// A CFG_REQUEST asked for addresses and the pools had none to give
+    /// (RFC 7296 §3.15.4 via §2.19): INTERNAL_ADDRESS_FAILURE, and no
+    /// Child SA.
+    InternalAddressFailure,
 }
 
 impl IkeError {
@@ -74,6 +78,7 @@ impl IkeError {
             IkeError::InvalidKe(_) => NotifyType::INVALID_KE_PAYLOAD,
             IkeError::Authentication(_) => NotifyType::AUTHENTICATION_FAILED,
             IkeError::TsUnacceptable => NotifyType::TS_UNACCEPTABLE,
+            IkeError::InternalAddressFailure => NotifyType::INTERNAL_ADDRESS_FAILURE,
             IkeError::ChildSaNotFound => NotifyType::CHILD_SA_NOT_FOUND,
             IkeError::TemporaryFailure => NotifyType::TEMPORARY_FAILURE,
             IkeError::UnknownConnection(_)
@@ -121,6 +126,7 @@ impl fmt::Display for IkeError {
             IkeError::TsUnacceptable => f.write_str("traffic selectors unacceptable"),
             IkeError::ChildSaNotFound => f.write_str("child SA not found"),
             IkeError::TemporaryFailure => f.write_str("temporary failure"),
+            IkeError::InternalAddressFailure => f.write_str("no virtual IP to give"),
             IkeError::AhThroughNat => {
                 f.write_str("AH cannot pass a NAT or UDP encapsulation (RFC 3948 carries ESP only)")
             }

@@ -138,6 +138,8 @@ pub fn responder_config() -> EndpointConfig {
         force_encap: false,
         send_certreq: false,
         send_cert: false,
+        pools: Vec::new(),
+        vips: Vec::new(),
     };
     let limits = EndpointLimits {
         // Small enough that the fuzzer meets the cookie and half-open paths.
@@ -150,6 +152,7 @@ pub fn responder_config() -> EndpointConfig {
     EndpointConfig {
         connections: vec![connection],
         limits,
+        pools: Vec::new(),
     }
 }
 

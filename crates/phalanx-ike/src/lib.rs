@@ -70,6 +70,7 @@ pub mod ha;
 mod ike_sa;
 pub mod limits;
 pub mod natd;
+pub mod pool;
 pub mod proposal;
 pub mod protect;
 mod timers;

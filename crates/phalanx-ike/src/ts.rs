@@ -24,7 +24,7 @@
 pub mod convert;
 
 use core::fmt;
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use phalanx_sa::IpPrefix;
 use phalanx_wire::ike::iana::NotifyType;
@@ -272,6 +272,22 @@ pub fn check_narrowed(
 /// A selector for exactly `prefix`, any protocol and port.
 pub fn ts_any_port(prefix: IpPrefix) -> TrafficSelector {
     ts_from_prefix(prefix, IpProtocol(0), 0, u16::MAX)
+}
+
+/// A host selector for one address, any protocol and port (RFC 7296 §2.9:
+/// the first TS describes the packet that triggered the request; §2.19: a
+/// virtual IP).
+pub fn ts_host(addr: IpAddr) -> TrafficSelector {
+    let addresses = match addr {
+        IpAddr::V4(a) => TsAddresses::V4 { start: a, end: a },
+        IpAddr::V6(a) => TsAddresses::V6 { start: a, end: a },
+    };
+    TrafficSelector {
+        ip_protocol: IpProtocol(0),
+        start_port: 0,
+        end_port: u16::MAX,
+        addresses,
+    }
 }
 
 /// The selector of the whole IPv4 or IPv6 address space (`0.0.0.0/0`,

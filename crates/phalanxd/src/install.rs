@@ -51,8 +51,10 @@ use phalanx_sa::{
 use crate::config::{ChildRef, Config, Direction, PolicyConfig, PolicyTarget, SaConfig};
 
 pub mod ike;
+pub mod peer;
 
 pub use ike::{ChildSlot, Trap};
+pub use peer::{PeerKey, PeerSlot};
 
 /// The runtime object of an installed SA.
 #[derive(Debug, Clone)]
@@ -124,6 +126,11 @@ pub struct Runtime {
     pub slots: Arc<HashMap<ChildRef, ChildSlot>>,
     /// The trap of each slot id whose child has `start_action = "trap"`.
     pub traps: Arc<HashMap<u32, Arc<Trap>>>,
+    /// The End-Users' slots of per-peer children ([`peer`]).
+    pub peers: Arc<HashMap<PeerKey, PeerSlot>>,
+    /// The per-peer children (connections with pools) and their policy
+    /// priority.
+    pub per_peer: Arc<HashMap<ChildRef, u32>>,
 }
 
 impl Runtime {
@@ -319,8 +326,12 @@ impl SaStore {
         let (inbound, outbound) = sads(&sas)?;
         let (slots, traps) = ike::place_slots(config, &current, &mut writer);
         ike::alias_current(&slots, &sas, &outbound)?;
+        let per_peer = ike::per_peer_children(config);
+        let peers = peer::kept(&current, &per_peer, &sas);
+        peer::alias(&peers, &sas, &outbound);
         let generation = current.generation + 1;
-        let wanted = ike::all_policies(config);
+        let mut wanted = ike::all_policies(config);
+        wanted.extend(peer::all_policies(&peers, &per_peer));
         let policies = place_policies(&wanted, &current.policies, generation);
         let spd = spd(&policies, &sas, &slots)?;
         diff_policies(&current.policies, &config.policies, &mut summary);
@@ -333,6 +344,8 @@ impl SaStore {
             policies,
             slots: Arc::new(slots),
             traps: Arc::new(traps),
+            peers: Arc::new(peers),
+            per_peer: Arc::new(per_peer),
         }));
         Ok(summary)
     }
@@ -392,13 +405,47 @@ impl SaStore {
                 current.outbound.remove(*id);
             }
         }
-        let sas = current
+        let sas: Vec<Arc<InstalledSa>> = current
             .sas
             .iter()
             .filter(|sa| sa.config.name != name)
             .cloned()
             .collect();
+        if let Some((key, slot)) = peer::current_of(&current, name) {
+            // The End-User is gone: its slot and policies go too.
+            current.outbound.remove(slot.id);
+            let mut peers = (*current.peers).clone();
+            peers.remove(key);
+            let policies = peer::without_slot(&current.policies, slot.id);
+            return self.publish_policies(&current, sas, policies, peers);
+        }
         self.publish_same_tables(&current, sas, slots);
+        Ok(())
+    }
+
+    /// Publishes `sas` with `policies` and `peers` (a peer slot came or
+    /// went): the SPD is rebuilt, the SADs are those of `current`
+    /// (already updated in place).
+    fn publish_policies(
+        &self,
+        current: &Runtime,
+        sas: Vec<Arc<InstalledSa>>,
+        policies: Vec<InstalledPolicy>,
+        peers: HashMap<PeerKey, PeerSlot>,
+    ) -> Result<(), InstallError> {
+        let spd = spd(&policies, &sas, &current.slots)?;
+        self.current.store(Arc::new(Runtime {
+            generation: current.generation + 1,
+            inbound: Arc::clone(&current.inbound),
+            outbound: Arc::clone(&current.outbound),
+            spd: Arc::new(spd),
+            sas,
+            policies,
+            slots: Arc::clone(&current.slots),
+            traps: Arc::clone(&current.traps),
+            peers: Arc::new(peers),
+            per_peer: Arc::clone(&current.per_peer),
+        }));
         Ok(())
     }
 
@@ -419,6 +466,8 @@ impl SaStore {
             policies: current.policies.clone(),
             slots: slots.map_or_else(|| Arc::clone(&current.slots), Arc::new),
             traps: Arc::clone(&current.traps),
+            peers: Arc::clone(&current.peers),
+            per_peer: Arc::clone(&current.per_peer),
         }));
     }
 }
@@ -564,6 +613,7 @@ fn spd(
                     })
                 }
             },
+            PolicyTarget::Peer { slot, .. } => PolicyAction::Protect(*slot),
             PolicyTarget::Bypass => PolicyAction::Bypass,
             PolicyTarget::Discard => PolicyAction::Discard,
         };

@@ -84,7 +84,9 @@ pub fn policy_info(policy: &InstalledPolicy, hits: Option<u64>) -> PolicyInfo {
         PolicyTarget::Protect(name) => ("protect", Some(name.clone())),
         PolicyTarget::Bypass => ("bypass", None),
         PolicyTarget::Discard => ("discard", None),
-        PolicyTarget::Child(child) => ("protect", Some(child.to_string())),
+        PolicyTarget::Child(child) | PolicyTarget::Peer { child, .. } => {
+            ("protect", Some(child.to_string()))
+        }
     };
     PolicyInfo {
         name: c.name.clone(),

@@ -31,6 +31,7 @@ use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::SaEvent;
 use crate::exchange::child::ChildOffer;
+use crate::exchange::config_payload::{cfg_request, replied_addresses};
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, Ctx, IkeSa, Pending, Reply, State, Task};
 use crate::limits::NAT_KEEPALIVE_INTERVAL;
@@ -166,6 +167,7 @@ impl IkeSa {
             payloads.push(Payload::Idr(id_payload(remote_id)));
         }
         payloads.push(Payload::Auth(auth));
+        payloads.extend(cfg_request(&self.conn.vips));
         // RFC 7296 §2.4: this is the only IKE SA between us; the peer may
         // drop older ones (a restart of ours).
         payloads.push(notify(NotifyType::INITIAL_CONTACT, Vec::new()));
@@ -327,6 +329,14 @@ impl IkeSa {
         self.establish(ctx);
         let mut reply = Reply::of(ours);
         reply.payloads.extend(self.announce_window(ctx));
+        match self.answer_cfg_request(ctx, found.cp) {
+            Ok(cp) => reply.payloads.extend(cp),
+            Err(e) => {
+                // §3.15.4: no address, no Child SA; the IKE SA stays.
+                reply.payloads.extend(self.child_refusal(ctx, &e, ""));
+                return reply;
+            }
+        }
         if found.sa.is_some() {
             match self.respond_child(ctx, &found, (&st.ni, &st.nr), false, None) {
                 Ok((payloads, spi_in)) => {
@@ -433,6 +443,7 @@ impl IkeSa {
             }
         }
         self.learn_peer_window(&found);
+        self.assigned_ips = found.cp.map(replied_addresses).unwrap_or_default();
         self.establish(ctx);
         if let Some(offer) = st.child {
             let nonces = (st.inputs.ni, st.inputs.nr);

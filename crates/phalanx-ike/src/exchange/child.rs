@@ -21,10 +21,8 @@ use phalanx_crypto::{KeGroup, Suite};
 use phalanx_sa::{IpsecProtocol, SaMode, Selector};
 use phalanx_wire::ike::iana::{IntegId, KeId, NotifyType, PayloadType};
 use phalanx_wire::ike::{
-    KePayload, NoncePayload, NotifyPayload, Payload, SaPayload, TrafficSelector, TsAddresses,
-    TsPayload,
+    KePayload, NoncePayload, NotifyPayload, Payload, SaPayload, TrafficSelector, TsPayload,
 };
-use phalanx_wire::IpProtocol;
 
 use crate::config::{ChildConfig, ChildProposal, Connection, EncrAlg};
 use crate::counters::Counter;
@@ -39,7 +37,7 @@ use crate::proposal::{
     NegotiatedChild, ProposalError,
 };
 use crate::timers::{after, ChildTimer, TimerTable};
-use crate::ts::{check_narrowed, narrow_pair, to_selectors, TsRole};
+use crate::ts::{check_narrowed, narrow_pair, to_selectors, ts_host, TsRole};
 
 /// Our side of a Child SA negotiation in flight.
 pub(crate) struct ChildOffer {
@@ -81,21 +79,6 @@ pub(crate) struct NewChild {
     /// We initiated the exchange that created it (KEYMAT orientation).
     pub(crate) initiator: bool,
     pub(crate) nonces: (Vec<u8>, Vec<u8>),
-}
-
-/// A host selector for one address, any protocol and port (§2.9: the
-/// first TS describes the packet that triggered the request).
-fn host_ts(addr: IpAddr) -> TrafficSelector {
-    let addresses = match addr {
-        IpAddr::V4(a) => TsAddresses::V4 { start: a, end: a },
-        IpAddr::V6(a) => TsAddresses::V6 { start: a, end: a },
-    };
-    TrafficSelector {
-        ip_protocol: IpProtocol(0),
-        start_port: 0,
-        end_port: u16::MAX,
-        addresses,
-    }
 }
 
 /// The proposal that re-offers exactly what a Child SA runs (RFC 7296
@@ -236,8 +219,8 @@ impl IkeSa {
             return None;
         }
         if let Some((src, dst)) = trigger {
-            tsi.insert(0, host_ts(src));
-            tsr.insert(0, host_ts(dst));
+            tsi.insert(0, ts_host(src));
+            tsr.insert(0, ts_host(dst));
         }
         let group = group
             .or_else(|| first_pfs_group(&proposals))
@@ -499,6 +482,11 @@ impl IkeSa {
             else {
                 continue;
             };
+            // §2.19: an End-User's traffic comes from its virtual IPs.
+            let narrow_i = self.narrow_to_virtual_ips(narrow_i);
+            if narrow_i.is_empty() {
+                continue;
+            }
             let offers = esp_offers(cfg);
             let selected = if create {
                 select_child_create(cfg.protocol, &offers, offered, kei)

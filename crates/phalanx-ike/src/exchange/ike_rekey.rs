@@ -367,6 +367,8 @@ impl IkeSa {
     /// goes live (called by the endpoint for each hand-over).
     pub(crate) fn adopt(&mut self, ctx: &mut Ctx<'_>, old: &mut IkeSa) {
         self.children.append(&mut old.children);
+        // The peer keeps its inner addresses (RFC 7296 §2.19).
+        self.virtual_ips.append(&mut old.virtual_ips);
         let child_work =
             |t: &Task| !matches!(t, Task::RekeyIke { .. } | Task::DeleteIke | Task::Dpd);
         self.tasks

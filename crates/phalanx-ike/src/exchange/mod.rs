@@ -16,6 +16,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod child;
+pub(crate) mod config_payload;
 pub(crate) mod cookie;
 pub(crate) mod create_child;
 pub(crate) mod ike_rekey;
@@ -25,8 +26,8 @@ pub(crate) mod intermediate;
 
 use phalanx_wire::ike::iana::NotifyType;
 use phalanx_wire::ike::{
-    AuthPayload, CertPayload, DeletePayload, IdPayload, KePayload, NoncePayload, NotifyPayload,
-    Payload, SaPayload, TsPayload,
+    AuthPayload, CertPayload, CpPayload, DeletePayload, IdPayload, KePayload, NoncePayload,
+    NotifyPayload, Payload, SaPayload, TsPayload,
 };
 
 /// The payloads of one message, sorted by type (first of each kind; every
@@ -45,6 +46,7 @@ pub(crate) struct Found<'a> {
     pub(crate) certreq: bool,
     pub(crate) notifies: Vec<&'a NotifyPayload>,
     pub(crate) deletes: Vec<&'a DeletePayload>,
+    pub(crate) cp: Option<&'a CpPayload>,
 }
 
 impl<'a> Found<'a> {
@@ -65,6 +67,7 @@ impl<'a> Found<'a> {
                 Payload::CertReq(_) => found.certreq = true,
                 Payload::Notify(p) => found.notifies.push(p),
                 Payload::Delete(p) => found.deletes.push(p),
+                Payload::Cp(p) => found.cp = found.cp.or(Some(p)),
                 _ => {}
             }
         }

@@ -16,6 +16,7 @@ use crate::counters::{Counter, IkeCounters};
 use crate::events::{SaEvent, Transmit};
 use crate::ike_sa::IkeSa;
 use crate::limits::NAT_KEEPALIVE_OCTET;
+use crate::pool::AddressPools;
 
 /// Random draws for an unused SPI before counting up from the last one.
 const SPI_DRAWS: usize = 16;
@@ -49,6 +50,8 @@ pub(crate) struct Ctx<'a> {
     /// done (a rekeyed IKE SA hands them to its successor): our SPIs of
     /// (old, new).
     pub(crate) handovers: &'a mut Vec<(u64, u64)>,
+    /// Virtual-IP leases (RFC 7296 §2.19).
+    pub(crate) pools: &'a mut AddressPools,
 }
 
 impl Ctx<'_> {

@@ -19,7 +19,7 @@ mod lifecycle;
 pub(crate) mod task;
 pub(crate) mod window;
 
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,6 +35,7 @@ use crate::config::Connection;
 use crate::counters::Counter;
 use crate::events::{Datagram, IkeSaInfo, IkeSaState, SaEvent};
 use crate::exchange::auth::AuthSent;
+use crate::exchange::config_payload::VirtualIp;
 use crate::exchange::init::{HalfOpen, InitSent};
 use crate::exchange::intermediate::{received_blob, Intermediate};
 use crate::limits::NATT_PORT;
@@ -156,6 +157,10 @@ pub(crate) struct IkeSa {
     pub(crate) peer_certreq: bool,
     /// The peer's authenticated identity.
     pub(crate) remote_identity: Option<Identity>,
+    /// Inner addresses leased to the peer (responder, RFC 7296 §2.19).
+    pub(crate) virtual_ips: Vec<VirtualIp>,
+    /// Inner addresses the peer gave us (initiator, §2.19).
+    pub(crate) assigned_ips: Vec<IpAddr>,
     /// The peer sent INITIAL_CONTACT in IKE_AUTH.
     pub(crate) initial_contact: bool,
     /// When IKE_AUTH completed (or the rekey that created it).
@@ -205,6 +210,8 @@ impl IkeSa {
             peer_hashes: Vec::new(),
             peer_certreq: false,
             remote_identity: None,
+            virtual_ips: Vec::new(),
+            assigned_ips: Vec::new(),
             initial_contact: false,
             established_at: None,
             last_heard: now,
@@ -234,7 +241,12 @@ impl IkeSa {
         matches!(self.state, State::HalfOpen(_))
     }
 
-    /// Whether the endpoint may forget it.
+    /// Closed, perhaps still lingering to answer retransmits.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed)
+    }
+
+    /// Closed and done lingering: the endpoint may forget it.
     pub(crate) fn is_finished(&self) -> bool {
         matches!(self.state, State::Closed) && !self.timers.is_set(IkeTimer::Linger)
     }
@@ -698,6 +710,12 @@ impl IkeSa {
             nat: self.encap,
             established_at: self.established_at,
             rekey_at: self.timers.get(IkeTimer::Rekey),
+            virtual_ips: self
+                .virtual_ips
+                .iter()
+                .map(|v| v.address)
+                .chain(self.assigned_ips.iter().copied())
+                .collect(),
             children: self
                 .children
                 .iter()

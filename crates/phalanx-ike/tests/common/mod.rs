@@ -72,6 +72,8 @@ pub(crate) fn connection(side: Side, ike: &str) -> Connection {
         force_encap: false,
         send_certreq: false,
         send_cert: false,
+        pools: Vec::new(),
+        vips: Vec::new(),
     }
 }
 
@@ -79,6 +81,7 @@ pub(crate) fn config(conn: Connection) -> EndpointConfig {
     EndpointConfig {
         connections: vec![conn],
         limits: EndpointLimits::default(),
+        pools: Vec::new(),
     }
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use phalanx_ike::auth::Identity;
 use phalanx_ike::config::{
-    ChildConfig, ChildProposal, Connection, IkeProposal, LocalAuth, ProposalParseError, RemoteAuth,
-    SaLifetimeConfig, StartAction,
+    ChildConfig, ChildProposal, Connection, IkeProposal, LocalAuth, PoolConfig, ProposalParseError,
+    RemoteAuth, SaLifetimeConfig, StartAction,
 };
 use phalanx_sa::{IpsecProtocol, SaMode};
 use phalanx_wire::ike::TrafficSelector;
@@ -39,6 +39,8 @@ pub(crate) struct Context<'a> {
     pub(crate) base: &'a Path,
     pub(crate) protected: &'a ProtectedSettings,
     pub(crate) ike_port: u16,
+    /// The `[[pool]]` tables, for `pools` to name.
+    pub(crate) pools: &'a [PoolConfig],
 }
 
 /// `connection[i]`.
@@ -84,6 +86,7 @@ pub(crate) fn connection(
         let msg = "without a NAT ESP is sent plain, which needs raw_esp = true in [protected]; set force_encap = true or raw_esp = true";
         return Err(source.error(raw.name.span(), field("force_encap"), msg));
     }
+    let pools = pool_names(ctx, raw.pools.as_ref(), &field)?;
     let pubkey = matches!(local_auth, LocalAuth::Signature { .. });
     let tunnel = SaMode::Tunnel {
         local: local_addr,
@@ -135,6 +138,8 @@ pub(crate) fn connection(
         force_encap,
         send_certreq: raw.send_certreq.unwrap_or(pubkey),
         send_cert: raw.send_cert.unwrap_or(pubkey),
+        pools,
+        vips: Vec::new(),
     };
     Ok(Parsed {
         connection,
@@ -492,6 +497,28 @@ fn lifetime(
         rekey_bytes: None,
         rekey_packets: None,
     })
+}
+
+/// `pools`: names of `[[pool]]` tables.
+fn pool_names(
+    ctx: &Context<'_>,
+    raw: Option<&Spanned<Vec<Spanned<String>>>>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Vec<String>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(raw.get_ref().len());
+    for (n, name) in raw.get_ref().iter().enumerate() {
+        if !ctx.pools.iter().any(|p| p.name == *name.get_ref()) {
+            let msg = format!("no [[pool]] named {:?}", name.get_ref());
+            return Err(ctx
+                .source
+                .error(name.span(), field(&format!("pools[{n}]")), msg));
+        }
+        out.push(name.get_ref().clone());
+    }
+    Ok(out)
 }
 
 /// `connection[i].child[j]` and its policy priority.

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use phalanx_ike::config::{
-    Connection, EndpointConfig, EndpointLimits, LocalAuth, RemoteAuth, StartAction,
+    Connection, EndpointConfig, EndpointLimits, LocalAuth, PoolConfig, RemoteAuth, StartAction,
 };
 use phalanx_ike::ts::to_selectors;
 use phalanx_sa::Selector;
@@ -51,6 +51,11 @@ pub struct ChildPolicySet {
     pub priority: u32,
     /// Whether a packet that finds no SA starts IKE (`start_action = "trap"`).
     pub trap: bool,
+    /// The connection hands out virtual IPs: each End-User's Child SA
+    /// gets policies of its own, for its narrowed selectors, when its
+    /// outbound SA is installed (`install::peer`); `selectors` are then
+    /// never installed.
+    pub per_peer: bool,
     /// The selectors, source = our side.
     pub selectors: Vec<Selector>,
 }
@@ -201,6 +206,7 @@ pub(crate) fn settings(
     raw_connections: Vec<Spanned<RawConnection>>,
     protected: &ProtectedSettings,
     static_policies: &[PolicyConfig],
+    pools: Vec<PoolConfig>,
 ) -> Result<Option<IkeSettings>, ConfigError> {
     if raw_ike.is_none() && raw_connections.is_empty() {
         return Ok(None);
@@ -213,6 +219,7 @@ pub(crate) fn settings(
         base,
         protected,
         ike_port: port,
+        pools: &pools,
     };
     let mut names = HashSet::new();
     let mut connections = Vec::with_capacity(raw_connections.len());
@@ -240,6 +247,7 @@ pub(crate) fn settings(
         endpoint: EndpointConfig {
             connections,
             limits,
+            pools,
         },
         child_policies,
         fingerprints,
@@ -374,6 +382,7 @@ fn policies(
                 },
                 priority,
                 trap: conn.start_action == StartAction::Trap,
+                per_peer: !conn.pools.is_empty(),
                 selectors,
             })
         })

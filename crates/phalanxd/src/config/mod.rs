@@ -15,6 +15,7 @@ mod cluster;
 mod connection;
 mod credentials;
 mod ike;
+mod pool;
 mod raw;
 mod raw_ike;
 mod sa;
@@ -239,6 +240,15 @@ pub enum PolicyTarget {
     /// policies `[[connection.child]]` generates); no SA yet: dropped as
     /// `no_outbound_sa`, and with `start_action = "trap"` IKE is started.
     Child(ChildRef),
+    /// Protect with the current outbound SA of one End-User's Child SA of
+    /// `child` (a connection with pools): the outbound id of its peer slot
+    /// (`install::peer`). Installed with the SA, never read from a file.
+    Peer {
+        /// The configured child.
+        child: ChildRef,
+        /// The peer slot's outbound id.
+        slot: u32,
+    },
 }
 
 /// One policy, validated.

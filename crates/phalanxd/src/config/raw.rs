@@ -12,6 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::cluster::RawCluster;
+use super::pool::RawPool;
 use super::raw_ike::{RawConnection, RawIke};
 
 /// The whole file.
@@ -29,6 +30,8 @@ pub(crate) struct RawConfig {
     pub(crate) ike: Option<Spanned<RawIke>>,
     #[serde(default)]
     pub(crate) connection: Vec<Spanned<RawConnection>>,
+    #[serde(default)]
+    pub(crate) pool: Vec<Spanned<RawPool>>,
     pub(crate) cluster: Option<Spanned<RawCluster>>,
 }
 

@@ -43,6 +43,7 @@ pub(crate) struct RawConnection {
     pub(crate) force_encap: Option<bool>,
     pub(crate) send_certreq: Option<bool>,
     pub(crate) send_cert: Option<bool>,
+    pub(crate) pools: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub(crate) child: Vec<Spanned<RawChild>>,
 }

@@ -973,3 +973,52 @@ fn fragment_is_inner_by_default_or_outer_and_nothing_else() {
         "neither \"inner\" nor \"outer\"",
     );
 }
+
+/// `[[pool]]` tables and a connection's `pools`: parsed, and each mistake
+/// named at its line.
+#[test]
+fn pools_parse_and_refuse_mistakes() {
+    let with_pool = |pool: &str, pools: &str| {
+        let text = ike_edit(
+            "force_encap = true",
+            &format!("force_encap = true\npools = {pools}"),
+        );
+        format!("{text}\n{pool}\n")
+    };
+    let ok = with_pool(
+        "[[pool]]\nname = \"rw4\"\naddrs = \"10.3.0.0/24\"\ndns = [\"10.1.0.53\"]",
+        "[\"rw4\"]",
+    );
+    let c = Config::parse("gw.toml", &ok).unwrap();
+    let ike = c.ike.as_ref().unwrap();
+    let pool = &ike.endpoint.pools[0];
+    assert_eq!(
+        (pool.first.to_string(), pool.last.to_string()),
+        ("10.3.0.1".into(), "10.3.0.254".into())
+    );
+    assert_eq!(
+        ike.connection("roadwarriors").unwrap().pools,
+        vec!["rw4".to_owned()]
+    );
+    let sets: Vec<bool> = ike.child_policies.iter().map(|s| s.per_peer).collect();
+    assert_eq!(sets, vec![false, false, true]);
+
+    let unknown = with_pool(
+        "[[pool]]\nname = \"rw4\"\naddrs = \"10.3.0.0/24\"",
+        "[\"rw6\"]",
+    );
+    let e = error(&unknown);
+    assert_eq!(e.field, "connection[1].pools[0]", "{e}");
+    assert!(e.message.contains("no [[pool]] named \"rw6\""), "{e}");
+    let empty = with_pool(
+        "[[pool]]\nname = \"rw4\"\naddrs = \"10.3.0.9-10.3.0.1\"",
+        "[\"rw4\"]",
+    );
+    let e = error(&empty);
+    assert_eq!(e.field, "pool[0].addrs", "{e}");
+    let dup = with_pool(
+        "[[pool]]\nname = \"rw4\"\naddrs = \"10.3.0.0/24\"\n[[pool]]\nname = \"rw4\"\naddrs = \"10.4.0.0/24\"",
+        "[\"rw4\"]",
+    );
+    assert_eq!(error(&dup).field, "pool[1].name");
+}

@@ -15,8 +15,8 @@ use phalanx_esp::FragmentPolicy;
 
 use super::raw::{RawAction, RawClear, RawConfig, RawDaemon, RawPolicy, RawProtected, Word};
 use super::{
-    cluster, ike, sa, values, ClearSettings, Config, ConfigError, DaemonSettings, PolicyConfig,
-    PolicyTarget, ProtectedSettings, Source,
+    cluster, ike, pool, sa, values, ClearSettings, Config, ConfigError, DaemonSettings,
+    PolicyConfig, PolicyTarget, ProtectedSettings, Source,
 };
 use crate::limits;
 
@@ -67,7 +67,15 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
     if raw.cluster.is_some() {
         cluster::ike_rules::check(source, &raw.connection)?;
     }
-    let ike = ike::settings(source, raw.ike, raw.connection, &protected, &policies)?;
+    let pools = pool::all(source, &raw.pool)?;
+    let ike = ike::settings(
+        source,
+        raw.ike,
+        raw.connection,
+        &protected,
+        &policies,
+        pools,
+    )?;
     let cluster = cluster::settings(source, raw.cluster, &protected)?;
     Ok(Config {
         path: PathBuf::from(source.name),

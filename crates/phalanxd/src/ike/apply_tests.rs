@@ -374,3 +374,97 @@ fn failures_are_noted() {
     assert!(notes.failures[1].1.contains("TS_UNACCEPTABLE"));
     assert!(store.snapshot().sas.is_empty());
 }
+
+/// A road-warrior connection: the child's selectors are per End-User.
+const ROAD_WARRIORS: &str = r#"[clear]
+tun = "phx0"
+
+[protected]
+local = "192.0.2.1"
+raw_esp = true
+
+[[pool]]
+name = "rw4"
+addrs = "10.3.0.0/24"
+
+[[connection]]
+name = "site"
+auth = "psk"
+psk = "a long shared secret"
+pools = ["rw4"]
+
+[[connection.child]]
+name = "net"
+local_ts = ["10.1.0.0/24"]
+remote_ts = ["0.0.0.0/0"]
+"#;
+
+/// One End-User's outbound SA: 10.1.0.0/24 → its virtual IP.
+fn user_install(spi: u32, vip: &str) -> ChildSaInstall {
+    let mut i = install(spi, gcm());
+    i.selectors = vec![Selector {
+        src: phalanx_sa::IpPrefix::new(ip("10.1.0.0"), 24).unwrap(),
+        dst: phalanx_sa::IpPrefix::host(ip(vip)),
+        protocol: None,
+        src_ports: phalanx_sa::PortRange::ANY,
+        dst_ports: phalanx_sa::PortRange::ANY,
+    }];
+    i
+}
+
+/// The SPI protecting 10.1.0.5 → `dst`, if a policy protects it.
+fn protected_by(rt: &Runtime, dst: &str) -> Option<u32> {
+    let key = FlowKey {
+        src: ip("10.1.0.5"),
+        dst: ip(dst),
+        protocol: IpProtocol::ICMP,
+        src_port: 8,
+        dst_port: 0,
+    };
+    match rt.spd.lookup(&key).map(|p| p.action) {
+        Some(PolicyAction::Protect(id)) => rt.outbound.lookup(id).map(|sa| sa.params.spi),
+        _ => None,
+    }
+}
+
+#[test]
+fn each_end_user_gets_policies_of_its_own_and_keeps_them_across_a_rekey() {
+    let store = SaStore::new();
+    let config = Config::parse("gw.toml", ROAD_WARRIORS).unwrap();
+    store.apply_config(&config, Instant::now()).unwrap();
+    // No static policy for 0.0.0.0/0: traffic to nobody is not captured.
+    assert_eq!(store.snapshot().spd.len(), 0);
+    run(
+        &store,
+        vec![
+            SaEvent::InstallOutbound(user_install(0xa1, "10.3.0.1")),
+            SaEvent::InstallOutbound(user_install(0xb1, "10.3.0.2")),
+        ],
+    );
+    let rt = store.snapshot();
+    assert_eq!(rt.peers.len(), 2);
+    assert_eq!(protected_by(&rt, "10.3.0.1"), Some(0xa1));
+    assert_eq!(protected_by(&rt, "10.3.0.2"), Some(0xb1));
+    assert_eq!(protected_by(&rt, "10.3.0.3"), None);
+    // A rekey of the first End-User: its slot switches, nothing else.
+    run(
+        &store,
+        vec![SaEvent::InstallOutbound(user_install(0xa2, "10.3.0.1"))],
+    );
+    let rt = store.snapshot();
+    assert_eq!(protected_by(&rt, "10.3.0.1"), Some(0xa2));
+    assert_eq!(rt.peers.len(), 2);
+    assert_eq!(rt.spd.len(), 2);
+    run(&store, vec![remove_out(0xa1)]);
+    assert_eq!(protected_by(&store.snapshot(), "10.3.0.1"), Some(0xa2));
+    // A reload keeps the End-Users.
+    store.apply_config(&config, Instant::now()).unwrap();
+    let rt = store.snapshot();
+    assert_eq!(protected_by(&rt, "10.3.0.1"), Some(0xa2));
+    assert_eq!(protected_by(&rt, "10.3.0.2"), Some(0xb1));
+    // The second End-User leaves: its policy goes with its last SA.
+    run(&store, vec![remove_out(0xb1)]);
+    let rt = store.snapshot();
+    assert_eq!(protected_by(&rt, "10.3.0.2"), None);
+    assert_eq!((rt.peers.len(), rt.spd.len()), (1, 1));
+}

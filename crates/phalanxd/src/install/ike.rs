@@ -21,7 +21,10 @@ use phalanx_ike::ChildSaInstall;
 use phalanx_sa::{LifetimeLimits, OutboundSad, SaMode, SaParams, UdpEncap};
 use phalanx_wire::{EncrId, IntegId};
 
-use super::{build, InstallError, InstalledSa, Runtime, SaHandle, SaOrigin, SaStore, Writer};
+use super::peer::{self, PeerKey, PeerSlot};
+use super::{
+    build, InstallError, InstalledPolicy, InstalledSa, Runtime, SaHandle, SaOrigin, SaStore, Writer,
+};
 use crate::config::{
     ChildRef, Config, Direction, Encryption, Integrity, PolicyConfig, PolicyTarget, SaConfig,
     SaKeys,
@@ -171,7 +174,7 @@ pub(super) fn place_slots(
         return (slots, traps);
     };
     let epoch = Instant::now();
-    for set in &ike.child_policies {
+    for set in ike.child_policies.iter().filter(|set| !set.per_peer) {
         let slot = match current.slots.get(&set.child) {
             Some(old) => ChildSlot {
                 id: old.id,
@@ -223,7 +226,7 @@ pub(super) fn all_policies(config: &Config) -> Vec<PolicyConfig> {
     let Some(ike) = &config.ike else {
         return all;
     };
-    for set in &ike.child_policies {
+    for set in ike.child_policies.iter().filter(|set| !set.per_peer) {
         for (n, selector) in set.selectors.iter().enumerate() {
             all.push(PolicyConfig {
                 name: set.policy_name(n),
@@ -235,6 +238,19 @@ pub(super) fn all_policies(config: &Config) -> Vec<PolicyConfig> {
         }
     }
     all
+}
+
+/// The per-peer children of `config` (connections with pools) and their
+/// policy priority.
+pub(super) fn per_peer_children(config: &Config) -> HashMap<ChildRef, u32> {
+    let Some(ike) = &config.ike else {
+        return HashMap::new();
+    };
+    ike.child_policies
+        .iter()
+        .filter(|set| set.per_peer)
+        .map(|set| (set.child.clone(), set.priority))
+        .collect()
 }
 
 /// If `name` is the current SA of a slot: empties the slot in the live
@@ -276,7 +292,71 @@ impl SaStore {
             return Err(InstallError::Duplicate(sa.name));
         }
         let installed = Arc::new(build(&sa, SaOrigin::Ike(child.clone()), &mut writer, now)?);
+        if let Some(&priority) = current.per_peer.get(child) {
+            return self.switch_peer(&current, child, installed, priority, &mut writer);
+        }
         self.switch_outbound(&current, child, installed)
+    }
+
+    /// [`Self::switch_outbound`] for an End-User's Child SA: its peer slot
+    /// switches to `installed`, or is created with its policies
+    /// ([`peer`]).
+    fn switch_peer(
+        &self,
+        current: &Runtime,
+        child: &ChildRef,
+        installed: Arc<InstalledSa>,
+        priority: u32,
+        writer: &mut Writer,
+    ) -> Result<(), InstallError> {
+        let name = installed.config.name.clone();
+        let SaHandle::Outbound { id, sa } = &installed.handle else {
+            return Err(InstallError::NotFound(name));
+        };
+        current
+            .outbound
+            .insert(*id, Arc::clone(sa))
+            .map_err(|_| InstallError::Duplicate(name.clone()))?;
+        let key = PeerKey {
+            child: child.clone(),
+            selectors: installed.config.params.selectors.clone(),
+        };
+        let mut peers = (*current.peers).clone();
+        let mut sas = current.sas.clone();
+        sas.push(Arc::clone(&installed));
+        if let Some(slot) = peers.get_mut(&key) {
+            // A rekey: one replace, as for a configured child's slot.
+            current.outbound.replace(slot.id, Arc::clone(sa));
+            slot.current = name;
+            let policies = current.policies.clone();
+            return self.publish_policies(current, sas, policies, peers);
+        }
+        let slot = writer.allocate_id();
+        current
+            .outbound
+            .insert(slot, Arc::clone(sa))
+            .map_err(|_| InstallError::Duplicate(name.clone()))?;
+        let configs = peer::policies(&key, slot, priority);
+        let ids = peer::free_ids(&current.policies, configs.len());
+        let mut policies = current.policies.clone();
+        policies.extend(
+            configs
+                .into_iter()
+                .zip(ids)
+                .map(|(config, id)| InstalledPolicy {
+                    config,
+                    id,
+                    generation: current.generation + 1,
+                }),
+        );
+        peers.insert(
+            key,
+            PeerSlot {
+                id: slot,
+                current: name,
+            },
+        );
+        self.publish_policies(current, sas, policies, peers)
     }
 
     /// Adds `installed` (outbound) under its own id and makes it `child`'s
@@ -361,6 +441,12 @@ impl SaStore {
             .slots
             .get(child)
             .is_some_and(|s| s.current.as_deref() == Some(name));
+        if let (Some((_, slot)), SaHandle::Outbound { sa, .. }) =
+            (peer::current_of(&current, name), &moved.handle)
+        {
+            // The same name: the peer slot keeps pointing at it.
+            current.outbound.replace(slot.id, Arc::clone(sa));
+        }
         current.outbound.remove(*old_id);
         let without: Vec<Arc<InstalledSa>> = current
             .sas
@@ -400,5 +486,7 @@ fn clone_runtime(rt: &Runtime) -> Runtime {
         policies: rt.policies.clone(),
         slots: Arc::clone(&rt.slots),
         traps: Arc::clone(&rt.traps),
+        peers: Arc::clone(&rt.peers),
+        per_peer: Arc::clone(&rt.per_peer),
     }
 }

@@ -467,6 +467,12 @@ fn cluster_with_ike() {
             "connection[0].child[0].ah_proposals",
             "not carried by a cluster node",
         ),
+        (
+            "start_action = \"start\"",
+            "start_action = \"start\"\npools = [\"rw4\"]",
+            "connection[0].pools",
+            "not replicated between cluster nodes",
+        ),
     ];
     for (from, to, field, fragment) in cases {
         let edited = text.replacen(from, to, 1);

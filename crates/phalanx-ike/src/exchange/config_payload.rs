@@ -1,0 +1,250 @@
+//! The Configuration payload of IKE_AUTH, responder side (RFC 7296 §2.19,
+//! §3.15): an End-User asks for an inner address and gets one out of the
+//! connection's pools; its Child SAs are narrowed to that address.
+//!
+//! ```text
+//! Initiator                         Responder
+//! -------------------------------------------------------------------
+//! HDR, SK {IDi, [CERT,] AUTH, CP(CFG_REQUEST), SAi2, TSi, TSr}  -->
+//!                          <--  HDR, SK {IDr, [CERT,] AUTH, CP(CFG_REPLY),
+//!                                   SAr2, TSi, TSr}
+//! ```
+//!
+//! An address asked for and not given is INTERNAL_ADDRESS_FAILURE: the IKE
+//! SA is created, the Child SA is not (§3.15.4, §1.2). A request for both
+//! families that gets one is answered with that one.
+
+use core::net::IpAddr;
+
+use phalanx_wire::ike::iana::{CfgAttributeType, CfgType};
+use phalanx_wire::ike::{CfgAttribute, CpPayload, Payload, TrafficSelector};
+
+use crate::counters::Counter;
+use crate::error::IkeError;
+use crate::ike_sa::{Ctx, IkeSa};
+use crate::pool::AddressPools;
+use crate::ts::{intersect, ts_host};
+
+/// An inner address one IKE SA holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VirtualIp {
+    /// The pool it came from.
+    pub(crate) pool: String,
+    /// The identity it is leased to.
+    pub(crate) identity: String,
+    /// The address.
+    pub(crate) address: IpAddr,
+}
+
+/// What a CFG_REQUEST asks for.
+#[derive(Default)]
+struct Wants {
+    v4: bool,
+    v6: bool,
+    dns4: bool,
+    dns6: bool,
+}
+
+impl Wants {
+    fn read(cp: &CpPayload) -> Wants {
+        let has = |ty| cp.attributes.iter().any(|a| a.attribute_type == ty);
+        Wants {
+            v4: has(CfgAttributeType::INTERNAL_IP4_ADDRESS),
+            v6: has(CfgAttributeType::INTERNAL_IP6_ADDRESS),
+            dns4: has(CfgAttributeType::INTERNAL_IP4_DNS),
+            dns6: has(CfgAttributeType::INTERNAL_IP6_DNS),
+        }
+    }
+}
+
+/// The attribute carrying `address` (§3.15.1: IPv6 adds a prefix length,
+/// 128 for one host).
+fn address_attribute(address: IpAddr) -> CfgAttribute {
+    match address {
+        IpAddr::V4(a) => CfgAttribute {
+            attribute_type: CfgAttributeType::INTERNAL_IP4_ADDRESS,
+            value: a.octets().to_vec(),
+        },
+        IpAddr::V6(a) => {
+            let mut value = a.octets().to_vec();
+            value.push(128);
+            CfgAttribute {
+                attribute_type: CfgAttributeType::INTERNAL_IP6_ADDRESS,
+                value,
+            }
+        }
+    }
+}
+
+fn dns_attribute(server: IpAddr) -> CfgAttribute {
+    let (attribute_type, value) = match server {
+        IpAddr::V4(a) => (CfgAttributeType::INTERNAL_IP4_DNS, a.octets().to_vec()),
+        IpAddr::V6(a) => (CfgAttributeType::INTERNAL_IP6_DNS, a.octets().to_vec()),
+    };
+    CfgAttribute {
+        attribute_type,
+        value,
+    }
+}
+
+/// Initiator: the CFG_REQUEST for `vips` (an empty value asks for any
+/// address of the family, §3.15.1), with DNS servers of those families.
+pub(crate) fn cfg_request(vips: &[IpAddr]) -> Option<Payload> {
+    if vips.is_empty() {
+        return None;
+    }
+    let mut attributes = Vec::new();
+    for vip in vips {
+        let mut attribute = address_attribute(*vip);
+        if vip.is_unspecified() {
+            attribute.value.clear();
+        }
+        attributes.push(attribute);
+        let dns = match vip {
+            IpAddr::V4(_) => CfgAttributeType::INTERNAL_IP4_DNS,
+            IpAddr::V6(_) => CfgAttributeType::INTERNAL_IP6_DNS,
+        };
+        attributes.push(CfgAttribute {
+            attribute_type: dns,
+            value: Vec::new(),
+        });
+    }
+    Some(Payload::Cp(CpPayload {
+        cfg_type: CfgType::REQUEST,
+        attributes,
+    }))
+}
+
+/// The addresses of a CFG_REPLY (INTERNAL_IP4_ADDRESS: 4 octets;
+/// INTERNAL_IP6_ADDRESS: 16 and a prefix length); others ignored.
+pub(crate) fn replied_addresses(cp: &CpPayload) -> Vec<IpAddr> {
+    if cp.cfg_type != CfgType::REPLY {
+        return Vec::new();
+    }
+    cp.attributes
+        .iter()
+        .filter_map(|a| match (a.attribute_type, a.value.len()) {
+            (CfgAttributeType::INTERNAL_IP4_ADDRESS, 4) => <[u8; 4]>::try_from(a.value.as_slice())
+                .ok()
+                .map(IpAddr::from),
+            (CfgAttributeType::INTERNAL_IP6_ADDRESS, 17) => {
+                <[u8; 16]>::try_from(&a.value[..16]).ok().map(IpAddr::from)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+impl IkeSa {
+    /// Responder: leases what a CFG_REQUEST asks for and builds the
+    /// CFG_REPLY; `Ok(None)` for no request (or another CFG Type) or a
+    /// connection without pools.
+    pub(crate) fn answer_cfg_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        cp: Option<&CpPayload>,
+    ) -> Result<Option<Payload>, IkeError> {
+        let Some(cp) = cp.filter(|cp| cp.cfg_type == CfgType::REQUEST) else {
+            return Ok(None);
+        };
+        if self.conn.pools.is_empty() {
+            return Ok(None);
+        }
+        let wants = Wants::read(cp);
+        let identity = self
+            .remote_identity
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let mut attributes = Vec::new();
+        for (wanted, v4) in [(wants.v4, true), (wants.v6, false)] {
+            if !wanted {
+                continue;
+            }
+            if let Some(vip) = self.lease(ctx.pools, &identity, v4) {
+                attributes.push(address_attribute(vip.address));
+                self.virtual_ips.push(vip);
+            }
+        }
+        if (wants.v4 || wants.v6) && self.virtual_ips.is_empty() {
+            ctx.count(Counter::VirtualIpsRefused);
+            return Err(IkeError::InternalAddressFailure);
+        }
+        ctx.counters
+            .add(Counter::VirtualIpsAssigned, self.virtual_ips.len() as u64);
+        attributes.extend(self.dns_servers(ctx.pools, &wants).map(dns_attribute));
+        Ok(Some(Payload::Cp(CpPayload {
+            cfg_type: CfgType::REPLY,
+            attributes,
+        })))
+    }
+
+    /// An address of the family (`v4`) from the first of the connection's
+    /// pools that has one for `identity`.
+    fn lease(&self, pools: &mut AddressPools, identity: &str, v4: bool) -> Option<VirtualIp> {
+        self.conn.pools.iter().find_map(|name| {
+            let family_v4 = pools.config(name)?.first.is_ipv4();
+            if family_v4 != v4 {
+                return None;
+            }
+            let address = pools.acquire(name, identity).ok()?;
+            Some(VirtualIp {
+                pool: name.clone(),
+                identity: identity.to_owned(),
+                address,
+            })
+        })
+    }
+
+    /// The DNS servers of the pools our addresses came from, of the
+    /// families asked for.
+    fn dns_servers<'a>(
+        &'a self,
+        pools: &'a AddressPools,
+        wants: &'a Wants,
+    ) -> impl Iterator<Item = IpAddr> + 'a {
+        let mut seen = Vec::new();
+        self.virtual_ips
+            .iter()
+            .filter_map(|vip| pools.config(&vip.pool))
+            .flat_map(|c| c.dns.iter().copied())
+            .filter(|d| if d.is_ipv4() { wants.dns4 } else { wants.dns6 })
+            .filter(move |d| {
+                let new = !seen.contains(d);
+                seen.push(*d);
+                new
+            })
+    }
+
+    /// The peer's side of a Child SA narrowed to our virtual IPs, when the
+    /// peer holds any (§2.19: its traffic comes from the address it was
+    /// given); the selectors as they are otherwise. Empty when no selector
+    /// covers a virtual IP: TS_UNACCEPTABLE.
+    pub(crate) fn narrow_to_virtual_ips(
+        &self,
+        remote: Vec<TrafficSelector>,
+    ) -> Vec<TrafficSelector> {
+        if self.virtual_ips.is_empty() {
+            return remote;
+        }
+        let mut out = Vec::new();
+        for vip in &self.virtual_ips {
+            for ts in &remote {
+                if let Some(host) = intersect(ts, &ts_host(vip.address)) {
+                    if !out.contains(&host) {
+                        out.push(host);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Gives the leases back (the IKE SA is closed; a successor of a rekey
+    /// took them over first, leaving none here).
+    pub(crate) fn release_virtual_ips(&mut self, pools: &mut AddressPools) {
+        for vip in self.virtual_ips.drain(..) {
+            pools.release(&vip.pool, &vip.identity, vip.address);
+        }
+    }
+}
