@@ -87,6 +87,10 @@ class Conn:
     # strongSwan's kernel-libipsec only speaks ESP in UDP (RFC 3948), so
     # the interop tests force it; AH needs it off.
     force_encap: bool = True
+    # An End-User client asks for these (strongSwan's `vips`).
+    vips: Optional[List[str]] = None
+    # A gateway hands out addresses of these [[pool]]s: (name, addrs).
+    pools: Optional[List[tuple]] = None
 
 
 def site_conn(gw, initiator, ids=("ip", "ip"), auth="psk", pki_paths=None, proposals=None,
@@ -328,7 +332,10 @@ raw_esp = true
         lines.append("rekey_jitter = " + _toml_str(conn.rekey_jitter))
     if conn.lifetime is not None:
         lines.append("lifetime = " + _toml_str(conn.lifetime))
-    lines += ["fragmentation = true", "force_encap = " + ("true" if conn.force_encap else "false"), ""]
+    lines += ["fragmentation = true", "force_encap = " + ("true" if conn.force_encap else "false")]
+    if conn.pools:
+        lines.append("pools = " + _toml_list([name for name, _ in conn.pools]))
+    lines.append("")
     for c in conn.children:
         proposals = ("ah_proposals = " + _toml_list(c.ah_proposals) if c.ah_proposals
                      else "esp_proposals = " + _toml_list(c.esp_proposals))
@@ -342,6 +349,8 @@ raw_esp = true
         if c.peer_replay_window is not None:
             lines.append("peer_replay_window = {}".format(c.peer_replay_window))
         lines.append("")
+    for name, addrs in conn.pools or []:
+        lines += ["[[pool]]", "name = " + _toml_str(name), "addrs = " + _toml_str(addrs), ""]
     return text + "\n".join(lines) + "\n"
 
 

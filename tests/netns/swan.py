@@ -38,10 +38,12 @@ TUN = "ipsec0"
 
 # ------------------------------------------------------------------ configs
 def render_strongswan_conf(directory, keylog=False, cookie_threshold=10, cookie_threshold_ip=3,
-                           block_threshold=5, retransmit_tries=3, retransmit_timeout=2.0, rsa_pss=False):
+                           block_threshold=5, retransmit_tries=3, retransmit_timeout=2.0, rsa_pss=False,
+                           install_virtual_ip=False):
     """strongswan.conf text for an instance living in `directory`.
     keylog: log the IKE and CHILD_SA keys (tests only, INTEROP-NOTES.md).
-    rsa_pss: sign IKE AUTH with RSASSA-PSS instead of PKCS#1 v1.5 (RFC 7427)."""
+    rsa_pss: sign IKE AUTH with RSASSA-PSS instead of PKCS#1 v1.5 (RFC 7427).
+    install_virtual_ip: an End-User client installs the address it gets."""
     values = {
         "DIR": directory,
         "KEYLOG": "chd = 4\n            ike = 4" if keylog else "",
@@ -51,6 +53,7 @@ def render_strongswan_conf(directory, keylog=False, cookie_threshold=10, cookie_
         "RETRANSMIT_TRIES": str(retransmit_tries),
         "RETRANSMIT_TIMEOUT": str(retransmit_timeout),
         "RSA_PSS": "yes" if rsa_pss else "no",
+        "INSTALL_VIP": "yes" if install_virtual_ip else "no",
     }
     with open(TEMPLATE) as f:
         text = f.read()
@@ -142,6 +145,8 @@ def render_swanctl_conf(conn, cert_names=None):
         "unique = no",
         "mobike = no",
     ]
+    if conn.vips:
+        lines.append("vips = " + ",".join(conn.vips))
     lines += _lifetimes(conn.rekey_time, conn.rekey_jitter, conn.lifetime, "over_time")
     lines.append(_block("local", local, 2))
     lines.append(_block("remote", remote, 2))

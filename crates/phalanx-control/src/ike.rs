@@ -37,6 +37,10 @@ pub struct IkeSaReport {
     /// Seconds until the next rekey, when one is scheduled.
     #[serde(default)]
     pub rekey_in_seconds: Option<u64>,
+    /// Inner addresses: leased to the peer (a gateway's End-User) or given
+    /// to us, in a CFG_REPLY (RFC 7296 §2.19).
+    #[serde(default)]
+    pub virtual_ips: Vec<String>,
     /// The Child SAs.
     pub children: Vec<ChildSaReport>,
 }

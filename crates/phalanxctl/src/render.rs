@@ -223,6 +223,9 @@ fn ike(sas: &[IkeSaReport]) -> String {
         ));
         out.push_str(&format!("  spis   {}_i {}_r\n", sa.spi_i, sa.spi_r));
         out.push_str(&format!("  algs   {}\n", or_dash(&sa.algorithms)));
+        if !sa.virtual_ips.is_empty() {
+            out.push_str(&format!("  vips   {}\n", sa.virtual_ips.join(", ")));
+        }
         out.push_str(&format!(
             "  up     {}, rekey in {}\n",
             sa.established_seconds

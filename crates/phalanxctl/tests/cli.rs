@@ -61,6 +61,7 @@ fn ike_sa() -> IkeSaReport {
         nat: true,
         established_seconds: Some(65),
         rekey_in_seconds: Some(3600),
+        virtual_ips: Vec::new(),
         children: vec![ChildSaReport {
             name: "net".into(),
             state: "INSTALLED".into(),

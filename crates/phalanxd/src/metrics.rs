@@ -708,6 +708,7 @@ mod tests {
                 nat: false,
                 established_seconds: None,
                 rekey_in_seconds: None,
+                virtual_ips: Vec::new(),
                 children,
             };
             Ok(vec![

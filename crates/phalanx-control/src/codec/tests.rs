@@ -120,6 +120,7 @@ fn sample_ike_sa() -> IkeSaReport {
         nat: true,
         established_seconds: Some(12),
         rekey_in_seconds: None,
+        virtual_ips: Vec::new(),
         children: vec![ChildSaReport {
             name: "net".into(),
             state: "INSTALLED".into(),

@@ -100,6 +100,7 @@ pub fn ike_sas(sas: &[IkeSaInfo], rt: &Runtime, now: Instant) -> Vec<IkeSaReport
             rekey_in_seconds: sa
                 .rekey_at
                 .map(|t| t.saturating_duration_since(now).as_secs()),
+            virtual_ips: sa.virtual_ips.iter().map(ToString::to_string).collect(),
             children: sa
                 .children
                 .iter()

@@ -1,0 +1,144 @@
+"""End-Users (issue 18): strongSwan 5.9.8 road-warrior clients against
+phalanxd, which hands out virtual IPs from a pool (RFC 7296 §2.19).
+
+    alice: charon in gwA (192.0.2.1) ===========\\
+                                                 WAN  192.0.2.2 gwB (phalanxd) -- hostB 10.2.0.2
+    bob:   charon in hostA (10.1.0.2, via gwA) ==/     pool rw4 = 10.3.0.0/24
+
+    client                                       gwB (phalanxd, responder)
+      IKE_SA_INIT { SA, KE, Ni }          -->
+                                          <-- { SA, KE, Nr }
+      IKE_AUTH { IDi, AUTH, CP(CFG_REQUEST), SA, TSi(0.0.0.0/0), TSr } -->
+                                          <-- { IDr, AUTH, CP(CFG_REPLY: 10.3.0.n), SA,
+                                                TSi(10.3.0.n/32), TSr(10.2.0.0/24) }
+
+Both clients use PSK and no ESN (kernel-libipsec has none) (`vips = 0.0.0.0`; EAP comes with the EAP work) and
+kernel-libipsec (ESP in UDP). Checks:
+(a) both at once: each gets its own address out of the pool, which
+    strongSwan installs and phalanxctl shows; a ping from each (source: its
+    virtual IP) reaches hostB and the reply comes back through its own
+    Child SA; gwB has one policy per client, and the pool is two leases
+    online;
+(b) alice disconnects and connects again: the same address; the lease is
+    offline in between;
+(c) a pool of one address: the second client gets an IKE SA but no Child SA
+    (INTERNAL_ADDRESS_FAILURE, counted as virtual_ips_refused), the first
+    keeps working.
+"""
+
+import re
+
+import ikegw
+import phxnet
+import swan
+
+POOL = "10.3.0.0/24"
+GWA_CLEAR_V4 = "10.1.0.1"
+
+
+def gateway(topo, pools=(("rw4", POOL),)):
+    """phalanxd on gwB: one responder connection for any client with PSK,
+    the pool, and routes: the pool into the TUN, site A back over the WAN
+    (bob's IKE comes from hostA through gwA)."""
+    conn = ikegw.site_conn("gwB", False, esp_proposals=["aes128gcm16-noesn"])
+    conn.name = "rw"
+    conn.remote_addr = None
+    conn.remote_id = None
+    conn.pools = list(pools)
+    conn.children[0].local_ts = [phxnet.SITEB[0]]
+    conn.children[0].remote_ts = ["0.0.0.0/0"]
+    gw = ikegw.PhalanxIke(topo, "gwB", conn)
+    ikegw.start_all(gw)
+    topo.run("gwB", ["ip", "route", "replace", phxnet.SITEA[0], "via", phxnet.GWA_WAN_V4])
+    for _, addrs in pools:
+        topo.run("gwB", ["ip", "route", "replace", addrs, "dev", phxnet.TUN])
+    return gw
+
+
+def client(topo, ns, identity, local_addr):
+    """A strongSwan End-User in namespace `ns` asking for an IPv4 address."""
+    conn = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
+    conn.name = "home"
+    conn.local_addr = local_addr
+    conn.local_id = identity
+    conn.vips = ["0.0.0.0"]
+    conn.children[0].local_ts = ["dynamic"]
+    conn.children[0].remote_ts = [phxnet.SITEB[0]]
+    charon = swan.Charon(topo, ns, name="charon-" + identity.split("@")[0])
+    charon.configure(conn, install_virtual_ip=True)
+    charon.start()
+    charon.load()
+    return charon
+
+
+def virtual_ip(charon):
+    """The address strongSwan got (`local-vips` of its IKE SA)."""
+    sas = charon.list_sas()
+    assert sas, "no IKE SA: " + charon.log()[-3000:]
+    ike = sas[0]
+    vips = ike.get("local-vips", [])
+    assert len(vips) == 1, ike
+    return vips[0]
+
+
+def ping_from(topo, ns, dest, count=3):
+    return topo.run(ns, ["ping", "-c", str(count), "-i", "0.2", "-W", "2", dest], check=False).returncode == 0
+
+
+def gw_leases(gw):
+    """{remote identity: virtual IPs} of gwB's established IKE SAs."""
+    return {sa["remote_id"]: sa.get("virtual_ips", []) for sa in gw.gateway.ctl("ike")
+            if sa["state"] == "ESTABLISHED"}
+
+
+def test_two_clients_each_get_an_address_and_reach_hostb(topo):
+    """(a) and (b) of the module doc."""
+    gw = gateway(topo)
+    alice = client(topo, "gwA", "alice@example.com", phxnet.GWA_WAN_V4)
+    topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
+    bob = client(topo, "hostA", "bob@example.com", phxnet.HOSTA_V4)
+    alice.initiate("net")
+    bob.initiate("net")
+    a_vip, b_vip = virtual_ip(alice), virtual_ip(bob)
+    assert a_vip != b_vip, (a_vip, b_vip)
+    for vip in (a_vip, b_vip):
+        assert re.fullmatch(r"10\.3\.0\.\d+", vip), vip
+    assert gw_leases(gw) == {"alice@example.com": [a_vip], "bob@example.com": [b_vip]}, gw.gateway.ctl("ike")
+    # Each client's TSi was narrowed to its address.
+    for sa in gw.gateway.ctl("ike"):
+        child = sa["children"][0]
+        assert child["remote_ts"] == [sa["virtual_ips"][0] + "/32"], sa
+    for ns, vip in (("gwA", a_vip), ("hostA", b_vip)):
+        assert ping_from(topo, ns, phxnet.HOSTB_V4), "{} ({}) cannot reach hostB".format(ns, vip)
+    per_client = [p for p in gw.gateway.ctl("policies") if "@" in p["name"]]
+    assert sorted(p["destination"] for p in per_client) == sorted([a_vip + "/32", b_vip + "/32"]), per_client
+    for sa in gw.gateway.ctl("ike"):
+        child = sa["children"][0]
+        assert child["packets_in"] >= 3 and child["packets_out"] >= 3, sa
+
+    # (b): alice leaves and comes back.
+    alice.terminate("home")
+    assert ikegw.wait_for(lambda: "alice@example.com" not in gw_leases(gw), 10), gw.gateway.ctl("ike")
+    assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "bob lost his tunnel when alice left"
+    alice.initiate("net")
+    assert virtual_ip(alice) == a_vip, "a reconnecting End-User gets its address again"
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4)
+    for c in (alice, bob):
+        assert c.alive()
+    assert gw.alive(), gw.log()[-3000:]
+
+
+def test_empty_pool_refuses_the_child_not_the_first_client(topo):
+    """(c) of the module doc."""
+    gw = gateway(topo, pools=(("rw4", "10.3.0.9/32"),))
+    alice = client(topo, "gwA", "alice@example.com", phxnet.GWA_WAN_V4)
+    topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
+    bob = client(topo, "hostA", "bob@example.com", phxnet.HOSTA_V4)
+    alice.initiate("net")
+    assert virtual_ip(alice) == "10.3.0.9"
+    proc = bob.initiate("net", check=False, timeout=10)
+    assert proc.returncode != 0, "bob got a Child SA from an empty pool"
+    counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+    assert ikegw.counter(counters, "virtual_ips_refused") == 1, counters
+    assert "INTERNAL_ADDRESS_FAILURE" in bob.log() or "internal address" in bob.log().lower(), bob.log()[-3000:]
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel"
