@@ -169,6 +169,7 @@ impl Endpoint {
             spawned: &mut left.spawned,
             handovers: &mut left.handovers,
             pools: &mut self.pools,
+            connections: &self.connections,
         };
         let result = f(sa, &mut ctx);
         self.after_call(now, spi, left);

@@ -32,6 +32,7 @@ use crate::error::IkeError;
 use crate::events::SaEvent;
 use crate::exchange::child::ChildOffer;
 use crate::exchange::config_payload::{cfg_request, replied_addresses};
+use crate::exchange::select::{final_connection, Presented};
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, Ctx, IkeSa, Pending, Reply, State, Task};
 use crate::limits::NAT_KEEPALIVE_INTERVAL;
@@ -297,6 +298,9 @@ impl IkeSa {
                 "IDi or AUTH missing",
             );
         };
+        if let Err(why) = self.choose_connection(ctx, idi, found.idr, auth.method) {
+            return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &why);
+        }
         let octets = {
             let Some(crypto) = self.crypto.as_ref() else {
                 return Reply::default();
@@ -347,6 +351,35 @@ impl IkeSa {
             }
         }
         reply
+    }
+
+    /// Responder: the final connection for the initiator's identities
+    /// and authentication ([`select`](crate::exchange::select)); the IKE
+    /// SA moves to it. Errors say why none fits.
+    fn choose_connection(
+        &mut self,
+        ctx: &Ctx<'_>,
+        idi: &IdPayload,
+        idr: Option<&IdPayload>,
+        method: AuthMethod,
+    ) -> Result<(), String> {
+        let parse = |id: &IdPayload| Identity::from_id(id.id_type.0, &id.data);
+        let presented_idi = parse(idi).map_err(|e| format!("IDi: {e}"))?;
+        let presented_idr = idr
+            .map(parse)
+            .transpose()
+            .map_err(|e| format!("IDr: {e}"))?;
+        let suite = &self.crypto.as_ref().ok_or("no keys")?.negotiated;
+        let presented = Presented {
+            idi: &presented_idi,
+            idr: presented_idr.as_ref(),
+            method,
+        };
+        let ends = (self.local.ip(), self.remote.ip());
+        let conn = final_connection(ctx.connections, ends, suite, &presented)
+            .ok_or_else(|| format!("no connection for {presented_idi} ({method:?})"))?;
+        self.conn = conn;
+        Ok(())
     }
 
     /// IDr, CERT and AUTH of the responder (§2.15: AUTH over RealMessage2,

@@ -52,6 +52,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) handovers: &'a mut Vec<(u64, u64)>,
     /// Virtual-IP leases (RFC 7296 §2.19).
     pub(crate) pools: &'a mut AddressPools,
+    /// Every configured connection, for the responder's final choice at
+    /// IKE_AUTH (by identities and authentication).
+    pub(crate) connections: &'a [std::sync::Arc<crate::config::Connection>],
 }
 
 impl Ctx<'_> {
