@@ -91,6 +91,13 @@ class Conn:
     vips: Optional[List[str]] = None
     # A gateway hands out addresses of these [[pool]]s: (name, addrs).
     pools: Optional[List[tuple]] = None
+    # Signature schemes (phalanxd's local_signature / remote_signature,
+    # strongSwan names such as "rsa/pss").
+    local_signature: Optional[List[str]] = None
+    remote_signature: Optional[List[str]] = None
+    # strongSwan: the remote auth round as written (e.g.
+    # "ike:rsa/pss-sha256" to require PSS); None: psk or pubkey.
+    swan_remote_auth: Optional[str] = None
 
 
 def site_conn(gw, initiator, ids=("ip", "ip"), auth="psk", pki_paths=None, proposals=None,
@@ -335,6 +342,10 @@ raw_esp = true
     lines += ["fragmentation = true", "force_encap = " + ("true" if conn.force_encap else "false")]
     if conn.pools:
         lines.append("pools = " + _toml_list([name for name, _ in conn.pools]))
+    if conn.local_signature:
+        lines.append("local_signature = " + _toml_list(conn.local_signature))
+    if conn.remote_signature:
+        lines.append("remote_signature = " + _toml_list(conn.remote_signature))
     lines.append("")
     for c in conn.children:
         proposals = ("ah_proposals = " + _toml_list(c.ah_proposals) if c.ah_proposals

@@ -121,7 +121,7 @@ def render_swanctl_conf(conn, cert_names=None):
     names of our certificate and the CA under x509/ and x509ca/."""
     local = ["auth = " + ("psk" if conn.auth == "psk" else "pubkey"),
              "id = \"{}\"".format(conn.local_id)]
-    remote = ["auth = " + ("psk" if conn.auth == "psk" else "pubkey")]
+    remote = ["auth = " + (conn.swan_remote_auth or ("psk" if conn.auth == "psk" else "pubkey"))]
     if conn.remote_id:
         remote.append("id = \"{}\"".format(conn.remote_id))
     if conn.auth == "pubkey":

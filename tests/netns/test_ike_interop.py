@@ -175,6 +175,52 @@ def test_auth(topo, role, case):
     check_terminate(topo, initiator, responder)
 
 
+def pss_pair(topo, role, phalanx_signs_pss):
+    """Phalanx (gwA, whatever PHX_IKE_UNDER_TEST says: these are its own
+    settings) and strongSwan (gwB) with RSA certificates; both require
+    RSASSA-PSS from the other, strongSwan signs with it."""
+    paths = pki.build(topo.run_dir, "rsa-pkcs1")
+    dut_conn = ikegw.site_conn("gwA", role == "initiator", ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
+                               proposals=[DEFAULT_IKE], esp_proposals=[DEFAULT_ESP + "-esn-noesn"])
+    ref_conn = ikegw.site_conn("gwB", role != "initiator", ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
+                               proposals=[DEFAULT_IKE], esp_proposals=[DEFAULT_ESP + "-noesn"])
+    dut_conn.remote_signature = ["rsa/pss"]
+    if phalanx_signs_pss:
+        dut_conn.local_signature = ["rsa/pss"]
+    ref_conn.swan_remote_auth = "ike:rsa/pss-sha256"
+    return ikegw.PhalanxIke(topo, "gwA", dut_conn), ikegw.SwanIke(topo, "gwB", ref_conn, rsa_pss=True)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_rsa_pss_required_both_ways(topo, role):
+    """RSASSA-PSS (RFC 7427, RFC 4055 §3.1) on demand (issue 18): Phalanx
+    signs with PSS (`local_signature = ["rsa/pss"]`) and strongSwan, which
+    requires it (`remote.auth = ike:rsa/pss-sha256`), accepts; Phalanx
+    requires PSS (`remote_signature`) and accepts strongSwan's
+    (`rsa_pss = yes`)."""
+    dut, ref = pss_pair(topo, role, phalanx_signs_pss=True)
+    initiator, responder = start_and_initiate(dut, ref)
+    check_sas(dut, ref, DEFAULT_IKE, DEFAULT_ESP)
+    log = ref.log()
+    peer = auth_lines(log, dut.conn.local_id)
+    assert peer and "RSA_EMSA_PSS" in peer[-1], "strongSwan verified Phalanx with {}".format(peer)
+    own = [line for line in auth_lines(log, ref.conn.local_id) if "(myself)" in line]
+    assert own and "RSA_EMSA_PSS" in own[-1], own
+    check_pings(topo)
+    check_terminate(topo, initiator, responder)
+
+
+def test_pkcs1_refused_by_a_peer_that_requires_pss(topo):
+    """The check bites: without `local_signature` Phalanx signs PKCS#1
+    v1.5, and the strongSwan that requires PSS refuses it."""
+    dut, ref = pss_pair(topo, "initiator", phalanx_signs_pss=False)
+    ikegw.start_all(ref, dut)
+    proc = dut.gateway.ctl_raw("initiate", dut.conn.name, "--wait", "8", timeout=30)
+    assert proc.returncode != 0, proc
+    assert not ikegw.established(dut), dut.view()
+    assert "IKE signature scheme RSA_EMSA_PKCS1_SHA2_256 not acceptable" in ref.log(), ref.log()[-3000:]
+
+
 FAMILY_CASES = [("ike", p) for p in IKE_FAMILIES] + [("esp", p) for p in ESP_FAMILIES]
 
 

@@ -17,6 +17,7 @@ use core::net::IpAddr;
 use core::time::Duration;
 use std::sync::Arc;
 
+use phalanx_crypto::sign::SignatureScheme;
 use phalanx_crypto::SigningKey;
 use phalanx_sa::{IpsecProtocol, LifetimeLimits, SaMode};
 use phalanx_wire::ike::iana::{EncrId, IntegId, KeId, PrfId};
@@ -144,6 +145,14 @@ pub struct Connection {
     /// §2.19); an unspecified address asks for any of its family, as
     /// strongSwan's `vips = 0.0.0.0,::`. Empty: none.
     pub vips: Vec<IpAddr>,
+    /// The RFC 7427 schemes we sign with, preferred first (the first that
+    /// fits our key and whose hash the peer announced); empty: ECDSA and
+    /// Ed25519 by their key, RSA with PKCS#1 v1.5. strongSwan's
+    /// `rsa_pss = yes` is `[RsaPssSha256, RsaPssSha384, RsaPssSha512]`.
+    pub local_signatures: Vec<SignatureScheme>,
+    /// The schemes the peer's signature must use (strongSwan's
+    /// `remote.auth = ike:rsa/pss-sha256`); empty: any we verify.
+    pub remote_signatures: Vec<SignatureScheme>,
 }
 
 /// How we authenticate ourselves (RFC 7296 §2.15).
@@ -499,6 +508,35 @@ impl ChildProposal {
     pub fn parse_ah_list(text: &str) -> Result<Vec<ChildProposal>, ProposalParseError> {
         parse::list(text, ChildProposal::parse_ah, ChildProposal::ah_default_set)
     }
+}
+
+/// Signature schemes by strongSwan's names, as in `ike:rsa/pss-sha256`:
+/// `rsa/pss-sha256` (-sha384, -sha512), `rsa-sha256` (…, PKCS#1 v1.5),
+/// `ecdsa-sha256` (-sha384, -sha512; the curves' hashes), `ed25519`; a
+/// name without a hash (`rsa/pss`, `rsa`, `ecdsa`) stands for all three.
+pub fn parse_signature_schemes(name: &str) -> Result<Vec<SignatureScheme>, String> {
+    use SignatureScheme as S;
+    Ok(match name {
+        "rsa/pss" => vec![S::RsaPssSha256, S::RsaPssSha384, S::RsaPssSha512],
+        "rsa/pss-sha256" => vec![S::RsaPssSha256],
+        "rsa/pss-sha384" => vec![S::RsaPssSha384],
+        "rsa/pss-sha512" => vec![S::RsaPssSha512],
+        "rsa" => vec![S::RsaPkcs1Sha256, S::RsaPkcs1Sha384, S::RsaPkcs1Sha512],
+        "rsa-sha256" => vec![S::RsaPkcs1Sha256],
+        "rsa-sha384" => vec![S::RsaPkcs1Sha384],
+        "rsa-sha512" => vec![S::RsaPkcs1Sha512],
+        "ecdsa" => vec![S::EcdsaP256Sha256, S::EcdsaP384Sha384, S::EcdsaP521Sha512],
+        "ecdsa-sha256" => vec![S::EcdsaP256Sha256],
+        "ecdsa-sha384" => vec![S::EcdsaP384Sha384],
+        "ecdsa-sha512" => vec![S::EcdsaP521Sha512],
+        "ed25519" => vec![S::Ed25519],
+        other => {
+            return Err(format!(
+                "unknown signature scheme {other:?} (rsa/pss[-sha256|-sha384|-sha512], \
+                 rsa[-sha…], ecdsa[-sha…], ed25519)"
+            ))
+        }
+    })
 }
 
 #[cfg(test)]

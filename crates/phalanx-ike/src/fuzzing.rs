@@ -140,6 +140,8 @@ pub fn responder_config() -> EndpointConfig {
         send_cert: false,
         pools: Vec::new(),
         vips: Vec::new(),
+        local_signatures: Vec::new(),
+        remote_signatures: Vec::new(),
     };
     let limits = EndpointLimits {
         // Small enough that the fuzzer meets the cookie and half-open paths.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use phalanx_crypto::sign::SignatureScheme;
 use phalanx_crypto::SigningKey;
 use phalanx_ike::auth::{Identity, TrustAnchors, UnixTime};
 use phalanx_ike::config::{Connection, LocalAuth, RemoteAuth};
@@ -287,4 +288,59 @@ fn certreq_names_the_trust_anchors() {
         .unwrap();
     let named: Vec<&[u8]> = certreq.ca_key_hashes().unwrap().collect();
     assert_eq!(named, [&hashes[0][..]]);
+}
+
+/// A and B with RSA certificates; A signs with `a_signs`, B requires
+/// `b_requires` (strongSwan's `ike:rsa/pss-sha256`).
+fn rsa_pair(a_signs: &[SignatureScheme], b_requires: &[SignatureScheme], seed: u64) -> IkePair {
+    let pki = Pki::new(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let mut a = with_certs(
+        connection(Side::A, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_RSA_SHA256,
+        "a.example",
+    );
+    let mut b = with_certs(
+        connection(Side::B, DEFAULT_IKE),
+        &pki,
+        &rcgen::PKCS_RSA_SHA256,
+        "b.example",
+    );
+    a.local_signatures = a_signs.to_vec();
+    b.remote_signatures = b_requires.to_vec();
+    let mut p = pair_of(a, b, seed);
+    let now = p.now;
+    for side in [Side::A, Side::B] {
+        p.endpoint(side).set_wall_clock(now, unix_now());
+    }
+    p
+}
+
+// HDR, SK {IDi, CERT, AUTH(RSASSA-PSS, SHA2-256), ...}  -->
+//                               <--  HDR, SK {IDr, CERT, AUTH, ...}
+#[test]
+fn rsa_pss_signatures_when_configured_and_required() {
+    use SignatureScheme as S;
+    let pss = [S::RsaPssSha256, S::RsaPssSha384, S::RsaPssSha512];
+    let mut p = rsa_pair(&pss, &pss, 230);
+    established(&mut p);
+    // Without PSS on A's side, B (requiring it) refuses A's PKCS#1 v1.5.
+    let mut p = rsa_pair(&[], &pss, 231);
+    p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
+    p.run_for(Duration::from_secs(3));
+    assert!(!up(&p, 1));
+    assert_eq!(
+        p.endpoint_ref(Side::B).counters().get(Counter::AuthFailed),
+        1
+    );
+    let refused = p.events(Side::B).into_iter().any(|e| {
+        matches!(e, SaEvent::IkeSaFailed { reason, .. } if reason.contains("signature scheme not among"))
+    });
+    assert!(refused, "{:?}", p.events(Side::B));
+    // Requiring PKCS#1 v1.5 with SHA2-384 only: A's default (SHA2-256) is
+    // refused too.
+    let mut p = rsa_pair(&[], &[S::RsaPkcs1Sha384], 232);
+    p.with(Side::A, |e, now| e.initiate(now, "gw").unwrap());
+    p.run_for(Duration::from_secs(3));
+    assert!(!up(&p, 1));
 }

@@ -61,6 +61,9 @@ pub enum AuthError {
     PskMismatch,
     /// Our own key could not produce a signature.
     Signing(SignError),
+    /// The peer signed with a scheme the connection does not accept
+    /// (`remote_signature`).
+    SchemeNotAccepted,
 }
 
 impl AuthError {
@@ -97,6 +100,9 @@ impl fmt::Display for AuthError {
             AuthError::BadSignature => f.write_str("signature verification failed"),
             AuthError::PskMismatch => f.write_str("pre-shared key authentication failed"),
             AuthError::Signing(e) => write!(f, "signing failed: {e}"),
+            AuthError::SchemeNotAccepted => {
+                f.write_str("signature scheme not among those the connection accepts")
+            }
         }
     }
 }

@@ -32,9 +32,10 @@ pub use octets::{
 };
 pub use rustls_pki_types::UnixTime;
 pub use signature::{
-    choose_scheme, sign_auth, sign_auth_rfc4754, verify_auth, AUTH_METHOD_DIGITAL_SIGNATURE,
-    AUTH_METHOD_ECDSA_256, AUTH_METHOD_ECDSA_384, AUTH_METHOD_ECDSA_521, AUTH_METHOD_RSA_SIG,
-    AUTH_METHOD_SHARED_KEY_MIC, SUPPORTED_HASH_ALGORITHMS,
+    auth_scheme, choose_scheme, sign_auth, sign_auth_rfc4754, verify_auth,
+    AUTH_METHOD_DIGITAL_SIGNATURE, AUTH_METHOD_ECDSA_256, AUTH_METHOD_ECDSA_384,
+    AUTH_METHOD_ECDSA_521, AUTH_METHOD_RSA_SIG, AUTH_METHOD_SHARED_KEY_MIC,
+    SUPPORTED_HASH_ALGORITHMS,
 };
 pub use x509::{certificate_subject, verify_peer_chain, TrustAnchors, VerifiedPeer};
 

@@ -185,15 +185,30 @@ fn verify_with(
 
 /// Our scheme for RFC 7427, given the hash algorithms the peer announced
 /// in SIGNATURE_HASH_ALGORITHMS (RFC 7427 §4; values of the IANA "IKEv2
-/// Hash Algorithms" registry). ECDSA keys sign with their curve's hash
-/// (P-256: SHA2-256, P-384: SHA2-384, P-521: SHA2-512), Ed25519 needs "Identity" (RFC 8420
-/// §2), RSA keys use PKCS#1 v1.5 - which every RFC 7427 implementation
-/// verifies - with the first of SHA2-256, -384, -512 the peer accepts
-/// (RSASSA-PSS schemes can be configured explicitly). `None` when the peer
-/// accepts none of them, or sent no notify: then only RFC 4754
-/// ([`sign_auth_rfc4754`]) is left, for ECDSA keys.
-pub fn choose_scheme(key_kind: KeyKind, peer_hashes: &[u16]) -> Option<SignatureScheme> {
+/// Hash Algorithms" registry) and the schemes the connection prefers
+/// (`preferred`, the first that fits the key and whose hash the peer
+/// takes; empty: the defaults). By default ECDSA keys sign with their
+/// curve's hash (P-256: SHA2-256, P-384: SHA2-384, P-521: SHA2-512),
+/// Ed25519 needs "Identity" (RFC 8420 §2), RSA keys use PKCS#1 v1.5 -
+/// which every RFC 7427 implementation verifies - with the first of
+/// SHA2-256, -384, -512 the peer accepts; RSASSA-PSS is used when
+/// preferred. `None` when the peer accepts none of them, or sent no
+/// notify: then only RFC 4754 ([`sign_auth_rfc4754`]) is left, for ECDSA
+/// keys.
+pub fn choose_scheme(
+    key_kind: KeyKind,
+    peer_hashes: &[u16],
+    preferred: &[SignatureScheme],
+) -> Option<SignatureScheme> {
     let offered = |hash: HashAlgorithm| peer_hashes.contains(&hash.0);
+    let fitting = preferred
+        .iter()
+        .copied()
+        .filter(|s| s.fits(key_kind))
+        .find(|s| offered(s.hash_algorithm()));
+    if !preferred.is_empty() {
+        return fitting;
+    }
     let candidates: &[SignatureScheme] = match key_kind {
         KeyKind::EcdsaP256 => &[SignatureScheme::EcdsaP256Sha256],
         KeyKind::EcdsaP384 => &[SignatureScheme::EcdsaP384Sha384],
@@ -209,6 +224,21 @@ pub fn choose_scheme(key_kind: KeyKind, peer_hashes: &[u16]) -> Option<Signature
         .iter()
         .copied()
         .find(|scheme| offered(scheme.hash_algorithm()))
+}
+
+/// The scheme an AUTH payload was signed with: RFC 7427's
+/// AlgorithmIdentifier, or the ECDSA scheme an RFC 4754 method fixes.
+pub fn auth_scheme(auth_method: u8, auth_data: &[u8]) -> Option<SignatureScheme> {
+    match auth_method {
+        AUTH_METHOD_DIGITAL_SIGNATURE => {
+            let (&len, rest) = auth_data.split_first()?;
+            SignatureScheme::from_algorithm_identifier(rest.get(..usize::from(len))?)
+        }
+        AUTH_METHOD_ECDSA_256 => Some(SignatureScheme::EcdsaP256Sha256),
+        AUTH_METHOD_ECDSA_384 => Some(SignatureScheme::EcdsaP384Sha384),
+        AUTH_METHOD_ECDSA_521 => Some(SignatureScheme::EcdsaP521Sha512),
+        _ => None,
+    }
 }
 
 /// The SIGNATURE_HASH_ALGORITHMS we announce (RFC 7427 §4): the hashes

@@ -23,8 +23,9 @@ use phalanx_wire::ike::iana::{AuthMethod, CertEncoding, ExchangeType, IdType, No
 use phalanx_wire::ike::{AuthPayload, CertPayload, CertReqPayload, IdPayload, Payload};
 
 use crate::auth::{
-    choose_scheme, psk_auth, sign_auth, sign_auth_rfc4754, signed_octets_with_int_auth,
-    verify_auth, verify_peer_chain, verify_psk_auth, AuthError, Identity, Prf,
+    auth_scheme, choose_scheme, psk_auth, sign_auth, sign_auth_rfc4754,
+    signed_octets_with_int_auth, verify_auth, verify_peer_chain, verify_psk_auth, AuthError,
+    Identity, Prf,
 };
 use crate::config::{Connection, LocalAuth, RemoteAuth};
 use crate::counters::Counter;
@@ -205,7 +206,7 @@ impl IkeSa {
                 data: psk_auth(prf, secret, octets),
             },
             LocalAuth::Signature { key, .. } => {
-                match choose_scheme(key.kind(), &self.peer_hashes) {
+                match choose_scheme(key.kind(), &self.peer_hashes, &self.conn.local_signatures) {
                     Some(scheme) => AuthPayload {
                         method: AuthMethod::DIGITAL_SIGNATURE,
                         data: sign_auth(key, scheme, octets)?,
@@ -262,6 +263,11 @@ impl IkeSa {
                     return Err(AuthError::IdentityMismatch);
                 }
                 verify_auth(&peer, auth.method.0, &auth.data, octets)?;
+                let wanted = &self.conn.remote_signatures;
+                let used = auth_scheme(auth.method.0, &auth.data);
+                if !wanted.is_empty() && !used.is_some_and(|s| wanted.contains(&s)) {
+                    return Err(AuthError::SchemeNotAccepted);
+                }
             }
         }
         Ok(presented)

@@ -74,6 +74,8 @@ pub(crate) fn connection(side: Side, ike: &str) -> Connection {
         send_cert: false,
         pools: Vec::new(),
         vips: Vec::new(),
+        local_signatures: Vec::new(),
+        remote_signatures: Vec::new(),
     }
 }
 

@@ -9,10 +9,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::time::Duration;
 
+use phalanx_crypto::sign::SignatureScheme;
 use phalanx_ike::auth::Identity;
 use phalanx_ike::config::{
-    ChildConfig, ChildProposal, Connection, IkeProposal, LocalAuth, PoolConfig, ProposalParseError,
-    RemoteAuth, SaLifetimeConfig, StartAction,
+    parse_signature_schemes, ChildConfig, ChildProposal, Connection, IkeProposal, LocalAuth,
+    PoolConfig, ProposalParseError, RemoteAuth, SaLifetimeConfig, StartAction,
 };
 use phalanx_sa::{IpsecProtocol, SaMode};
 use phalanx_wire::ike::TrafficSelector;
@@ -88,6 +89,24 @@ pub(crate) fn connection(
     }
     let pools = pool_names(ctx, raw.pools.as_ref(), &field)?;
     let pubkey = matches!(local_auth, LocalAuth::Signature { .. });
+    let local_signatures = signatures(
+        source,
+        raw.local_signature.as_ref(),
+        pubkey,
+        &field("local_signature"),
+    )?;
+    let remote_signatures = signatures(
+        source,
+        raw.remote_signature.as_ref(),
+        pubkey,
+        &field("remote_signature"),
+    )?;
+    if let (LocalAuth::Signature { key, .. }, Some(raw)) = (&local_auth, &raw.local_signature) {
+        if !local_signatures.is_empty() && !local_signatures.iter().any(|s| s.fits(key.kind())) {
+            let msg = format!("no scheme here signs with our {} key", key.kind());
+            return Err(source.error(raw.span(), field("local_signature"), msg));
+        }
+    }
     let tunnel = SaMode::Tunnel {
         local: local_addr,
         remote: remote_addr.unwrap_or(unspecified(local_addr)),
@@ -140,6 +159,8 @@ pub(crate) fn connection(
         send_cert: raw.send_cert.unwrap_or(pubkey),
         pools,
         vips: Vec::new(),
+        local_signatures,
+        remote_signatures,
     };
     Ok(Parsed {
         connection,
@@ -497,6 +518,35 @@ fn lifetime(
         rekey_bytes: None,
         rekey_packets: None,
     })
+}
+
+/// `local_signature` / `remote_signature`: strongSwan's scheme names
+/// ([`parse_signature_schemes`]); certificates only.
+fn signatures(
+    source: &Source<'_>,
+    raw: Option<&Spanned<Vec<Spanned<String>>>>,
+    pubkey: bool,
+    field: &str,
+) -> Result<Vec<SignatureScheme>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    if !pubkey {
+        let msg = "signature schemes need auth = \"pubkey\"";
+        return Err(source.error(raw.span(), field, msg));
+    }
+    let mut out = Vec::new();
+    for (n, name) in raw.get_ref().iter().enumerate() {
+        let schemes = parse_signature_schemes(name.get_ref())
+            .map_err(|m| source.error(name.span(), format!("{field}[{n}]"), m))?;
+        out.extend(
+            schemes
+                .into_iter()
+                .filter(|s| !out.contains(s))
+                .collect::<Vec<_>>(),
+        );
+    }
+    Ok(out)
 }
 
 /// `pools`: names of `[[pool]]` tables.

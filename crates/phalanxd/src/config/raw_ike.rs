@@ -44,6 +44,8 @@ pub(crate) struct RawConnection {
     pub(crate) send_certreq: Option<bool>,
     pub(crate) send_cert: Option<bool>,
     pub(crate) pools: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) local_signature: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) remote_signature: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub(crate) child: Vec<Spanned<RawChild>>,
 }

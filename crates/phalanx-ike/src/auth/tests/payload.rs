@@ -152,8 +152,43 @@ fn scheme_choice_follows_peer_hashes() {
         (rsa, &[][..], None),
     ];
     for (kind, hashes, expected) in cases {
-        assert_eq!(choose_scheme(kind, hashes), expected, "{kind} {hashes:?}");
+        assert_eq!(
+            choose_scheme(kind, hashes, &[]),
+            expected,
+            "{kind} {hashes:?}"
+        );
     }
+}
+
+#[test]
+fn preferred_schemes_come_first_when_key_and_peer_allow() {
+    use SignatureScheme as S;
+    let all = SUPPORTED_HASH_ALGORITHMS;
+    let rsa = KeyKind::Rsa { bits: 2048 };
+    let pss = [S::RsaPssSha256, S::RsaPssSha384, S::RsaPssSha512];
+    assert_eq!(choose_scheme(rsa, &all, &pss), Some(S::RsaPssSha256));
+    // The peer takes SHA2-384 only: PSS with SHA2-384.
+    assert_eq!(choose_scheme(rsa, &[3], &pss), Some(S::RsaPssSha384));
+    // Preferred but impossible: no fallback to PKCS#1 (the operator
+    // asked for PSS).
+    assert_eq!(choose_scheme(rsa, &[1], &pss), None);
+    assert_eq!(choose_scheme(KeyKind::EcdsaP256, &all, &pss), None);
+}
+
+#[test]
+fn the_scheme_of_an_auth_payload() {
+    let (_, leaf) = peer_and_key(&rcgen::PKCS_RSA_SHA256);
+    let data = sign_auth(&leaf.key, SignatureScheme::RsaPssSha384, OCTETS).unwrap();
+    assert_eq!(
+        auth_scheme(AUTH_METHOD_DIGITAL_SIGNATURE, &data),
+        Some(SignatureScheme::RsaPssSha384)
+    );
+    assert_eq!(
+        auth_scheme(AUTH_METHOD_ECDSA_384, &[]),
+        Some(SignatureScheme::EcdsaP384Sha384)
+    );
+    assert_eq!(auth_scheme(AUTH_METHOD_DIGITAL_SIGNATURE, &[200, 1]), None);
+    assert_eq!(auth_scheme(AUTH_METHOD_SHARED_KEY_MIC, &data), None);
 }
 
 #[test]
