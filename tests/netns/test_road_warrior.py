@@ -23,7 +23,11 @@ kernel-libipsec (ESP in UDP). Checks:
     offline in between;
 (c) a pool of one address: the second client gets an IKE SA but no Child SA
     (INTERNAL_ADDRESS_FAILURE, counted as virtual_ips_refused), the first
-    keeps working.
+    keeps working;
+(d) `phalanxctl clients` lists both with identity, address, outer address
+    and traffic, `phalanxctl pools` the leases (online / offline as clients
+    come and go), and `phalanxctl disconnect ADDRESS` deletes one client's
+    IKE SA (strongSwan sees the Delete) and leaves the other.
 """
 
 import re
@@ -115,14 +119,33 @@ def test_two_clients_each_get_an_address_and_reach_hostb(topo):
     for sa in gw.gateway.ctl("ike"):
         child = sa["children"][0]
         assert child["packets_in"] >= 3 and child["packets_out"] >= 3, sa
+    # What an operator sees: phalanxctl clients and pools.
+    clients = {c["identity"]: c for c in gw.gateway.ctl("clients")}
+    assert sorted(clients) == ["alice@example.com", "bob@example.com"], clients
+    assert clients["alice@example.com"]["virtual_ips"] == [a_vip]
+    assert clients["alice@example.com"]["remote"].startswith(phxnet.GWA_WAN_V4 + ":"), clients
+    assert clients["bob@example.com"]["remote"].startswith(phxnet.HOSTA_V4 + ":"), clients
+    assert all(c["bytes_in"] > 0 and c["bytes_out"] > 0 for c in clients.values()), clients
+    pools = gw.gateway.ctl("pools")
+    assert [(p["name"], p["size"], p["online"], p["offline"]) for p in pools] == [("rw4", 254, 2, 0)], pools
 
     # (b): alice leaves and comes back.
     alice.terminate("home")
     assert ikegw.wait_for(lambda: "alice@example.com" not in gw_leases(gw), 10), gw.gateway.ctl("ike")
     assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "bob lost his tunnel when alice left"
+    assert [(p["online"], p["offline"]) for p in gw.gateway.ctl("pools")] == [(1, 1)]
     alice.initiate("net")
     assert virtual_ip(alice) == a_vip, "a reconnecting End-User gets its address again"
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4)
+
+    # (d): the operator disconnects bob by his virtual IP.
+    out = gw.gateway.ctl("disconnect", b_vip)
+    assert out["outcome"] == "terminating", out
+    assert ikegw.wait_for(lambda: "bob@example.com" not in gw_leases(gw), 10), gw.gateway.ctl("ike")
+    assert ikegw.wait_for(lambda: not bob.list_sas(), 10), bob.list_sas()
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel when bob was disconnected"
+    refused = gw.gateway.ctl_raw("disconnect", "nobody@example.com")
+    assert refused.returncode == 1, refused
     for c in (alice, bob):
         assert c.alive()
     assert gw.alive(), gw.log()[-3000:]

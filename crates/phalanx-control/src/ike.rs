@@ -97,3 +97,16 @@ pub struct ActionResult {
     /// A human-readable line.
     pub message: String,
 }
+
+/// One virtual-IP pool (`phalanxctl pools`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolReport {
+    /// The pool's name.
+    pub name: String,
+    /// Addresses in it (saturating at 2^64 - 1).
+    pub size: u64,
+    /// Leases held by a connected End-User.
+    pub online: u64,
+    /// Leases kept for End-Users who are away.
+    pub offline: u64,
+}

@@ -38,7 +38,7 @@ pub use codec::{
     MAX_REQUEST_LINE_BYTES, MAX_RESPONSE_LINE_BYTES, PROTOCOL_VERSION,
 };
 pub use error::{ControlError, ErrorBody, ErrorCode};
-pub use ike::{ActionResult, ChildSaReport, IkeSaReport};
+pub use ike::{ActionResult, ChildSaReport, IkeSaReport, PoolReport};
 pub use types::{
     CounterReport, Direction, DropCounter, NamedCounter, PolicyInfo, ReloadSummary, Request,
     Response, SaInfo, Status, WorkerLoad,

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::ClusterReport;
-use crate::ike::{ActionResult, IkeSaReport};
+use crate::ike::{ActionResult, IkeSaReport, PoolReport};
 
 /// What a client asks the daemon.
 ///
@@ -46,6 +46,15 @@ pub enum Request {
         /// The connection's name.
         connection: String,
     },
+    /// Delete the IKE SAs of one peer, named by its authenticated identity
+    /// or by a virtual IP it holds: answered with [`Response::Disconnect`].
+    Disconnect {
+        /// The identity or virtual IP.
+        peer: String,
+    },
+    /// Virtual-IP pools and their leases: answered with
+    /// [`Response::Pools`].
+    Pools,
     /// Cluster members, ownership, leases, checkpoints and failovers:
     /// answered with [`Response::Cluster`], or
     /// [`ErrorCode::CLUSTER_DISABLED`](crate::ErrorCode::CLUSTER_DISABLED)
@@ -66,6 +75,8 @@ impl Request {
             Request::Initiate { .. } => "initiate",
             Request::Terminate { .. } => "terminate",
             Request::Cluster => "cluster",
+            Request::Disconnect { .. } => "disconnect",
+            Request::Pools => "pools",
         }
     }
 }
@@ -103,6 +114,10 @@ pub enum Response {
     Terminate(ActionResult),
     /// Answer to [`Request::Cluster`].
     Cluster(ClusterReport),
+    /// Answer to [`Request::Disconnect`].
+    Disconnect(ActionResult),
+    /// Answer to [`Request::Pools`].
+    Pools(Vec<PoolReport>),
 }
 
 impl Response {
@@ -119,6 +134,8 @@ impl Response {
                 | (Response::Initiate(_), Request::Initiate { .. })
                 | (Response::Terminate(_), Request::Terminate { .. })
                 | (Response::Cluster(_), Request::Cluster)
+                | (Response::Disconnect(_), Request::Disconnect { .. })
+                | (Response::Pools(_), Request::Pools)
         )
     }
 
@@ -133,6 +150,8 @@ impl Response {
             Response::Counters(c) => serde_json::to_value(c),
             Response::Reload(r) => serde_json::to_value(r),
             Response::Ike(i) => serde_json::to_value(i),
+            Response::Disconnect(d) => serde_json::to_value(d),
+            Response::Pools(p) => serde_json::to_value(p),
             Response::Initiate(a) | Response::Terminate(a) => serde_json::to_value(a),
             Response::Cluster(c) => serde_json::to_value(c),
         };

@@ -573,6 +573,31 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Deletes the IKE SAs of one End-User (or any peer): those whose
+    /// authenticated identity is `who`, or that hold `who` as a virtual IP.
+    /// Returns the connections they belonged to (empty: none matched).
+    pub fn disconnect(&mut self, now: Instant, who: &str) -> Vec<String> {
+        let address: Option<IpAddr> = who.parse().ok();
+        let matches = |sa: &IkeSa| {
+            let by_id = sa
+                .remote_identity
+                .as_ref()
+                .is_some_and(|id| id.to_string() == who);
+            let by_vip = address.is_some_and(|a| sa.virtual_ips.iter().any(|v| v.address == a));
+            (by_id || by_vip) && sa.is_established()
+        };
+        let found: Vec<(u64, String)> = self
+            .sas
+            .values()
+            .filter(|sa| matches(sa))
+            .map(|sa| (sa.our_spi(), sa.conn.name.clone()))
+            .collect();
+        for (spi, _) in &found {
+            self.with_sa(now, *spi, IkeSa::terminate);
+        }
+        found.into_iter().map(|(_, name)| name).collect()
+    }
+
     /// A Child SA reached a soft (rekey) or hard (delete) usage or lifetime
     /// limit in the data plane.
     pub fn handle_child_expiry(&mut self, now: Instant, inbound_spi: u32, hard: bool) {

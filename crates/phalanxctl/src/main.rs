@@ -4,8 +4,8 @@
 //! prints each answer as aligned tables, or with `--json` as the answer's
 //! JSON payload (one document on stdout, for scripts). Commands: `status`,
 //! `sas`, `policies`, `counters`, `reload`, and for IKE `ike`,
-//! `initiate NAME [--wait SECONDS]`, `terminate NAME`, and for a cluster
-//! node `cluster`.
+//! `initiate NAME [--wait SECONDS]`, `terminate NAME`, for End-Users
+//! `clients`, `disconnect PEER`, `pools`, and for a cluster node `cluster`.
 //!
 //! Exit status: 0 on success, 1 when the daemon answered with an error
 //! (for example a refused reload: nothing changed), 2 for a usage error,
@@ -78,6 +78,16 @@ enum Command {
         /// The connection's name.
         name: String,
     },
+    /// End-Users: IKE SAs holding a virtual IP (identity, address, outer
+    /// address and port, traffic, uptime).
+    Clients,
+    /// Delete one End-User's (or peer's) IKE SAs, by identity or virtual IP.
+    Disconnect {
+        /// The identity (`alice@example.com`) or virtual IP (`10.3.0.7`).
+        peer: String,
+    },
+    /// Virtual-IP pools: size, leases online and offline.
+    Pools,
     /// Cluster members (agreed, live, suspected, ready), segment owners,
     /// per-SA leases and takeover blocks, checkpoint lag, counters and the
     /// last failovers with their handover times.
@@ -101,6 +111,9 @@ impl Command {
                 connection: name.clone(),
             },
             Command::Cluster => Request::Cluster,
+            Command::Clients => Request::Ike,
+            Command::Disconnect { peer } => Request::Disconnect { peer: peer.clone() },
+            Command::Pools => Request::Pools,
         }
     }
 
@@ -116,6 +129,16 @@ impl Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match call(&cli) {
+        Ok(Response::Ike(sas)) if matches!(cli.command, Command::Clients) => {
+            let clients = render::clients(&sas);
+            let text = if cli.json {
+                format!("{:#}\n", serde_json::to_value(&clients).unwrap_or_default())
+            } else {
+                render::client_table(&clients)
+            };
+            drop(std::io::stdout().lock().write_all(text.as_bytes()));
+            ExitCode::SUCCESS
+        }
         Ok(response) => print(&response, cli.json),
         Err(e) => {
             eprintln!("phalanxctl: {e}");

@@ -1,9 +1,10 @@
 //! Human-readable output for each answer.
 
 use phalanx_control::{
-    ActionResult, CounterReport, Direction, IkeSaReport, PolicyInfo, ReloadSummary, Response,
-    SaInfo, Status,
+    ActionResult, CounterReport, Direction, IkeSaReport, PolicyInfo, PoolReport, ReloadSummary,
+    Response, SaInfo, Status,
 };
+use serde::Serialize;
 
 use crate::table::{Align, Table};
 
@@ -16,7 +17,8 @@ pub(crate) fn human(response: &Response) -> String {
         Response::Counters(c) => counters(c),
         Response::Reload(r) => reload(r),
         Response::Ike(sas) => ike(sas),
-        Response::Initiate(a) | Response::Terminate(a) => action(a),
+        Response::Initiate(a) | Response::Terminate(a) | Response::Disconnect(a) => action(a),
+        Response::Pools(p) => pool_table(p),
         Response::Cluster(c) => crate::cluster::render(c),
         // A newer daemon's answer kind this build cannot lay out.
         other => format!("{:#}\n", other.data_json()),
@@ -279,6 +281,89 @@ fn children(sa: &IkeSaReport) -> String {
         ]);
     }
     t.render(2)
+}
+
+/// One End-User, as `phalanxctl clients` shows it (from the IKE SAs).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub(crate) struct Client {
+    /// The authenticated identity.
+    pub(crate) identity: String,
+    /// Its virtual IPs.
+    pub(crate) virtual_ips: Vec<String>,
+    /// Its outer address and port.
+    pub(crate) remote: String,
+    /// The connection it came in on.
+    pub(crate) connection: String,
+    /// Seconds since it authenticated.
+    pub(crate) connected_seconds: Option<u64>,
+    /// Bytes received from it and sent to it, over its Child SAs.
+    pub(crate) bytes_in: u64,
+    /// Bytes sent to it.
+    pub(crate) bytes_out: u64,
+}
+
+/// The End-Users among `sas`: responder IKE SAs holding virtual IPs.
+pub(crate) fn clients(sas: &[IkeSaReport]) -> Vec<Client> {
+    sas.iter()
+        .filter(|sa| !sa.initiator && !sa.virtual_ips.is_empty())
+        .map(|sa| Client {
+            identity: sa.remote_id.clone(),
+            virtual_ips: sa.virtual_ips.clone(),
+            remote: sa.remote.clone(),
+            connection: sa.connection.clone(),
+            connected_seconds: sa.established_seconds,
+            bytes_in: sa.children.iter().map(|c| c.bytes_in).sum(),
+            bytes_out: sa.children.iter().map(|c| c.bytes_out).sum(),
+        })
+        .collect()
+}
+
+pub(crate) fn client_table(clients: &[Client]) -> String {
+    if clients.is_empty() {
+        return "no clients connected\n".to_owned();
+    }
+    let mut t = Table::new(&[
+        ("IDENTITY", Align::Left),
+        ("VIRTUAL IP", Align::Left),
+        ("OUTER", Align::Left),
+        ("CONNECTION", Align::Left),
+        ("UP", Align::Right),
+        ("BYTES IN", Align::Right),
+        ("BYTES OUT", Align::Right),
+    ]);
+    for c in clients {
+        t.row(vec![
+            c.identity.clone(),
+            c.virtual_ips.join(","),
+            c.remote.clone(),
+            c.connection.clone(),
+            c.connected_seconds.map_or_else(|| "-".to_owned(), duration),
+            c.bytes_in.to_string(),
+            c.bytes_out.to_string(),
+        ]);
+    }
+    t.render(0)
+}
+
+fn pool_table(pools: &[PoolReport]) -> String {
+    if pools.is_empty() {
+        return "no pools configured\n".to_owned();
+    }
+    let mut t = Table::new(&[
+        ("POOL", Align::Left),
+        ("SIZE", Align::Right),
+        ("ONLINE", Align::Right),
+        ("OFFLINE", Align::Right),
+    ]);
+    for p in pools {
+        t.row(vec![
+            p.name.clone(),
+            p.size.to_string(),
+            p.online.to_string(),
+            p.offline.to_string(),
+        ]);
+    }
+    t.render(0)
 }
 
 fn action(a: &ActionResult) -> String {

@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use phalanx_control::{
     decode_request, encode_error, encode_response, read_line_bounded, ActionResult, ClusterReport,
-    CounterReport, ErrorBody, ErrorCode, IkeSaReport, LineRead, PolicyInfo, ReloadSummary, Request,
-    Response, SaInfo, Status, MAX_REQUEST_LINE_BYTES,
+    CounterReport, ErrorBody, ErrorCode, IkeSaReport, LineRead, PolicyInfo, PoolReport,
+    ReloadSummary, Request, Response, SaInfo, Status, MAX_REQUEST_LINE_BYTES,
 };
 
 use crate::limits::MAX_INITIATE_WAIT_SECONDS;
@@ -85,6 +85,16 @@ pub trait ControlHandler: Send + Sync {
     /// off.
     fn terminate(&self, connection: &str) -> Result<ActionResult, ErrorBody> {
         let _ = connection;
+        Err(ike_disabled())
+    }
+    /// Deletes the IKE SAs of one peer (identity or virtual IP). The
+    /// default: IKE is off.
+    fn disconnect(&self, peer: &str) -> Result<ActionResult, ErrorBody> {
+        let _ = peer;
+        Err(ike_disabled())
+    }
+    /// The virtual-IP pools. The default: IKE is off.
+    fn pools(&self) -> Result<Vec<PoolReport>, ErrorBody> {
         Err(ike_disabled())
     }
     /// The cluster as this node sees it (`phalanxctl cluster`). The
@@ -351,6 +361,8 @@ fn dispatch(request: Request, state: &dyn ControlHandler) -> Result<Response, Er
         }
         Request::Terminate { connection } => state.terminate(connection).map(Response::Terminate),
         Request::Cluster => state.cluster().map(Response::Cluster),
+        Request::Disconnect { peer } => state.disconnect(peer).map(Response::Disconnect),
+        Request::Pools => state.pools().map(Response::Pools),
         other => Err(ErrorBody::new(
             ErrorCode::UNKNOWN_REQUEST,
             format!("request {other} is not served by this daemon"),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use phalanx_control::{
     ActionResult, ClusterReport, CounterReport, DropCounter, ErrorBody, ErrorCode, IkeSaReport,
-    NamedCounter, PolicyInfo, ReloadSummary, SaInfo, Status, WorkerLoad,
+    NamedCounter, PolicyInfo, PoolReport, ReloadSummary, SaInfo, Status, WorkerLoad,
 };
 
 use crate::cluster::ClusterHandle;
@@ -333,6 +333,16 @@ impl ControlHandler for Daemon {
     fn terminate(&self, connection: &str) -> Result<ActionResult, ErrorBody> {
         let ike = self.ike.get().ok_or_else(ike_disabled)?;
         ike.terminate(connection).map_err(error_body)
+    }
+
+    fn disconnect(&self, peer: &str) -> Result<ActionResult, ErrorBody> {
+        let ike = self.ike.get().ok_or_else(ike_disabled)?;
+        ike.disconnect(peer).map_err(error_body)
+    }
+
+    fn pools(&self) -> Result<Vec<PoolReport>, ErrorBody> {
+        let ike = self.ike.get().ok_or_else(ike_disabled)?;
+        Ok(crate::ike::report::pools(&ike.status().pools))
     }
 
     fn cluster(&self) -> Result<ClusterReport, ErrorBody> {

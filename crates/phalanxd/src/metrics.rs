@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use phalanx_control::{CounterReport, IkeSaReport, PolicyInfo, SaInfo, Status};
+use phalanx_control::{CounterReport, IkeSaReport, PolicyInfo, PoolReport, SaInfo, Status};
 
 use crate::control::ControlHandler;
 
@@ -256,6 +256,9 @@ pub fn render(state: &dyn ControlHandler) -> String {
     if let Ok(ike) = state.ike() {
         render_ike(&mut out, &ike, &counters);
     }
+    if let Ok(pools) = state.pools() {
+        render_pools(&mut out, &pools);
+    }
     if let Ok(cluster) = state.cluster() {
         crate::cluster::metrics::render(&mut out, &cluster);
     }
@@ -307,6 +310,40 @@ fn render_ike(out: &mut String, sas: &[IkeSaReport], report: &CounterReport) {
     for counter in &report.ike {
         sample(out, name, &[("name", &counter.name)], counter.count);
     }
+}
+
+/// Virtual-IP pools and the End-Users holding their addresses.
+fn render_pools(out: &mut String, pools: &[PoolReport]) {
+    let name = "phalanx_pool_addresses";
+    family(
+        out,
+        name,
+        "gauge",
+        "Virtual-IP pool addresses, by pool and state: size, online (held by a connected End-User), offline (kept for one who is away).",
+    );
+    for p in pools {
+        sample(out, name, &[("pool", &p.name), ("state", "size")], p.size);
+        sample(
+            out,
+            name,
+            &[("pool", &p.name), ("state", "online")],
+            p.online,
+        );
+        sample(
+            out,
+            name,
+            &[("pool", &p.name), ("state", "offline")],
+            p.offline,
+        );
+    }
+    family(
+        out,
+        "phalanx_clients_connected",
+        "gauge",
+        "End-Users connected: pool leases held by an IKE SA.",
+    );
+    let online: u64 = pools.iter().map(|p| p.online).sum();
+    sample(out, "phalanx_clients_connected", &[], online);
 }
 
 /// Outbound decisions per policy, where the daemon counts them.
@@ -675,6 +712,14 @@ mod tests {
         fn reload(&self) -> Result<ReloadSummary, String> {
             Err("not in this test".into())
         }
+        fn pools(&self) -> Result<Vec<PoolReport>, phalanx_control::ErrorBody> {
+            Ok(vec![PoolReport {
+                name: "rw4".into(),
+                size: 254,
+                online: 2,
+                offline: 1,
+            }])
+        }
         fn ike(&self) -> Result<Vec<IkeSaReport>, phalanx_control::ErrorBody> {
             let child = |state: &str| phalanx_control::ChildSaReport {
                 name: "net".into(),
@@ -859,6 +904,11 @@ mod tests {
         );
         assert!(value(&s, "phalanx_worker_busy_ratio", &[("worker", "1")]).is_nan());
         assert_eq!(value(&s, "phalanx_sas", &[("direction", "in")]), 1.0);
+        let pool = |state| [("pool", "rw4"), ("state", state)];
+        assert_eq!(value(&s, "phalanx_pool_addresses", &pool("size")), 254.0);
+        assert_eq!(value(&s, "phalanx_pool_addresses", &pool("online")), 2.0);
+        assert_eq!(value(&s, "phalanx_pool_addresses", &pool("offline")), 1.0);
+        assert_eq!(value(&s, "phalanx_clients_connected", &[]), 2.0);
         assert_eq!(
             value(&s, "phalanx_policy_hits_total", &[("policy", "to-b")]),
             42.0

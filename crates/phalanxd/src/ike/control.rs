@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use phalanx_control::{ActionResult, ErrorCode, NamedCounter};
 use phalanx_ike::config::EndpointConfig;
+use phalanx_ike::pool::PoolUsage;
 use phalanx_ike::{IkeCounters, IkeSaInfo};
 use phalanx_io::poll::Waker;
 
@@ -57,6 +58,14 @@ pub enum Command {
         /// Where the answer goes.
         reply: SyncSender<Reply>,
     },
+    /// `phalanxctl disconnect PEER`: one End-User's IKE SAs, by identity or
+    /// virtual IP.
+    Disconnect {
+        /// The identity or virtual IP.
+        peer: String,
+        /// Where the answer goes.
+        reply: SyncSender<Reply>,
+    },
     /// A reload's connections (`Endpoint::reconfigure`); not answered.
     Reconfigure(Box<EndpointConfig>),
 }
@@ -70,6 +79,8 @@ pub struct IkeStatus {
     pub counters: IkeCounters,
     /// The IKE thread's own counters (queue drops, send errors, ...).
     pub daemon: Vec<NamedCounter>,
+    /// Virtual-IP pools (`Endpoint::pool_usage`).
+    pub pools: Vec<PoolUsage>,
 }
 
 /// A handle on the IKE thread, for the control socket and reloads.
@@ -124,6 +135,16 @@ impl IkeControl {
         let (reply, answer) = mpsc::sync_channel(1);
         let command = Command::Terminate {
             connection: connection.to_owned(),
+            reply,
+        };
+        self.call(command, &answer, Duration::ZERO)
+    }
+
+    /// Deletes the IKE SAs of the peer with identity or virtual IP `peer`.
+    pub fn disconnect(&self, peer: &str) -> Reply {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let command = Command::Disconnect {
+            peer: peer.to_owned(),
             reply,
         };
         self.call(command, &answer, Duration::ZERO)

@@ -365,6 +365,28 @@ impl Driver {
                     .map_err(|e| refusal(&e));
                 let _ = reply.try_send(answer);
             }
+            Command::Disconnect { peer, reply } => {
+                let connections = self.endpoint.disconnect(now, &peer);
+                tracing::info!(%peer, ike_sas = connections.len(), "disconnect requested");
+                let answer = if connections.is_empty() {
+                    Err(Failure::new(
+                        ErrorCode::IKE_FAILED,
+                        format!(
+                            "no established IKE SA of a peer with identity or virtual IP {peer:?}"
+                        ),
+                    ))
+                } else {
+                    Ok(action(
+                        &connections.join(","),
+                        "terminating",
+                        &format!(
+                            "INFORMATIONAL Delete sent to {peer} ({} IKE SAs)",
+                            connections.len()
+                        ),
+                    ))
+                };
+                let _ = reply.try_send(answer);
+            }
             Command::Reconfigure(mut config) => {
                 self.learn(&config);
                 if let Some(cluster) = &mut self.cluster {
@@ -522,6 +544,7 @@ impl Driver {
         status.sas = self.sas.clone();
         status.counters = self.endpoint.counters().clone();
         status.daemon = daemon;
+        status.pools = self.endpoint.pool_usage();
     }
 
     fn daemon_counters(&self) -> Vec<NamedCounter> {

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Instant;
 
-use phalanx_control::{ChildSaReport, IkeSaReport, NamedCounter};
+use phalanx_control::{ChildSaReport, IkeSaReport, NamedCounter, PoolReport};
 use phalanx_crypto::Suite;
 use phalanx_ike::counters::COUNTED_EXCHANGES;
+use phalanx_ike::pool::PoolUsage;
 use phalanx_ike::{ChildSaInfo, IkeCounters, IkeSaInfo, IkeSaState};
 use phalanx_sa::SaMode;
 use phalanx_wire::ike::{TrafficSelector, TsAddresses};
@@ -270,6 +271,19 @@ fn snake_case(name: &str) -> String {
         }
     }
     out
+}
+
+/// The pools as `phalanxctl pools` shows them.
+pub fn pools(usage: &[PoolUsage]) -> Vec<PoolReport> {
+    usage
+        .iter()
+        .map(|u| PoolReport {
+            name: u.name.clone(),
+            size: u.size,
+            online: u.online,
+            offline: u.offline,
+        })
+        .collect()
 }
 
 #[cfg(test)]
