@@ -193,6 +193,13 @@ pub enum RemoteAuth {
         /// The CA certificates accepted.
         anchors: Arc<TrustAnchors>,
     },
+    /// EAP (RFC 7296 §2.16): the peer sends no AUTH in its first IKE_AUTH,
+    /// the endpoint relays EAP messages to the caller's EAP backend
+    /// ([`SaEvent::EapRequest`](crate::SaEvent::EapRequest),
+    /// [`Endpoint::handle_eap`](crate::Endpoint::handle_eap)), and the
+    /// final AUTH payloads are keyed with the MSK. We authenticate with
+    /// our `local_auth` first (a certificate, as clients require).
+    Eap,
 }
 
 impl fmt::Debug for RemoteAuth {
@@ -200,6 +207,7 @@ impl fmt::Debug for RemoteAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RemoteAuth::Psk(_) => f.write_str("Psk(<redacted>)"),
+            RemoteAuth::Eap => f.write_str("Eap"),
             RemoteAuth::Signature { anchors } => f
                 .debug_struct("Signature")
                 .field("anchors", &anchors.len())

@@ -85,6 +85,12 @@ counters! {
     AuthRejectedByPeer => "our AUTH refused by the peer with AUTHENTICATION_FAILED",
     /// Traffic selectors refused.
     TsRefused => "traffic selectors with an empty intersection (TS_UNACCEPTABLE, RFC 7296 §2.9)",
+    /// EAP exchanges started.
+    EapStarted => "IKE_AUTH requests without AUTH that started EAP (RFC 7296 §2.16)",
+    /// EAP exchanges that succeeded.
+    EapSucceeded => "EAP exchanges that ended in EAP-Success and an AUTH keyed with the MSK that verified",
+    /// EAP exchanges that failed.
+    EapFailed => "EAP exchanges the EAP backend ended in EAP-Failure (wrong password, unknown identity, ...)",
     /// Virtual IPs handed out.
     VirtualIpsAssigned => "inner addresses leased to peers in a CFG_REPLY (RFC 7296 §2.19)",
     /// CFG_REQUESTs that got no address.

@@ -27,7 +27,7 @@ use crate::config::{
 };
 use crate::counters::{Counter, IkeCounters};
 use crate::error::IkeError;
-use crate::events::{Datagram, IkeSaInfo, SaEvent, Transmit};
+use crate::events::{Datagram, EapAnswer, IkeSaInfo, SaEvent, Transmit};
 use crate::exchange::cookie::CookieJar;
 use crate::exchange::init::{invalid_major_version_answer, respond_init, stateless_answer};
 use crate::exchange::Found;
@@ -573,6 +573,14 @@ impl Endpoint {
         Ok(())
     }
 
+    /// The EAP backend's answer for IKE SA `ike_sa` (our SPI, from
+    /// [`SaEvent::EapRequest`]): the IKE_AUTH response that waited for it
+    /// goes out. An answer for an IKE SA that is gone or not in EAP is
+    /// ignored.
+    pub fn handle_eap(&mut self, now: Instant, ike_sa: u64, answer: EapAnswer) {
+        self.with_sa(now, ike_sa, |sa, ctx| sa.eap_answered(ctx, answer));
+    }
+
     /// Deletes the IKE SAs of one End-User (or any peer): those whose
     /// authenticated identity is `who`, or that hold `who` as a virtual IP.
     /// Returns the connections they belonged to (empty: none matched).
@@ -741,7 +749,8 @@ impl IkeSa {
             State::InitSent(_)
             | State::Intermediate(_)
             | State::AuthSent(_)
-            | State::HalfOpen(_) => self.fail(ctx, "terminated"),
+            | State::HalfOpen(_)
+            | State::Eap(_) => self.fail(ctx, "terminated"),
             State::Deleting | State::Closed => {}
         }
     }
@@ -760,6 +769,7 @@ fn same_connection(a: &Connection, b: &Connection) -> bool {
     };
     let remote_auth = match (&a.remote_auth, &b.remote_auth) {
         (RemoteAuth::Psk(x), RemoteAuth::Psk(y)) => x.as_slice() == y.as_slice(),
+        (RemoteAuth::Eap, RemoteAuth::Eap) => true,
         (RemoteAuth::Signature { anchors: x }, RemoteAuth::Signature { anchors: y }) => {
             Arc::ptr_eq(x, y)
         }

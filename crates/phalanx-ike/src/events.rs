@@ -137,6 +137,20 @@ pub enum SaEvent {
         /// Why, for logs.
         reason: String,
     },
+    /// EAP (RFC 7296 §2.16): a message from the peer for the EAP backend
+    /// (empty: the exchange starts, send the first EAP Request). Answer
+    /// with [`Endpoint::handle_eap`](crate::Endpoint::handle_eap) and the
+    /// same `ike_sa`; the peer's IKE_AUTH waits for it.
+    EapRequest {
+        /// The connection's name.
+        connection: String,
+        /// Our SPI of the IKE SA, to answer with.
+        ike_sa: u64,
+        /// The IDi the peer presented (an EAP method asks its own identity).
+        peer_id: String,
+        /// The EAP message (RFC 3748), or empty at the start.
+        message: Vec<u8>,
+    },
     /// An IKE SA could not be established (never reached `IkeSaUp`).
     IkeSaFailed {
         /// The connection's name.
@@ -314,4 +328,38 @@ pub struct IkeSaInfo {
     pub virtual_ips: Vec<IpAddr>,
     /// Its Child SAs.
     pub children: Vec<ChildSaInfo>,
+}
+
+/// The EAP backend's answer to an [`SaEvent::EapRequest`].
+pub enum EapAnswer {
+    /// The next EAP Request to send the peer.
+    Continue(Vec<u8>),
+    /// The peer authenticated: EAP-Success to send, the MSK (RFC 5247) that
+    /// keys the final AUTH payloads, the identity the method proved.
+    Success {
+        /// The EAP-Success message.
+        message: Vec<u8>,
+        /// The Master Session Key.
+        msk: Zeroizing<Vec<u8>>,
+        /// The EAP identity.
+        identity: String,
+    },
+    /// The peer failed: EAP-Failure to send, and why (for logs).
+    Failure {
+        /// The EAP-Failure message.
+        message: Vec<u8>,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl core::fmt::Debug for EapAnswer {
+    /// Never prints the MSK.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            EapAnswer::Continue(m) => write!(f, "Continue({} octets)", m.len()),
+            EapAnswer::Success { identity, .. } => write!(f, "Success({identity})"),
+            EapAnswer::Failure { reason, .. } => write!(f, "Failure({reason})"),
+        }
+    }
 }

@@ -79,4 +79,6 @@ pub mod ts;
 pub use counters::{Counter, IkeCounters};
 pub use endpoint::Endpoint;
 pub use error::IkeError;
-pub use events::{ChildSaInfo, ChildSaInstall, Datagram, IkeSaInfo, IkeSaState, SaEvent, Transmit};
+pub use events::{
+    ChildSaInfo, ChildSaInstall, Datagram, EapAnswer, IkeSaInfo, IkeSaState, SaEvent, Transmit,
+};

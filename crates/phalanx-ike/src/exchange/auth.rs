@@ -101,7 +101,7 @@ pub(crate) fn certificate_request(conn: &Connection) -> Option<Payload> {
 }
 
 /// RestOfIDPayload: ID Type, three RESERVED octets, the data (§2.15).
-fn rest_of_id(id: &IdPayload) -> Vec<u8> {
+pub(crate) fn rest_of_id(id: &IdPayload) -> Vec<u8> {
     let mut out = vec![id.id_type.0, 0, 0, 0];
     out.extend_from_slice(&id.data);
     out
@@ -247,6 +247,8 @@ impl IkeSa {
                 }
                 verify_psk_auth(&prf, secret, octets, &auth.data)?;
             }
+            // EAP's AUTH is keyed with the MSK (`exchange::eap`).
+            RemoteAuth::Eap => return Err(AuthError::UnsupportedAuthMethod(auth.method.0)),
             RemoteAuth::Signature { anchors } => {
                 let x509: Vec<&[u8]> = certs
                     .iter()
@@ -297,14 +299,11 @@ impl IkeSa {
         // IKE_AUTH_MID: this request's Message ID (RFC 9242 §3.3.2).
         let int_auth = st.chain.value(self.window.expected_request_id);
         let found = Found::scan(payloads);
-        let (Some(idi), Some(auth)) = (found.idi, found.auth) else {
-            return self.refuse_auth(
-                ctx,
-                NotifyType::AUTHENTICATION_FAILED,
-                "IDi or AUTH missing",
-            );
+        let Some(idi) = found.idi else {
+            return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, "IDi missing");
         };
-        if let Err(why) = self.choose_connection(ctx, idi, found.idr, auth.method) {
+        let method = found.auth.map(|a| a.method);
+        if let Err(why) = self.choose_connection(ctx, idi, found.idr, method) {
             return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &why);
         }
         let octets = {
@@ -321,12 +320,17 @@ impl IkeSa {
                 &int_auth,
             )
         };
+        let Some(auth) = found.auth else {
+            // §2.16: no AUTH, EAP (the connection chosen takes it).
+            return self.start_eap(ctx, &st, idi, payloads, octets, &int_auth);
+        };
         let identity = match self.verify_peer(ctx, idi, auth, &found.certs, &octets) {
             Ok(identity) => identity,
             Err(e) => {
                 return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string())
             }
         };
+        // Signed only for a peer that authenticated.
         let ours = match self.responder_auth_payloads(ctx, &st.response, &st.ni, &int_auth) {
             Ok(ours) => ours,
             Err(e) => {
@@ -334,8 +338,21 @@ impl IkeSa {
             }
         };
         self.remote_identity = Some(identity);
+        self.authenticated(ctx, ours, &found, (&st.ni, &st.nr))
+    }
+
+    /// The peer is authenticated (IKE_AUTH, or its last message after
+    /// EAP): the IKE SA is up; the answer is `ours` (IDr, CERT, AUTH), a
+    /// CFG_REPLY and the Child SA of the first IKE_AUTH request `found`.
+    pub(crate) fn authenticated(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        ours: Vec<Payload>,
+        found: &Found<'_>,
+        nonces: (&[u8], &[u8]),
+    ) -> Reply {
         self.initial_contact = found.has(NotifyType::INITIAL_CONTACT);
-        self.learn_peer_window(&found);
+        self.learn_peer_window(found);
         self.establish(ctx);
         let mut reply = Reply::of(ours);
         reply.payloads.extend(self.announce_window(ctx));
@@ -348,7 +365,7 @@ impl IkeSa {
             }
         }
         if found.sa.is_some() {
-            match self.respond_child(ctx, &found, (&st.ni, &st.nr), false, None) {
+            match self.respond_child(ctx, found, nonces, false, None) {
                 Ok((payloads, spi_in)) => {
                     reply.payloads.extend(payloads);
                     reply.after.push(AfterSend::InstallOutbound(spi_in));
@@ -367,7 +384,7 @@ impl IkeSa {
         ctx: &Ctx<'_>,
         idi: &IdPayload,
         idr: Option<&IdPayload>,
-        method: AuthMethod,
+        method: Option<AuthMethod>,
     ) -> Result<(), String> {
         let parse = |id: &IdPayload| Identity::from_id(id.id_type.0, &id.data);
         let presented_idi = parse(idi).map_err(|e| format!("IDi: {e}"))?;
@@ -382,42 +399,58 @@ impl IkeSa {
             method,
         };
         let ends = (self.local.ip(), self.remote.ip());
-        let conn = final_connection(ctx.connections, ends, suite, &presented)
-            .ok_or_else(|| format!("no connection for {presented_idi} ({method:?})"))?;
+        let conn = final_connection(ctx.connections, ends, suite, &presented).ok_or_else(|| {
+            let how = method.map_or_else(|| "EAP".to_owned(), |m| format!("{m:?}"));
+            format!("no connection for {presented_idi} ({how})")
+        })?;
         self.conn = conn;
         Ok(())
     }
 
     /// IDr, CERT and AUTH of the responder (§2.15: AUTH over RealMessage2,
     /// Ni, prf(SK_pr, IDr) and IntAuth).
-    fn responder_auth_payloads(
+    pub(crate) fn responder_auth_payloads(
         &self,
         ctx: &Ctx<'_>,
         init_response: &[u8],
         ni: &[u8],
         int_auth: &[u8],
     ) -> Result<Vec<Payload>, IkeError> {
+        let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
+        let prf = prf_closure(ctx.provider, crypto.prf);
+        let octets = self.responder_octets(ctx, init_response, ni, int_auth)?;
+        let auth = self.our_auth(&prf, &octets)?;
+        let mut payloads = vec![Payload::Idr(id_payload(&self.conn.local_id))];
+        payloads.extend(self.our_certificates());
+        payloads.push(Payload::Auth(auth));
+        Ok(payloads)
+    }
+
+    /// ResponderSignedOctets (§2.15): RealMessage2 | NonceIData |
+    /// prf(SK_pr, IDr') [| IntAuth].
+    pub(crate) fn responder_octets(
+        &self,
+        ctx: &Ctx<'_>,
+        init_response: &[u8],
+        ni: &[u8],
+        int_auth: &[u8],
+    ) -> Result<Vec<u8>, IkeError> {
         let idr = id_payload(&self.conn.local_id);
         let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let prf = prf_closure(ctx.provider, crypto.prf);
-        let octets = signed_octets_with_int_auth(
+        Ok(signed_octets_with_int_auth(
             &prf,
             init_response,
             ni,
             &crypto.keys.sk_pr,
             &rest_of_id(&idr),
             int_auth,
-        );
-        let auth = self.our_auth(&prf, &octets)?;
-        let mut payloads = vec![Payload::Idr(idr)];
-        payloads.extend(self.our_certificates());
-        payloads.push(Payload::Auth(auth));
-        Ok(payloads)
+        ))
     }
 
     /// Answers a failed IKE_AUTH with `ty` and closes the IKE SA
     /// (RFC 7296 §2.21.2).
-    fn refuse_auth(&mut self, ctx: &mut Ctx<'_>, ty: NotifyType, reason: &str) -> Reply {
+    pub(crate) fn refuse_auth(&mut self, ctx: &mut Ctx<'_>, ty: NotifyType, reason: &str) -> Reply {
         ctx.count(Counter::AuthFailed);
         ctx.count(Counter::IkeSasFailed);
         ctx.event(SaEvent::IkeSaFailed {
@@ -427,6 +460,7 @@ impl IkeSa {
         Reply {
             payloads: vec![notify(ty, Vec::new())],
             after: vec![AfterSend::Close],
+            deferred: false,
         }
     }
 

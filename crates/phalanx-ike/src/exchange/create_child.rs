@@ -152,6 +152,7 @@ impl IkeSa {
             Ok((payloads, spi_in)) => Reply {
                 payloads,
                 after: vec![AfterSend::InstallOutbound(spi_in)],
+                deferred: false,
             },
             Err(e) => Reply::of(self.child_refusal(ctx, &e, "")),
         }

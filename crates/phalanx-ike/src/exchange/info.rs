@@ -295,6 +295,7 @@ impl IkeSa {
         Reply {
             payloads: Vec::new(),
             after: vec![AfterSend::Close],
+            deferred: false,
         }
     }
 }

@@ -378,6 +378,7 @@ impl IkeSa {
         Ok(Reply {
             payloads,
             after: vec![AfterSend::SwitchKeys(Box::new(keys))],
+            deferred: false,
         })
     }
 
@@ -394,6 +395,7 @@ impl IkeSa {
         Reply {
             payloads: vec![notify(ty, e.notify_data())],
             after: vec![AfterSend::Close],
+            deferred: false,
         }
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod child;
 pub(crate) mod config_payload;
 pub(crate) mod cookie;
 pub(crate) mod create_child;
+pub(crate) mod eap;
 pub(crate) mod ike_rekey;
 pub(crate) mod info;
 pub(crate) mod init;
@@ -27,8 +28,8 @@ pub(crate) mod select;
 
 use phalanx_wire::ike::iana::NotifyType;
 use phalanx_wire::ike::{
-    AuthPayload, CertPayload, CpPayload, DeletePayload, IdPayload, KePayload, NoncePayload,
-    NotifyPayload, Payload, SaPayload, TsPayload,
+    AuthPayload, CertPayload, CpPayload, DeletePayload, EapPayload, IdPayload, KePayload,
+    NoncePayload, NotifyPayload, Payload, SaPayload, TsPayload,
 };
 
 /// The payloads of one message, sorted by type (first of each kind; every
@@ -48,6 +49,7 @@ pub(crate) struct Found<'a> {
     pub(crate) notifies: Vec<&'a NotifyPayload>,
     pub(crate) deletes: Vec<&'a DeletePayload>,
     pub(crate) cp: Option<&'a CpPayload>,
+    pub(crate) eap: Option<&'a EapPayload>,
 }
 
 impl<'a> Found<'a> {
@@ -69,6 +71,7 @@ impl<'a> Found<'a> {
                 Payload::Notify(p) => found.notifies.push(p),
                 Payload::Delete(p) => found.deletes.push(p),
                 Payload::Cp(p) => found.cp = found.cp.or(Some(p)),
+                Payload::Eap(p) => found.eap = found.eap.or(Some(p)),
                 _ => {}
             }
         }

@@ -8,7 +8,8 @@
 //! A connection fits when its `remote_id` matches IDi (wildcards as in
 //! [`Identity::matches`]; none: any), its `local_id` matches IDr when the
 //! initiator sent one, its `remote_auth` is of the AUTH payload's kind (a
-//! shared key or a signature), and its IKE proposals accept the suite
+//! shared key, a signature, or EAP when there is no AUTH payload), and
+//! its IKE proposals accept the suite
 //! IKE_SA_INIT negotiated. Candidates are tried with the peer's exact
 //! address first, then in configuration order. None fits:
 //! AUTHENTICATION_FAILED, and nothing of the IKE SA is kept.
@@ -28,8 +29,9 @@ pub(crate) struct Presented<'a> {
     pub(crate) idi: &'a Identity,
     /// IDr, if sent.
     pub(crate) idr: Option<&'a Identity>,
-    /// The AUTH payload's method.
-    pub(crate) method: AuthMethod,
+    /// The AUTH payload's method; `None`: no AUTH, the peer wants EAP
+    /// (RFC 7296 §2.16).
+    pub(crate) method: Option<AuthMethod>,
 }
 
 /// The connection for `presented` among `all` on `local` ↔ `remote`.
@@ -61,11 +63,14 @@ fn fits(c: &Connection, suite: &NegotiatedIke, p: &Presented<'_>) -> bool {
         && accepts(&c.ike_proposals, suite)
 }
 
-/// A shared key for SHARED_KEY_MIC, a signature for the others.
-fn auth_kind_fits(auth: &RemoteAuth, method: AuthMethod) -> bool {
-    match auth {
-        RemoteAuth::Psk(_) => method == AuthMethod::SHARED_KEY_MIC,
-        RemoteAuth::Signature { .. } => method != AuthMethod::SHARED_KEY_MIC,
+/// A shared key for SHARED_KEY_MIC, a signature for the other methods,
+/// EAP when there is no AUTH payload.
+fn auth_kind_fits(auth: &RemoteAuth, method: Option<AuthMethod>) -> bool {
+    match (auth, method) {
+        (RemoteAuth::Psk(_), Some(m)) => m == AuthMethod::SHARED_KEY_MIC,
+        (RemoteAuth::Signature { .. }, Some(m)) => m != AuthMethod::SHARED_KEY_MIC,
+        (RemoteAuth::Eap, None) => true,
+        _ => false,
     }
 }
 

@@ -202,7 +202,8 @@ impl IkeSa {
             State::InitSent(_)
             | State::Intermediate(_)
             | State::AuthSent(_)
-            | State::HalfOpen(_) => self.fail(ctx, "peer not answering"),
+            | State::HalfOpen(_)
+            | State::Eap(_) => self.fail(ctx, "peer not answering"),
             State::Established | State::Rekeyed => {
                 ctx.count(Counter::IkeSasDead);
                 self.down(ctx, "peer not answering (dead peer)");
@@ -217,7 +218,11 @@ impl IkeSa {
         }
         if matches!(
             self.state,
-            State::InitSent(_) | State::Intermediate(_) | State::AuthSent(_) | State::HalfOpen(_)
+            State::InitSent(_)
+                | State::Intermediate(_)
+                | State::AuthSent(_)
+                | State::HalfOpen(_)
+                | State::Eap(_)
         ) {
             self.fail(ctx, "establishment timed out");
         }

@@ -36,6 +36,7 @@ use crate::counters::Counter;
 use crate::events::{Datagram, IkeSaInfo, IkeSaState, SaEvent};
 use crate::exchange::auth::AuthSent;
 use crate::exchange::config_payload::VirtualIp;
+use crate::exchange::eap::EapExchange;
 use crate::exchange::init::{HalfOpen, InitSent};
 use crate::exchange::intermediate::{received_blob, Intermediate};
 use crate::limits::NATT_PORT;
@@ -59,6 +60,8 @@ pub(crate) enum State {
     AuthSent(Box<AuthSent>),
     /// Responder: IKE_SA_INIT answered, IKE_AUTH awaited.
     HalfOpen(Box<HalfOpen>),
+    /// Responder: EAP in IKE_AUTH (RFC 7296 §2.16).
+    Eap(Box<EapExchange>),
     /// Authenticated.
     Established,
     /// Replaced by a rekey (its children moved on); deleted soon.
@@ -102,6 +105,9 @@ pub(crate) struct Reply {
     pub(crate) payloads: Vec<Payload>,
     /// Actions after sending.
     pub(crate) after: Vec<AfterSend>,
+    /// No response yet: it waits for an answer from outside (the EAP
+    /// backend); [`IkeSa::send_deferred`] sends it.
+    pub(crate) deferred: bool,
 }
 
 impl Reply {
@@ -110,6 +116,15 @@ impl Reply {
         Reply {
             payloads,
             after: Vec::new(),
+            deferred: false,
+        }
+    }
+
+    /// The response comes later ([`Reply::deferred`]).
+    pub(crate) fn later() -> Reply {
+        Reply {
+            deferred: true,
+            ..Reply::default()
         }
     }
 }
@@ -178,6 +193,9 @@ pub(crate) struct IkeSa {
     /// For a new IKE SA from our rekey: Ni and Nr of that exchange
     /// (§2.8.1), until the collision check has used them.
     pub(crate) rekey_nonces: Option<(Vec<u8>, Vec<u8>)>,
+    /// The request (Message ID, exchange) whose response waits for an
+    /// answer from outside (EAP).
+    pub(crate) deferred: Option<(u32, ExchangeType)>,
 }
 
 impl IkeSa {
@@ -219,6 +237,7 @@ impl IkeSa {
             peer_rekey: None,
             successor: None,
             rekey_nonces: None,
+            deferred: None,
         }
     }
 
@@ -493,6 +512,12 @@ impl IkeSa {
 
     /// A request from the peer (RFC 7296 §2.1–§2.3).
     fn handle_request(&mut self, ctx: &mut Ctx<'_>, dgram: &Datagram<'_>, hdr: &IkeHeaderRepr) {
+        if self.deferred.is_some_and(|(id, _)| id == hdr.message_id) {
+            // A retransmission of the request whose answer is awaited from
+            // outside: it is answered when that answer comes.
+            ctx.count(Counter::RetransmitsAnswered);
+            return;
+        }
         match self.window.classify_request(hdr.message_id) {
             RequestId::New => {}
             RequestId::Retransmit => {
@@ -527,7 +552,27 @@ impl IkeSa {
             }
             Err(_) => return,
         };
+        if reply.deferred {
+            self.deferred = Some((hdr.message_id, hdr.exchange_type));
+            return;
+        }
         self.send_response(ctx, hdr.exchange_type, hdr.message_id, &reply.payloads);
+        for action in reply.after {
+            self.after_send(ctx, action);
+        }
+    }
+
+    /// Sends the response that waited ([`Reply::deferred`]); nothing if no
+    /// request waits.
+    pub(crate) fn send_deferred(&mut self, ctx: &mut Ctx<'_>, reply: Reply) {
+        let Some((id, exchange)) = self.deferred.take() else {
+            return;
+        };
+        if reply.deferred {
+            self.deferred = Some((id, exchange));
+            return;
+        }
+        self.send_response(ctx, exchange, id, &reply.payloads);
         for action in reply.after {
             self.after_send(ctx, action);
         }
@@ -552,6 +597,9 @@ impl IkeSa {
             )]);
         }
         match hdr.exchange_type {
+            ExchangeType::IKE_AUTH if matches!(self.state, State::Eap(_)) => {
+                self.process_eap_request(ctx, payloads)
+            }
             ExchangeType::IKE_AUTH => self.process_auth_request(ctx, payloads),
             ExchangeType::CREATE_CHILD_SA => self.process_create_child_request(ctx, payloads),
             ExchangeType::INFORMATIONAL => self.process_informational_request(ctx, payloads),
@@ -685,7 +733,7 @@ impl IkeSa {
             // IKE_INTERMEDIATE comes between IKE_SA_INIT and IKE_AUTH.
             State::InitSent(_) | State::Intermediate(_) => IkeSaState::InitSent,
             State::AuthSent(_) => IkeSaState::AuthSent,
-            State::HalfOpen(_) => IkeSaState::HalfOpen,
+            State::HalfOpen(_) | State::Eap(_) => IkeSaState::HalfOpen,
             State::Established if self.rekey_in_flight() => IkeSaState::Rekeying,
             State::Established => IkeSaState::Established,
             State::Rekeyed => IkeSaState::Rekeyed,
