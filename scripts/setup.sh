@@ -33,6 +33,7 @@ APT_GROUP_NETNS=(
     strongswan-charon        # /usr/lib/ipsec/charon (the race's reference gateway)
     strongswan-swanctl       # swanctl, vici
     libcharon-extra-plugins  # kernel-libipsec (userspace ESP: this kernel has no ESP)
+    libcharon-extauth-plugins # eap-mschapv2 (strongSwan as an End-User client)
     libstrongswan-standard-plugins # gcm, openssl, ...
     libstrongswan-extra-plugins    # curve25519, chapoly
     corosync                 # cluster membership and agreed-order messages (one per node namespace)

@@ -95,6 +95,10 @@ class Conn:
     # strongSwan names such as "rsa/pss").
     local_signature: Optional[List[str]] = None
     remote_signature: Optional[List[str]] = None
+    # A gateway authenticating its End-Users with EAP: phalanxd's
+    # remote_auth ("eap-mschapv2") and [[eap_secret]]s (identity, password).
+    remote_auth: Optional[str] = None
+    eap_secrets: Optional[List[tuple]] = None
     # strongSwan: the remote auth round as written (e.g.
     # "ike:rsa/pss-sha256" to require PSS); None: psk or pubkey.
     swan_remote_auth: Optional[str] = None
@@ -342,6 +346,8 @@ raw_esp = true
     lines += ["fragmentation = true", "force_encap = " + ("true" if conn.force_encap else "false")]
     if conn.pools:
         lines.append("pools = " + _toml_list([name for name, _ in conn.pools]))
+    if conn.remote_auth:
+        lines.append("remote_auth = " + _toml_str(conn.remote_auth))
     if conn.local_signature:
         lines.append("local_signature = " + _toml_list(conn.local_signature))
     if conn.remote_signature:
@@ -362,6 +368,8 @@ raw_esp = true
         lines.append("")
     for name, addrs in conn.pools or []:
         lines += ["[[pool]]", "name = " + _toml_str(name), "addrs = " + _toml_str(addrs), ""]
+    for identity, password in conn.eap_secrets or []:
+        lines += ["[[eap_secret]]", "id = " + _toml_str(identity), "secret = " + _toml_str(password), ""]
     return text + "\n".join(lines) + "\n"
 
 

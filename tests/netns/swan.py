@@ -119,13 +119,18 @@ def _child_block(child):
 def render_swanctl_conf(conn, cert_names=None):
     """swanctl.conf text for `conn` (an ikegw.Conn). cert_names: the file
     names of our certificate and the CA under x509/ and x509ca/."""
-    local = ["auth = " + ("psk" if conn.auth == "psk" else "pubkey"),
+    eap = conn.auth == "eap-mschapv2"
+    local = ["auth = " + ("psk" if conn.auth == "psk" else conn.auth if eap else "pubkey"),
              "id = \"{}\"".format(conn.local_id)]
+    if eap:
+        # An End-User: EAP-MSCHAPv2 for itself, the gateway's certificate.
+        local.append("eap_id = \"{}\"".format(conn.local_id))
     remote = ["auth = " + (conn.swan_remote_auth or ("psk" if conn.auth == "psk" else "pubkey"))]
     if conn.remote_id:
         remote.append("id = \"{}\"".format(conn.remote_id))
     if conn.auth == "pubkey":
         local.append("certs = " + cert_names["cert"])
+    if conn.auth in ("pubkey", "eap-mschapv2"):
         remote.append("cacerts = " + cert_names["ca"])
     lines = [
         "version = 2",
@@ -152,6 +157,9 @@ def render_swanctl_conf(conn, cert_names=None):
     lines.append(_block("remote", remote, 2))
     lines.append(_block("children", [_child_block(c) for c in conn.children], 2))
     text = "connections {\n" + _block(conn.name, lines, 1) + "}\n"
+    if eap:
+        secret = ["id = \"{}\"".format(conn.local_id), "secret = \"{}\"".format(conn.psk)]
+        text += "\nsecrets {\n" + _block("eap-" + conn.name, secret, 1) + "}\n"
     if conn.auth == "psk":
         secret = ["id-1 = \"{}\"".format(conn.local_id)]
         if conn.remote_id:
@@ -292,6 +300,9 @@ class Charon:
         with open(os.path.join(self.dir, "strongswan.conf"), "w") as f:
             f.write(render_strongswan_conf(self.dir, **conf_args))
         names = None
+        if conn.auth == "eap-mschapv2":
+            names = {"ca": "ca.pem"}
+            shutil.copy(conn.ca, os.path.join(self.dir, "x509ca", names["ca"]))
         if conn.auth == "pubkey":
             names = {"cert": self.gw + ".pem", "ca": "ca.pem"}
             shutil.copy(conn.cert, os.path.join(self.dir, "x509", names["cert"]))

@@ -24,6 +24,11 @@ kernel-libipsec (ESP in UDP). Checks:
 (c) a pool of one address: the second client gets an IKE SA but no Child SA
     (INTERNAL_ADDRESS_FAILURE, counted as virtual_ips_refused), the first
     keeps working;
+(e) EAP-MSCHAPv2 (RFC 7296 §2.16): the gateway authenticates with an
+    ECDSA certificate, the End-Users with EAP-MSCHAPv2 against phalanxd's
+    `[[eap_secret]]`s; alice (right password) gets her address and reaches
+    hostB, bob (wrong password) and carol (unknown) are refused with
+    EAP-Failure, counted, and leave alice's tunnel alone.
 (d) `phalanxctl clients` lists both with identity, address, outer address
     and traffic, `phalanxctl pools` the leases (online / offline as clients
     come and go), and `phalanxctl disconnect ADDRESS` deletes one client's
@@ -34,6 +39,7 @@ import re
 
 import ikegw
 import phxnet
+import pki
 import swan
 
 POOL = "10.3.0.0/24"
@@ -165,3 +171,80 @@ def test_empty_pool_refuses_the_child_not_the_first_client(topo):
     assert ikegw.counter(counters, "virtual_ips_refused") == 1, counters
     assert "INTERNAL_ADDRESS_FAILURE" in bob.log() or "internal address" in bob.log().lower(), bob.log()[-3000:]
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel"
+
+
+def eap_gateway(topo, paths):
+    """phalanxd on gwB: its certificate for itself, EAP-MSCHAPv2 for the
+    End-Users, the pool."""
+    conn = ikegw.site_conn("gwB", False, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
+                           esp_proposals=["aes128gcm16-noesn"])
+    conn.name = "rw"
+    conn.remote_addr = None
+    conn.remote_id = None
+    conn.remote_auth = "eap-mschapv2"
+    conn.eap_secrets = [("alice@example.com", "alice's password"), ("bob@example.com", "bob's password")]
+    conn.pools = [("rw4", POOL)]
+    conn.children[0].local_ts = [phxnet.SITEB[0]]
+    conn.children[0].remote_ts = ["0.0.0.0/0"]
+    gw = ikegw.PhalanxIke(topo, "gwB", conn)
+    ikegw.start_all(gw)
+    topo.run("gwB", ["ip", "route", "replace", phxnet.SITEA[0], "via", phxnet.GWA_WAN_V4])
+    topo.run("gwB", ["ip", "route", "replace", POOL, "dev", phxnet.TUN])
+    return gw
+
+
+def eap_client(topo, ns, identity, password, local_addr, paths):
+    """A strongSwan End-User with EAP-MSCHAPv2, trusting the gateway's CA."""
+    conn = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
+    conn.name = "home"
+    conn.auth = "eap-mschapv2"
+    conn.psk = password
+    conn.ca = paths["ca"]
+    conn.local_addr = local_addr
+    conn.local_id = identity
+    conn.remote_id = pki.identity("gwB", "fqdn")
+    conn.vips = ["0.0.0.0"]
+    conn.children[0].local_ts = ["dynamic"]
+    conn.children[0].remote_ts = [phxnet.SITEB[0]]
+    charon = swan.Charon(topo, ns, name="charon-" + identity.split("@")[0])
+    charon.configure(conn, install_virtual_ip=True)
+    charon.start()
+    charon.load()
+    return charon
+
+
+def test_eap_mschapv2_end_users(topo):
+    """(e) of the module doc."""
+    paths = pki.build(topo.run_dir, "ecdsa-p256")
+    gw = eap_gateway(topo, paths)
+    alice = eap_client(topo, "gwA", "alice@example.com", "alice's password", phxnet.GWA_WAN_V4, paths)
+    topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
+    bob = eap_client(topo, "hostA", "bob@example.com", "not bob's password", phxnet.HOSTA_V4, paths)
+    alice.initiate("net")
+    vip = virtual_ip(alice)
+    assert re.fullmatch(r"10\.3\.0\.\d+", vip), vip
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice cannot reach hostB"
+    assert "EAP method EAP_MSCHAPV2 succeeded" in alice.log(), alice.log()[-3000:]
+    clients = {c["identity"]: c for c in gw.gateway.ctl("clients")}
+    assert list(clients) == ["alice@example.com"], clients
+    assert clients["alice@example.com"]["virtual_ips"] == [vip]
+
+    proc = bob.initiate("net", check=False, timeout=10)
+    assert proc.returncode != 0, "a wrong password got through"
+    # strongSwan gives up on the MSCHAPv2 Failure (E=691) with an
+    # INFORMATIONAL AUTHENTICATION_FAILED.
+    assert "ERROR_AUTHENTICATION_FAILURE" in bob.log(), bob.log()[-3000:]
+    assert ikegw.wait_for(lambda: ikegw.counter(ikegw.flatten_counters(gw.gateway.ctl("counters")),
+                                                "eap_failed") == 1, 5), gw.gateway.ctl("counters")
+    counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+    assert ikegw.counter(counters, "eap_succeeded") == 1, counters
+    assert 'wrong password for "bob@example.com"' in gw.log(), gw.log()[-3000:]
+    assert not [sa for sa in gw.gateway.ctl("ike") if sa["remote_id"] == "bob@example.com"], gw.gateway.ctl("ike")
+    # An identity the gateway does not know fails the same way.
+    bob.stop()
+    carol = eap_client(topo, "hostA", "carol@example.com", "anything", phxnet.HOSTA_V4, paths)
+    assert carol.initiate("net", check=False, timeout=10).returncode != 0
+    assert ikegw.wait_for(lambda: 'unknown identity "carol@example.com"' in gw.log(), 5), gw.log()[-3000:]
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel"
+    assert [c["identity"] for c in gw.gateway.ctl("clients")] == ["alice@example.com"]
+    assert gw.alive(), gw.log()[-3000:]

@@ -201,6 +201,15 @@ impl EapServer {
         }
     }
 
+    /// Why the exchange is failing, once the MSCHAPv2 Failure Request is
+    /// out (a peer may end the exchange there instead of answering it).
+    pub fn failure(&self) -> Option<&EapFailure> {
+        match &self.phase {
+            Phase::FailureSent { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
     /// The first Request: EAP-Request/Identity (RFC 3748 §5.1).
     pub fn start(&mut self) -> Vec<u8> {
         EapRepr::request(self.identifier, EapType::IDENTITY, Vec::new()).emit()

@@ -158,7 +158,12 @@ impl Daemon {
                 .as_ref()
                 .map(|s| s.endpoint.clone())
                 .unwrap_or_default();
-            if let Err(e) = ike.reconfigure(endpoint) {
+            let secrets = new
+                .ike
+                .as_ref()
+                .map(|s| Arc::clone(&s.eap_secrets))
+                .unwrap_or_default();
+            if let Err(e) = ike.reconfigure(endpoint, secrets) {
                 tracing::error!(error = %e.message, "the IKE thread did not take the new connections");
             }
         }

@@ -168,6 +168,31 @@ impl IkeSa {
         self.authenticated(ctx, ours, &found, (ni, nr))
     }
 
+    /// The peer ended the IKE SA during EAP (INFORMATIONAL with
+    /// AUTHENTICATION_FAILED, or a Delete): a failed EAP exchange.
+    pub(crate) fn eap_abandoned(&mut self, ctx: &mut Ctx<'_>, refused: bool) -> Reply {
+        ctx.count(Counter::EapFailed);
+        ctx.count(Counter::IkeSasFailed);
+        if refused {
+            ctx.count(Counter::AuthRejectedByPeer);
+        }
+        let why = if refused {
+            "the peer gave up (AUTHENTICATION_FAILED)"
+        } else {
+            "the peer deleted the IKE SA"
+        };
+        ctx.event(SaEvent::IkeSaFailed {
+            connection: self.conn.name.clone(),
+            reason: format!("EAP: {why}"),
+        });
+        self.deferred = None;
+        Reply {
+            payloads: Vec::new(),
+            after: vec![AfterSend::Close],
+            deferred: false,
+        }
+    }
+
     /// The EAP backend answered: the deferred IKE_AUTH response goes out.
     pub(crate) fn eap_answered(&mut self, ctx: &mut Ctx<'_>, answer: EapAnswer) {
         let State::Eap(eap) = &mut self.state else {

@@ -230,6 +230,11 @@ impl IkeSa {
                 .iter()
                 .any(|d| d.protocol_id == ProtocolId::IKE)
         {
+            if matches!(self.state, State::Eap(_)) {
+                // An End-User that gave up on EAP (strongSwan does so on
+                // an MSCHAPv2 Failure instead of answering it).
+                return self.eap_abandoned(ctx, refused);
+            }
             if refused {
                 ctx.count(Counter::AuthRejectedByPeer);
             }

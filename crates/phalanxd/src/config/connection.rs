@@ -55,7 +55,19 @@ pub(crate) fn connection(
     name(source, &raw.name, &field("name"))?;
     let (local_addr, remote_addr) = addresses(ctx, &raw, &field)?;
     let remote_port = port(source, raw.remote_port.as_ref(), &field("remote_port"))?;
-    let (local_auth, remote_auth, fingerprint, chain_subject) = auth(ctx, &raw, &field)?;
+    let (local_auth, mut remote_auth, fingerprint, chain_subject) = auth(ctx, &raw, &field)?;
+    if let Some(how) = &raw.remote_auth {
+        // RFC 7296 §2.16: the peer authenticates with EAP, we with `auth`.
+        match how.get_ref().as_str() {
+            "eap-mschapv2" => remote_auth = RemoteAuth::Eap,
+            other => {
+                let msg = format!(
+                    "unknown remote_auth {other:?}; expected \"eap-mschapv2\" (or leave it out: the peer then authenticates as `auth` says)"
+                );
+                return Err(source.error(how.span(), field("remote_auth"), msg));
+            }
+        }
+    }
     let local_id = match &raw.local_id {
         Some(text) => identity(source, text, &field("local_id"))?,
         None => chain_subject.unwrap_or_else(|| Identity::from(local_addr)),

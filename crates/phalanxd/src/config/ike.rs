@@ -10,8 +10,10 @@ use std::collections::HashSet;
 use std::fmt;
 use std::ops::RangeInclusive;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use phalanx_eap::LocalSecrets;
 use phalanx_ike::config::{
     Connection, EndpointConfig, EndpointLimits, LocalAuth, PoolConfig, RemoteAuth, StartAction,
 };
@@ -21,7 +23,7 @@ use toml::Spanned;
 
 use super::connection::{self, Context};
 use super::credentials::CredentialFingerprint;
-use super::raw_ike::{RawConnection, RawIke};
+use super::raw_ike::{RawConnection, RawEapSecret, RawIke};
 use super::{values, ConfigError, PolicyConfig, ProtectedSettings, Source};
 use crate::limits;
 
@@ -78,6 +80,9 @@ pub struct IkeSettings {
     pub child_policies: Vec<ChildPolicySet>,
     /// Per connection (same order): the SHA-256 of its credential files.
     fingerprints: Vec<CredentialFingerprint>,
+    /// The End-Users' EAP passwords (`[[eap_secret]]`), for connections
+    /// with `remote_auth = "eap-mschapv2"`; kept as NT hashes only.
+    pub eap_secrets: Arc<LocalSecrets>,
 }
 
 impl IkeSettings {
@@ -251,6 +256,7 @@ pub(crate) fn settings(
         },
         child_policies,
         fingerprints,
+        eap_secrets: Arc::default(),
     }))
 }
 
@@ -407,4 +413,27 @@ fn check_names(
         }
     }
     Ok(())
+}
+
+/// `[[eap_secret]]`: identities unique, secrets not empty.
+pub(crate) fn eap_secrets(
+    source: &Source<'_>,
+    raw: &[Spanned<RawEapSecret>],
+) -> Result<LocalSecrets, ConfigError> {
+    let mut seen = HashSet::new();
+    let mut out = LocalSecrets::default();
+    for (i, spanned) in raw.iter().enumerate() {
+        let entry = spanned.get_ref();
+        let id = entry.id.get_ref();
+        if id.is_empty() || !seen.insert(id.clone()) {
+            let msg = format!("EAP identities must be unique and not empty ({id:?})");
+            return Err(source.error(entry.id.span(), format!("eap_secret[{i}].id"), msg));
+        }
+        if entry.secret.get_ref().is_empty() {
+            let msg = "an empty password";
+            return Err(source.error(entry.secret.span(), format!("eap_secret[{i}].secret"), msg));
+        }
+        out.add(id, entry.secret.get_ref());
+    }
+    Ok(out)
 }

@@ -13,6 +13,7 @@ use toml::Spanned;
 
 use super::cluster::RawCluster;
 use super::pool::RawPool;
+use super::raw_ike::RawEapSecret;
 use super::raw_ike::{RawConnection, RawIke};
 
 /// The whole file.
@@ -32,6 +33,8 @@ pub(crate) struct RawConfig {
     pub(crate) connection: Vec<Spanned<RawConnection>>,
     #[serde(default)]
     pub(crate) pool: Vec<Spanned<RawPool>>,
+    #[serde(default)]
+    pub(crate) eap_secret: Vec<Spanned<RawEapSecret>>,
     pub(crate) cluster: Option<Spanned<RawCluster>>,
 }
 

@@ -44,6 +44,7 @@ pub(crate) struct RawConnection {
     pub(crate) send_certreq: Option<bool>,
     pub(crate) send_cert: Option<bool>,
     pub(crate) pools: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) remote_auth: Option<Spanned<String>>,
     pub(crate) local_signature: Option<Spanned<Vec<Spanned<String>>>>,
     pub(crate) remote_signature: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
@@ -68,4 +69,12 @@ pub(crate) struct RawChild {
     pub(crate) replay_window: Option<Spanned<u32>>,
     pub(crate) peer_replay_window: Option<Spanned<u32>>,
     pub(crate) priority: Option<Spanned<u32>>,
+}
+
+/// One `[[eap_secret]]` table: an End-User's EAP password.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEapSecret {
+    pub(crate) id: Spanned<String>,
+    pub(crate) secret: Spanned<String>,
 }

@@ -68,6 +68,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
         cluster::ike_rules::check(source, &raw.connection)?;
     }
     let pools = pool::all(source, &raw.pool)?;
+    let eap_secrets = std::sync::Arc::new(ike::eap_secrets(source, &raw.eap_secret)?);
     let ike = ike::settings(
         source,
         raw.ike,
@@ -75,7 +76,11 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
         &protected,
         &policies,
         pools,
-    )?;
+    )?
+    .map(|mut ike| {
+        ike.eap_secrets = eap_secrets;
+        ike
+    });
     let cluster = cluster::settings(source, raw.cluster, &protected)?;
     Ok(Config {
         path: PathBuf::from(source.name),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use phalanx_control::{ActionResult, ErrorCode, NamedCounter};
+use phalanx_eap::LocalSecrets;
 use phalanx_ike::config::EndpointConfig;
 use phalanx_ike::pool::PoolUsage;
 use phalanx_ike::{IkeCounters, IkeSaInfo};
@@ -66,8 +67,9 @@ pub enum Command {
         /// Where the answer goes.
         reply: SyncSender<Reply>,
     },
-    /// A reload's connections (`Endpoint::reconfigure`); not answered.
-    Reconfigure(Box<EndpointConfig>),
+    /// A reload's connections (`Endpoint::reconfigure`) and EAP
+    /// passwords; not answered.
+    Reconfigure(Box<EndpointConfig>, Arc<LocalSecrets>),
 }
 
 /// What the IKE thread last published.
@@ -152,8 +154,12 @@ impl IkeControl {
 
     /// Hands a reload's connections to the IKE thread (queued, not waited
     /// for: the reload has already been applied to the data plane).
-    pub fn reconfigure(&self, config: EndpointConfig) -> Result<(), Failure> {
-        self.queue(Command::Reconfigure(Box::new(config)))
+    pub fn reconfigure(
+        &self,
+        config: EndpointConfig,
+        eap_secrets: Arc<LocalSecrets>,
+    ) -> Result<(), Failure> {
+        self.queue(Command::Reconfigure(Box::new(config), eap_secrets))
     }
 
     fn queue(&self, command: Command) -> Result<(), Failure> {
@@ -211,7 +217,9 @@ mod tests {
         assert_eq!(e.code, ErrorCode::TIMED_OUT, "{e:?}");
         assert!(started.elapsed() >= Duration::from_millis(50));
         // The first command still sits in the queue of one.
-        let e = control.reconfigure(EndpointConfig::default()).unwrap_err();
+        let e = control
+            .reconfigure(EndpointConfig::default(), Arc::default())
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::BUSY);
         drop(rx);
         let e = control.terminate("site").unwrap_err();

@@ -29,12 +29,13 @@ use std::time::{Instant, SystemTime};
 use phalanx_control::{ActionResult, ErrorCode, NamedCounter};
 use phalanx_ike::auth::UnixTime;
 use phalanx_ike::config::EndpointConfig;
-use phalanx_ike::{Datagram, Endpoint, IkeError, IkeSaInfo, IkeSaState};
+use phalanx_ike::{Datagram, Endpoint, IkeError, IkeSaInfo, IkeSaState, SaEvent};
 use phalanx_io::poll::{Interest, PollSet, Waker};
 
 use super::apply::{apply, Notes};
 use super::cluster::{ClusterIke, Io};
 use super::control::{Command, Failure, IkeStatus, Reply};
+use super::eap::EapBackend;
 use super::link::{IkeInbox, ToIke};
 use super::sockets::IkeSockets;
 use crate::config::ChildRef;
@@ -67,6 +68,8 @@ pub struct DriverParts {
     pub config: EndpointConfig,
     /// The cluster part, on a cluster node.
     pub cluster: Option<ClusterIke>,
+    /// The End-Users' EAP passwords.
+    pub eap_secrets: Arc<phalanx_eap::LocalSecrets>,
 }
 
 /// A connection as the thread needs it: its peer and children.
@@ -115,6 +118,7 @@ pub struct Driver {
     stats: Stats,
     buf: Vec<u8>,
     cluster: Option<ClusterIke>,
+    eap: EapBackend,
 }
 
 impl Driver {
@@ -137,6 +141,7 @@ impl Driver {
             stats: Stats::default(),
             buf: vec![0; MAX_IKE_DATAGRAM],
             cluster: parts.cluster,
+            eap: EapBackend::new(parts.eap_secrets),
         };
         driver.learn(&parts.config);
         driver
@@ -387,7 +392,8 @@ impl Driver {
                 };
                 let _ = reply.try_send(answer);
             }
-            Command::Reconfigure(mut config) => {
+            Command::Reconfigure(mut config, eap_secrets) => {
+                self.eap.set_secrets(eap_secrets);
                 self.learn(&config);
                 if let Some(cluster) = &mut self.cluster {
                     cluster.reconfigure(&mut config);
@@ -424,6 +430,16 @@ impl Driver {
         let peers: HashMap<String, String> = self.peers();
         let peer = |name: &str| peers.get(name).cloned().unwrap_or_else(|| "any".to_owned());
         while let Some(event) = self.endpoint.poll_event() {
+            if let SaEvent::EapRequest {
+                ike_sa, message, ..
+            } = &event
+            {
+                // Answered at once: the local backend needs no I/O.
+                if let Some(answer) = self.eap.answer(*ike_sa, message) {
+                    self.endpoint.handle_eap(now, *ike_sa, answer);
+                }
+                continue;
+            }
             apply(&self.store, event, now, &mut self.notes, &peer);
         }
         while let Some(transmit) = self.endpoint.poll_transmit() {
@@ -539,6 +555,13 @@ impl Driver {
     /// Publishes the IKE SAs and counters for the control socket.
     fn publish(&mut self) {
         self.sas = self.endpoint.ike_sas();
+        // EAP sessions of IKE SAs that are gone (our SPI is one of the two).
+        let spis: HashSet<u64> = self
+            .sas
+            .iter()
+            .flat_map(|sa| [u64::from_be_bytes(sa.spi_i), u64::from_be_bytes(sa.spi_r)])
+            .collect();
+        self.eap.retain(|spi| spis.contains(&spi));
         let daemon = self.daemon_counters();
         let mut status = self.status.lock();
         status.sas = self.sas.clone();

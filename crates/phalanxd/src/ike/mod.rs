@@ -27,6 +27,7 @@ pub mod apply;
 pub mod cluster;
 pub mod control;
 pub mod driver;
+pub mod eap;
 pub mod link;
 pub mod report;
 pub mod sockets;
@@ -154,6 +155,7 @@ pub fn spawn(
         status,
         config: settings.endpoint.clone(),
         cluster,
+        eap_secrets: Arc::clone(&settings.eap_secrets),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {

@@ -41,6 +41,10 @@ pub(crate) fn check(
                 ));
             }
         }
+        if let Some(how) = &conn.remote_auth {
+            let msg = "EAP (remote_auth) is not carried by a cluster node yet: an exchange in progress is not replicated (host mode only)";
+            return Err(source.error(how.span(), format!("connection[{i}].remote_auth"), msg));
+        }
         if let Some(pools) = &conn.pools {
             let msg =
                 "virtual-IP pools are not replicated between cluster nodes yet (host mode only)";
