@@ -1022,3 +1022,38 @@ fn pools_parse_and_refuse_mistakes() {
     );
     assert_eq!(error(&dup).field, "pool[1].name");
 }
+
+/// `remote_auth = "eap-mschapv2"` and `[[eap_secret]]`.
+#[test]
+fn eap_end_users_parse_and_refuse_mistakes() {
+    let with = |remote_auth: &str, secrets: &str| {
+        let text = ike_edit(
+            "force_encap = true",
+            &format!("force_encap = true\nremote_auth = {remote_auth}"),
+        );
+        format!("{text}\n{secrets}\n")
+    };
+    let secrets = "[[eap_secret]]\nid = \"alice@example.com\"\nsecret = \"alice's password\"";
+    let c = Config::parse("gw.toml", &with("\"eap-mschapv2\"", secrets)).unwrap();
+    let ike = c.ike.as_ref().unwrap();
+    let rw = ike.connection("roadwarriors").unwrap();
+    assert!(matches!(
+        rw.remote_auth,
+        phalanx_ike::config::RemoteAuth::Eap
+    ));
+    use phalanx_eap::CredentialStore;
+    assert!(ike.eap_secrets.nt_hash("alice@example.com").is_some());
+    assert!(ike.eap_secrets.nt_hash("bob@example.com").is_none());
+
+    let e = error(&with("\"eap-md5\"", secrets));
+    assert_eq!(e.field, "connection[1].remote_auth", "{e}");
+    assert!(e.message.contains("unknown remote_auth"), "{e}");
+    let twice = format!("{secrets}\n{secrets}");
+    let e = error(&with("\"eap-mschapv2\"", &twice));
+    assert_eq!(e.field, "eap_secret[1].id", "{e}");
+    let empty = "[[eap_secret]]\nid = \"alice@example.com\"\nsecret = \"\"";
+    assert_eq!(
+        error(&with("\"eap-mschapv2\"", empty)).field,
+        "eap_secret[0].secret"
+    );
+}

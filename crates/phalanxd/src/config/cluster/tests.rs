@@ -473,6 +473,12 @@ fn cluster_with_ike() {
             "connection[0].pools",
             "not replicated between cluster nodes",
         ),
+        (
+            "start_action = \"start\"",
+            "start_action = \"start\"\nremote_auth = \"eap-mschapv2\"",
+            "connection[0].remote_auth",
+            "not carried by a cluster node",
+        ),
     ];
     for (from, to, field, fragment) in cases {
         let edited = text.replacen(from, to, 1);
