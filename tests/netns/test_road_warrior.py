@@ -57,10 +57,16 @@ def gateway(topo, pools=(("rw4", POOL),)):
     conn.pools = list(pools)
     conn.children[0].local_ts = [phxnet.SITEB[0]]
     conn.children[0].remote_ts = ["0.0.0.0/0"]
+    return start_gateway(topo, conn)
+
+
+def start_gateway(topo, conn):
+    """Starts phalanxd on gwB for `conn` and routes: its pools into the TUN,
+    site A back over the WAN (bob's IKE comes from hostA through gwA)."""
     gw = ikegw.PhalanxIke(topo, "gwB", conn)
     ikegw.start_all(gw)
     topo.run("gwB", ["ip", "route", "replace", phxnet.SITEA[0], "via", phxnet.GWA_WAN_V4])
-    for _, addrs in pools:
+    for _, addrs in conn.pools:
         topo.run("gwB", ["ip", "route", "replace", addrs, "dev", phxnet.TUN])
     return gw
 
@@ -186,11 +192,7 @@ def eap_gateway(topo, paths):
     conn.pools = [("rw4", POOL)]
     conn.children[0].local_ts = [phxnet.SITEB[0]]
     conn.children[0].remote_ts = ["0.0.0.0/0"]
-    gw = ikegw.PhalanxIke(topo, "gwB", conn)
-    ikegw.start_all(gw)
-    topo.run("gwB", ["ip", "route", "replace", phxnet.SITEA[0], "via", phxnet.GWA_WAN_V4])
-    topo.run("gwB", ["ip", "route", "replace", POOL, "dev", phxnet.TUN])
-    return gw
+    return start_gateway(topo, conn)
 
 
 def eap_client(topo, ns, identity, password, local_addr, paths):

@@ -102,6 +102,12 @@ fn cert_pair_of(
 ) -> IkePair {
     let a = with_certs(connection(Side::A, DEFAULT_IKE), pki, alg_a, "a.example");
     let b = with_certs(connection(Side::B, DEFAULT_IKE), pki, alg_b, "b.example");
+    clocked_pair(a, b, seed)
+}
+
+/// A pair of `a` and `b` whose endpoints know the wall-clock time (for
+/// certificate validity).
+fn clocked_pair(a: Connection, b: Connection, seed: u64) -> IkePair {
     let mut p = pair_of(a, b, seed);
     let now = p.now;
     for side in [Side::A, Side::B] {
@@ -308,12 +314,7 @@ fn rsa_pair(a_signs: &[SignatureScheme], b_requires: &[SignatureScheme], seed: u
     );
     a.local_signatures = a_signs.to_vec();
     b.remote_signatures = b_requires.to_vec();
-    let mut p = pair_of(a, b, seed);
-    let now = p.now;
-    for side in [Side::A, Side::B] {
-        p.endpoint(side).set_wall_clock(now, unix_now());
-    }
-    p
+    clocked_pair(a, b, seed)
 }
 
 // HDR, SK {IDi, CERT, AUTH(RSASSA-PSS, SHA2-256), ...}  -->
