@@ -29,6 +29,8 @@ kernel-libipsec (ESP in UDP). Checks:
     `[[eap_secret]]`s; alice (right password) gets her address and reaches
     hostB, bob (wrong password) and carol (unknown) are refused with
     EAP-Failure, counted, and leave alice's tunnel alone.
+(f) a dual-stack End-User (`vips = 0.0.0.0,::`) gets one address of each
+    family from the IPv4 and the IPv6 pool and reaches hostB over both;
 (d) `phalanxctl clients` lists both with identity, address, outer address
     and traffic, `phalanxctl pools` the leases (online / offline as clients
     come and go), and `phalanxctl disconnect ADDRESS` deletes one client's
@@ -46,7 +48,7 @@ POOL = "10.3.0.0/24"
 GWA_CLEAR_V4 = "10.1.0.1"
 
 
-def gateway(topo, pools=(("rw4", POOL),)):
+def gateway(topo, pools=(("rw4", POOL),), dual_stack=False):
     """phalanxd on gwB: one responder connection for any client with PSK,
     the pool, and routes: the pool into the TUN, site A back over the WAN
     (bob's IKE comes from hostA through gwA)."""
@@ -55,8 +57,8 @@ def gateway(topo, pools=(("rw4", POOL),)):
     conn.remote_addr = None
     conn.remote_id = None
     conn.pools = list(pools)
-    conn.children[0].local_ts = [phxnet.SITEB[0]]
-    conn.children[0].remote_ts = ["0.0.0.0/0"]
+    conn.children[0].local_ts = list(phxnet.SITEB) if dual_stack else [phxnet.SITEB[0]]
+    conn.children[0].remote_ts = ["0.0.0.0/0", "::/0"] if dual_stack else ["0.0.0.0/0"]
     return start_gateway(topo, conn)
 
 
@@ -71,20 +73,28 @@ def start_gateway(topo, conn):
     return gw
 
 
-def client(topo, ns, identity, local_addr):
-    """A strongSwan End-User in namespace `ns` asking for an IPv4 address."""
+def client(topo, ns, identity, local_addr, dual_stack=False):
+    """A strongSwan End-User in namespace `ns` asking for an IPv4 address
+    (and an IPv6 one, `dual_stack`)."""
     conn = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
     conn.name = "home"
     conn.local_addr = local_addr
     conn.local_id = identity
-    conn.vips = ["0.0.0.0"]
+    conn.vips = ["0.0.0.0", "::"] if dual_stack else ["0.0.0.0"]
     conn.children[0].local_ts = ["dynamic"]
-    conn.children[0].remote_ts = [phxnet.SITEB[0]]
+    conn.children[0].remote_ts = list(phxnet.SITEB) if dual_stack else [phxnet.SITEB[0]]
     charon = swan.Charon(topo, ns, name="charon-" + identity.split("@")[0])
     charon.configure(conn, install_virtual_ip=True)
     charon.start()
     charon.load()
     return charon
+
+
+def virtual_ips(charon):
+    """Every address strongSwan got."""
+    sas = charon.list_sas()
+    assert sas, "no IKE SA: " + charon.log()[-3000:]
+    return sas[0].get("local-vips", [])
 
 
 def virtual_ip(charon):
@@ -250,3 +260,21 @@ def test_eap_mschapv2_end_users(topo):
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel"
     assert [c["identity"] for c in gw.gateway.ctl("clients")] == ["alice@example.com"]
     assert gw.alive(), gw.log()[-3000:]
+
+
+def test_dual_stack_client_gets_an_address_of_each_family(topo):
+    """(f) An End-User asking for both families (`vips = 0.0.0.0,::`) gets
+    one address from the IPv4 pool and one from the IPv6 pool, and reaches
+    hostB over both."""
+    gw = gateway(topo, pools=(("rw4", POOL), ("rw6", "fd03::/64")), dual_stack=True)
+    topo.run("gwB", ["ip", "-6", "route", "replace", "fd03::/64", "dev", phxnet.TUN])
+    alice = client(topo, "gwA", "alice@example.com", phxnet.GWA_WAN_V4, dual_stack=True)
+    alice.initiate("net")
+    vips = sorted(virtual_ips(alice), key=lambda a: ":" in a)
+    assert len(vips) == 2 and vips[0] == "10.3.0.1" and vips[1] == "fd03::1", vips
+    assert gw_leases(gw) == {"alice@example.com": ["10.3.0.1", "fd03::1"]}, gw.gateway.ctl("ike")
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "IPv4 through the tunnel"
+    assert topo.run("gwA", ["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", phxnet.HOSTB_V6],
+                    check=False).returncode == 0, "IPv6 through the tunnel"
+    pools = {p["name"]: p["online"] for p in gw.gateway.ctl("pools")}
+    assert pools == {"rw4": 1, "rw6": 1}, pools
