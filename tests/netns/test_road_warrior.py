@@ -156,6 +156,10 @@ def test_two_clients_each_get_an_address_and_reach_hostb(topo):
     assert ikegw.wait_for(lambda: "alice@example.com" not in gw_leases(gw), 10), gw.gateway.ctl("ike")
     assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "bob lost his tunnel when alice left"
     assert [(p["online"], p["offline"]) for p in gw.gateway.ctl("pools")] == [(1, 1)]
+    # One line per End-User event, with identity and address.
+    log = gw.log()
+    assert re.search(r"client connected .*identity=alice@example.com virtual_ips={}".format(re.escape(a_vip)), log), log[-3000:]
+    assert re.search(r"client disconnected .*identity=alice@example.com virtual_ips={}".format(re.escape(a_vip)), log), log[-3000:]
     alice.initiate("net")
     assert virtual_ip(alice) == a_vip, "a reconnecting End-User gets its address again"
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4)

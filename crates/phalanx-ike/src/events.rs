@@ -124,6 +124,8 @@ pub enum SaEvent {
         remote: SocketAddr,
         /// The peer's authenticated identity.
         peer_id: String,
+        /// Inner addresses leased to the peer, or given to us (§2.19).
+        virtual_ips: Vec<IpAddr>,
     },
     /// An established IKE SA is gone (deleted, dead, or replaced on
     /// reconfiguration). Its Child SAs were removed just before.
@@ -136,6 +138,10 @@ pub enum SaEvent {
         ike_spi_r: [u8; 8],
         /// Why, for logs.
         reason: String,
+        /// The peer's authenticated identity.
+        peer_id: String,
+        /// The inner addresses it held (an End-User's virtual IPs).
+        virtual_ips: Vec<IpAddr>,
     },
     /// EAP (RFC 7296 §2.16): a message from the peer for the EAP backend
     /// (empty: the exchange starts, send the first EAP Request). Answer

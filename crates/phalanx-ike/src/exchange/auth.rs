@@ -351,12 +351,14 @@ impl IkeSa {
         found: &Found<'_>,
         nonces: (&[u8], &[u8]),
     ) -> Reply {
+        // Addresses first: IkeSaUp names them.
+        let cp = self.answer_cfg_request(ctx, found.cp);
         self.initial_contact = found.has(NotifyType::INITIAL_CONTACT);
         self.learn_peer_window(found);
         self.establish(ctx);
         let mut reply = Reply::of(ours);
         reply.payloads.extend(self.announce_window(ctx));
-        match self.answer_cfg_request(ctx, found.cp) {
+        match cp {
             Ok(cp) => reply.payloads.extend(cp),
             Err(e) => {
                 // §3.15.4: no address, no Child SA; the IKE SA stays.
@@ -543,6 +545,7 @@ impl IkeSa {
                 .as_ref()
                 .map(ToString::to_string)
                 .unwrap_or_default(),
+            virtual_ips: self.all_virtual_ips(),
         });
     }
 

@@ -260,6 +260,15 @@ impl IkeSa {
         matches!(self.state, State::HalfOpen(_))
     }
 
+    /// Inner addresses: leased to the peer, or given to us (§2.19).
+    pub(crate) fn all_virtual_ips(&self) -> Vec<IpAddr> {
+        self.virtual_ips
+            .iter()
+            .map(|v| v.address)
+            .chain(self.assigned_ips.iter().copied())
+            .collect()
+    }
+
     /// Closed, perhaps still lingering to answer retransmits.
     pub(crate) fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed)
@@ -758,12 +767,7 @@ impl IkeSa {
             nat: self.encap,
             established_at: self.established_at,
             rekey_at: self.timers.get(IkeTimer::Rekey),
-            virtual_ips: self
-                .virtual_ips
-                .iter()
-                .map(|v| v.address)
-                .chain(self.assigned_ips.iter().copied())
-                .collect(),
+            virtual_ips: self.all_virtual_ips(),
             children: self
                 .children
                 .iter()

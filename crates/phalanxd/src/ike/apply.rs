@@ -158,22 +158,45 @@ fn log_ike_sa(event: SaEvent, notes: &mut Notes, peer: PeerOf<'_>) {
             local,
             remote,
             peer_id,
-        } => tracing::info!(
-            %connection,
-            spi_i = %hex::encode(ike_spi_i),
-            spi_r = %hex::encode(ike_spi_r),
-            %local,
-            %remote,
-            peer_id = %peer_id,
-            "IKE SA established"
-        ),
+            virtual_ips,
+        } => {
+            tracing::info!(
+                %connection,
+                spi_i = %hex::encode(ike_spi_i),
+                spi_r = %hex::encode(ike_spi_r),
+                %local,
+                %remote,
+                peer_id = %peer_id,
+                "IKE SA established"
+            );
+            if !virtual_ips.is_empty() {
+                tracing::info!(
+                    %connection,
+                    identity = %peer_id,
+                    virtual_ips = %join(&virtual_ips),
+                    %remote,
+                    "client connected"
+                );
+            }
+        }
         SaEvent::IkeSaDown {
             connection,
             ike_spi_i,
             ike_spi_r,
             reason,
+            peer_id,
+            virtual_ips,
         } => {
             tracing::info!(%connection, peer = %peer(&connection), spi_i = %hex::encode(ike_spi_i), spi_r = %hex::encode(ike_spi_r), %reason, "IKE SA down");
+            if !virtual_ips.is_empty() {
+                tracing::info!(
+                    %connection,
+                    identity = %peer_id,
+                    virtual_ips = %join(&virtual_ips),
+                    %reason,
+                    "client disconnected"
+                );
+            }
             notes
                 .failures
                 .push((connection, format!("IKE SA down: {reason}")));
@@ -206,6 +229,15 @@ fn log_ike_sa(event: SaEvent, notes: &mut Notes, peer: PeerOf<'_>) {
         }
         other => tracing::debug!(event = ?other, "IKE event"),
     }
+}
+
+/// Addresses as one comma-separated log value.
+fn join(addresses: &[std::net::IpAddr]) -> String {
+    addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
