@@ -7,14 +7,19 @@
 //!   ([`EapServer`]: EAP-Identity, then EAP-MSCHAPv2) and a peer
 //!   ([`EapPeer`], for tests and load generators).
 //!
+//! - [`radius`]: the RADIUS codec for EAP pass-through (RFC 2865, RFC 3579,
+//!   RFC 2548): Access-Requests with EAP-Message and Message-Authenticator,
+//!   answers checked, the MSK from the MS-MPPE keys.
+//!
 //! The crate reads no clock and draws no randomness: the caller hands in
-//! random octets. Not here yet: EAP-TLS, RADIUS pass-through (the RADIUS
-//! client belongs in phalanxd, its codec beside this one).
+//! random octets. Not here yet: EAP-TLS; the RADIUS client's sockets, timers and
+//! server failover (phalanxd's, beside the IKE thread).
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod mschapv2;
 pub mod packet;
+pub mod radius;
 
 pub use mschapv2::{CredentialStore, EapFailure, EapPeer, EapServer, EapStep, LocalSecrets};
 pub use packet::{EapCode, EapPacket, EapRepr, EapType, PacketError};
