@@ -145,6 +145,7 @@ def test_two_clients_each_get_an_address_and_reach_hostb(topo):
     clients = {c["identity"]: c for c in gw.gateway.ctl("clients")}
     assert sorted(clients) == ["alice@example.com", "bob@example.com"], clients
     assert clients["alice@example.com"]["virtual_ips"] == [a_vip]
+    assert clients["alice@example.com"]["auth"] == "psk", clients
     assert clients["alice@example.com"]["remote"].startswith(phxnet.GWA_WAN_V4 + ":"), clients
     assert clients["bob@example.com"]["remote"].startswith(phxnet.HOSTA_V4 + ":"), clients
     assert all(c["bytes_in"] > 0 and c["bytes_out"] > 0 for c in clients.values()), clients
@@ -244,6 +245,7 @@ def test_eap_mschapv2_end_users(topo):
     clients = {c["identity"]: c for c in gw.gateway.ctl("clients")}
     assert list(clients) == ["alice@example.com"], clients
     assert clients["alice@example.com"]["virtual_ips"] == [vip]
+    assert clients["alice@example.com"]["auth"] == "eap-mschapv2", clients
 
     proc = bob.initiate("net", check=False, timeout=10)
     assert proc.returncode != 0, "a wrong password got through"

@@ -41,6 +41,10 @@ pub struct IkeSaReport {
     /// to us, in a CFG_REPLY (RFC 7296 §2.19).
     #[serde(default)]
     pub virtual_ips: Vec<String>,
+    /// How the peer authenticated: `"psk"`, `"pubkey"`, or the EAP method
+    /// (`"eap-mschapv2"`).
+    #[serde(default)]
+    pub peer_auth: String,
     /// The Child SAs.
     pub children: Vec<ChildSaReport>,
 }

@@ -329,6 +329,8 @@ pub struct IkeSaInfo {
     pub established_at: Option<Instant>,
     /// When it will be rekeyed, if scheduled.
     pub rekey_at: Option<Instant>,
+    /// How the peer authenticated: `"psk"`, `"pubkey"` or `"eap"`.
+    pub peer_auth: &'static str,
     /// Inner addresses: leased to the peer (responder) or given to us
     /// (initiator) in a CFG_REPLY (RFC 7296 §2.19).
     pub virtual_ips: Vec<IpAddr>,

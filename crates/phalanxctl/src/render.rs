@@ -294,6 +294,8 @@ pub(crate) struct Client {
     pub(crate) remote: String,
     /// The connection it came in on.
     pub(crate) connection: String,
+    /// How it authenticated (`eap-mschapv2`, `psk`, `pubkey`).
+    pub(crate) auth: String,
     /// Seconds since it authenticated.
     pub(crate) connected_seconds: Option<u64>,
     /// Bytes received from it and sent to it, over its Child SAs.
@@ -311,6 +313,7 @@ pub(crate) fn clients(sas: &[IkeSaReport]) -> Vec<Client> {
             virtual_ips: sa.virtual_ips.clone(),
             remote: sa.remote.clone(),
             connection: sa.connection.clone(),
+            auth: sa.peer_auth.clone(),
             connected_seconds: sa.established_seconds,
             bytes_in: sa.children.iter().map(|c| c.bytes_in).sum(),
             bytes_out: sa.children.iter().map(|c| c.bytes_out).sum(),
@@ -327,6 +330,7 @@ pub(crate) fn client_table(clients: &[Client]) -> String {
         ("VIRTUAL IP", Align::Left),
         ("OUTER", Align::Left),
         ("CONNECTION", Align::Left),
+        ("AUTH", Align::Left),
         ("UP", Align::Right),
         ("BYTES IN", Align::Right),
         ("BYTES OUT", Align::Right),
@@ -337,6 +341,7 @@ pub(crate) fn client_table(clients: &[Client]) -> String {
             c.virtual_ips.join(","),
             c.remote.clone(),
             c.connection.clone(),
+            c.auth.clone(),
             c.connected_seconds.map_or_else(|| "-".to_owned(), duration),
             c.bytes_in.to_string(),
             c.bytes_out.to_string(),

@@ -62,6 +62,7 @@ fn ike_sa() -> IkeSaReport {
         established_seconds: Some(65),
         rekey_in_seconds: Some(3600),
         virtual_ips: Vec::new(),
+        peer_auth: String::new(),
         children: vec![ChildSaReport {
             name: "net".into(),
             state: "INSTALLED".into(),

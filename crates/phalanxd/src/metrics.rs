@@ -754,6 +754,7 @@ mod tests {
                 established_seconds: None,
                 rekey_in_seconds: None,
                 virtual_ips: Vec::new(),
+                peer_auth: String::new(),
                 children,
             };
             Ok(vec![

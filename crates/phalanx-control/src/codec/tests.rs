@@ -121,6 +121,7 @@ fn sample_ike_sa() -> IkeSaReport {
         established_seconds: Some(12),
         rekey_in_seconds: None,
         virtual_ips: Vec::new(),
+        peer_auth: String::new(),
         children: vec![ChildSaReport {
             name: "net".into(),
             state: "INSTALLED".into(),

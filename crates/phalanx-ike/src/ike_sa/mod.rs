@@ -31,7 +31,7 @@ use phalanx_wire::ike::iana::{ExchangeType, PayloadType};
 use phalanx_wire::ike::{IkeHeader, IkeHeaderRepr, Payload};
 
 use crate::auth::Identity;
-use crate::config::Connection;
+use crate::config::{Connection, RemoteAuth};
 use crate::counters::Counter;
 use crate::events::{Datagram, IkeSaInfo, IkeSaState, SaEvent};
 use crate::exchange::auth::AuthSent;
@@ -767,6 +767,11 @@ impl IkeSa {
             nat: self.encap,
             established_at: self.established_at,
             rekey_at: self.timers.get(IkeTimer::Rekey),
+            peer_auth: match self.conn.remote_auth {
+                RemoteAuth::Psk(_) => "psk",
+                RemoteAuth::Signature { .. } => "pubkey",
+                RemoteAuth::Eap => "eap",
+            },
             virtual_ips: self.all_virtual_ips(),
             children: self
                 .children

@@ -102,6 +102,11 @@ pub fn ike_sas(sas: &[IkeSaInfo], rt: &Runtime, now: Instant) -> Vec<IkeSaReport
                 .rekey_at
                 .map(|t| t.saturating_duration_since(now).as_secs()),
             virtual_ips: sa.virtual_ips.iter().map(ToString::to_string).collect(),
+            // The one EAP method phalanxd runs.
+            peer_auth: match sa.peer_auth {
+                "eap" => "eap-mschapv2".to_owned(),
+                other => other.to_owned(),
+            },
             children: sa
                 .children
                 .iter()
