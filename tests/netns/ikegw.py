@@ -89,6 +89,8 @@ class Conn:
     force_encap: bool = True
     # An End-User client asks for these (strongSwan's `vips`).
     vips: Optional[List[str]] = None
+    # strongSwan: MOBIKE (RFC 4555) on; the interop tests keep it off.
+    mobike: bool = False
     # A gateway hands out addresses of these [[pool]]s: (name, addrs).
     pools: Optional[List[tuple]] = None
     # Signature schemes (phalanxd's local_signature / remote_signature,

@@ -148,7 +148,7 @@ def render_swanctl_conf(conn, cert_names=None):
         "reauth_time = 0",
         "dpd_delay = " + _swan_time(conn.dpd_delay),
         "unique = no",
-        "mobike = no",
+        "mobike = " + ("yes" if conn.mobike else "no"),
     ]
     if conn.vips:
         lines.append("vips = " + ",".join(conn.vips))

@@ -31,6 +31,10 @@ kernel-libipsec (ESP in UDP). Checks:
     EAP-Failure, counted, and leave alice's tunnel alone.
 (f) a dual-stack End-User (`vips = 0.0.0.0,::`) gets one address of each
     family from the IPv4 and the IPv6 pool and reaches hostB over both;
+(g) MOBIKE (RFC 4555): a client with `mobike = yes` whose address changes
+    (a new one added, the old one removed) sends UPDATE_SA_ADDRESSES; the
+    gateway follows at once, the same IKE SA and Child SA carry on, pings
+    pass from the new address;
 (d) `phalanxctl clients` lists both with identity, address, outer address
     and traffic, `phalanxctl pools` the leases (online / offline as clients
     come and go), and `phalanxctl disconnect ADDRESS` deletes one client's
@@ -73,7 +77,7 @@ def start_gateway(topo, conn):
     return gw
 
 
-def client(topo, ns, identity, local_addr, dual_stack=False):
+def client(topo, ns, identity, local_addr, dual_stack=False, mobike=False):
     """A strongSwan End-User in namespace `ns` asking for an IPv4 address
     (and an IPv6 one, `dual_stack`)."""
     conn = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
@@ -81,6 +85,7 @@ def client(topo, ns, identity, local_addr, dual_stack=False):
     conn.local_addr = local_addr
     conn.local_id = identity
     conn.vips = ["0.0.0.0", "::"] if dual_stack else ["0.0.0.0"]
+    conn.mobike = mobike
     conn.children[0].local_ts = ["dynamic"]
     conn.children[0].remote_ts = list(phxnet.SITEB) if dual_stack else [phxnet.SITEB[0]]
     charon = swan.Charon(topo, ns, name="charon-" + identity.split("@")[0])
@@ -284,3 +289,31 @@ def test_dual_stack_client_gets_an_address_of_each_family(topo):
                     check=False).returncode == 0, "IPv6 through the tunnel"
     pools = {p["name"]: p["online"] for p in gw.gateway.ctl("pools")}
     assert pools == {"rw4": 1, "rw6": 1}, pools
+
+
+def test_mobike_client_moves_to_another_address(topo):
+    """(g) of the module doc."""
+    gw = gateway(topo)
+    alice = client(topo, "gwA", "alice@example.com", "%any", mobike=True)
+    alice.initiate("net")
+    vip = virtual_ip(alice)
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4)
+    before = {c["identity"]: c for c in gw.gateway.ctl("clients")}["alice@example.com"]
+    assert before["remote"].startswith(phxnet.GWA_WAN_V4 + ":"), before
+    spis = [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")]
+    moved = "192.0.2.11"
+    # The new address must outlive the old (primary) one of its subnet.
+    topo.run("gwA", ["sysctl", "-qw", "net.ipv4.conf.wan0.promote_secondaries=1"])
+    topo.run("gwA", ["ip", "addr", "add", moved + "/24", "dev", "wan0"])
+    topo.run("gwA", ["ip", "addr", "del", phxnet.GWA_WAN_V4 + "/24", "dev", "wan0"])
+
+    def remote():
+        clients = gw.gateway.ctl("clients")
+        return clients[0]["remote"] if clients else ""
+    assert ikegw.wait_for(lambda: remote().startswith(moved + ":"), 15), (remote(), alice.log()[-3000:])
+    assert "UPDATE_SA_ADDRESSES" in alice.log() or "UPD_SA_ADDR" in alice.log(), alice.log()[-3000:]
+    assert [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")] == spis, "a new IKE SA"
+    assert virtual_ip(alice) == vip
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "no traffic from the new address"
+    counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+    assert ikegw.counter(counters, "mobike_updates") >= 1, counters

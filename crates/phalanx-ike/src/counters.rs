@@ -125,6 +125,8 @@ counters! {
     DpdSent => "liveness checks (empty INFORMATIONAL requests) sent (RFC 7296 §1.4)",
     /// NAT mapping changes.
     PeerMoved => "peer address or port changes followed (RFC 7296 §2.23)",
+    /// MOBIKE address updates.
+    MobikeUpdates => "UPDATE_SA_ADDRESSES requests followed: the peer moved (RFC 4555 §3.5)",
     /// NATs detected.
     NatDetected => "IKE SAs that detected a NAT or forced UDP encapsulation (RFC 7296 §2.23)",
     /// Fragments sent.

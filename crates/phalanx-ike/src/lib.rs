@@ -49,10 +49,15 @@
 //! created. Windows above one (RFC 7296 §2.3) are announced with
 //! SET_WINDOW_SIZE and honoured.
 //!
-//! Not implemented here: EAP, configuration payloads (CP), MOBIKE,
-//! IKE_FOLLOWUP_KE (RFC 9370 §2.2.4): CREATE_CHILD_SA exchanges (IKE SA
-//! and Child SA rekeys, new Child SAs) offer no additional key exchange
-//! and accept one only as NONE.
+//! End-Users (responder): EAP relayed to a backend outside the crate
+//! (RFC 7296 §2.16), virtual IPs from pools in CFG_REPLY (§2.19), the final
+//! connection chosen by identity at IKE_AUTH, MOBIKE address updates
+//! (RFC 4555, responder).
+//!
+//! Not implemented here: MOBIKE as initiator and the responder's
+//! return-routability check, IKE_FOLLOWUP_KE (RFC 9370 §2.2.4):
+//! CREATE_CHILD_SA exchanges (IKE SA and Child SA rekeys, new Child SAs)
+//! offer no additional key exchange and accept one only as NONE.
 #![forbid(unsafe_code)]
 // STYLE.md: `unwrap()` is fine in tests.
 #![cfg_attr(test, allow(clippy::unwrap_used))]

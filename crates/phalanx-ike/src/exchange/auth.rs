@@ -358,6 +358,7 @@ impl IkeSa {
         self.establish(ctx);
         let mut reply = Reply::of(ours);
         reply.payloads.extend(self.announce_window(ctx));
+        reply.payloads.extend(self.agree_mobike(found));
         match cp {
             Ok(cp) => reply.payloads.extend(cp),
             Err(e) => {

@@ -221,6 +221,10 @@ impl IkeSa {
     ) -> Reply {
         let found = Found::scan(payloads);
         self.learn_peer_window(&found);
+        if found.has(NotifyType::UPDATE_SA_ADDRESSES) && self.is_established() {
+            let path = self.request_path;
+            return Reply::of(self.update_sa_addresses(ctx, &found, path));
+        }
         // §2.21.2: an initiator that could not authenticate us says so in
         // an INFORMATIONAL; the IKE SA is as good as deleted.
         let refused = found.has(NotifyType::AUTHENTICATION_FAILED);

@@ -145,7 +145,7 @@ fn capability_notifies(conn: &Connection, peer_fragments: bool) -> Vec<Payload> 
 /// The two NAT detection notifies (RFC 7296 §2.23). With `forge` the
 /// source hash is random, so the peer sees a NAT and both sides
 /// encapsulate (strongSwan's `encap = yes` does the same).
-fn nat_notifies(
+pub(crate) fn nat_notifies(
     ctx: &mut Ctx<'_>,
     spi_i: u64,
     spi_r: u64,

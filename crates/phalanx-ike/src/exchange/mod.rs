@@ -24,6 +24,7 @@ pub(crate) mod ike_rekey;
 pub(crate) mod info;
 pub(crate) mod init;
 pub(crate) mod intermediate;
+pub(crate) mod mobike;
 pub(crate) mod select;
 
 use phalanx_wire::ike::iana::NotifyType;

@@ -196,6 +196,10 @@ pub(crate) struct IkeSa {
     /// The request (Message ID, exchange) whose response waits for an
     /// answer from outside (EAP).
     pub(crate) deferred: Option<(u32, ExchangeType)>,
+    /// MOBIKE agreed (RFC 4555 §3.3).
+    pub(crate) mobike: bool,
+    /// Our address and the peer's of the request being handled.
+    pub(crate) request_path: (SocketAddr, SocketAddr),
 }
 
 impl IkeSa {
@@ -238,6 +242,8 @@ impl IkeSa {
             successor: None,
             rekey_nonces: None,
             deferred: None,
+            mobike: false,
+            request_path: (local, remote),
         }
     }
 
@@ -543,6 +549,7 @@ impl IkeSa {
                 return;
             }
         }
+        self.request_path = (dgram.local, dgram.remote);
         let reply = match self.open(ctx, dgram.bytes) {
             Ok(Some(opened)) => {
                 self.heard(ctx, dgram);
@@ -710,7 +717,7 @@ impl IkeSa {
     }
 
     /// Tells the data plane where the peer is now.
-    fn announce_move(&mut self, ctx: &mut Ctx<'_>) {
+    pub(crate) fn announce_move(&mut self, ctx: &mut Ctx<'_>) {
         ctx.count(Counter::PeerMoved);
         let outbound_spis = self
             .children
