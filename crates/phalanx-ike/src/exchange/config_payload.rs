@@ -17,7 +17,7 @@
 use core::net::IpAddr;
 
 use phalanx_wire::ike::iana::{CfgAttributeType, CfgType};
-use phalanx_wire::ike::{CfgAttribute, CpPayload, Payload, TrafficSelector};
+use phalanx_wire::ike::{CfgAttribute, CpPayload, Payload, TrafficSelector, TsAddresses};
 
 use crate::counters::Counter;
 use crate::error::IkeError;
@@ -43,6 +43,8 @@ struct Wants {
     v6: bool,
     dns4: bool,
     dns6: bool,
+    subnet4: bool,
+    subnet6: bool,
 }
 
 impl Wants {
@@ -53,8 +55,74 @@ impl Wants {
             v6: has(CfgAttributeType::INTERNAL_IP6_ADDRESS),
             dns4: has(CfgAttributeType::INTERNAL_IP4_DNS),
             dns6: has(CfgAttributeType::INTERNAL_IP6_DNS),
+            subnet4: has(CfgAttributeType::INTERNAL_IP4_SUBNET),
+            subnet6: has(CfgAttributeType::INTERNAL_IP6_SUBNET),
         }
     }
+}
+
+/// A traffic selector that is one prefix of any protocol and port, as
+/// (network, prefix length).
+fn ts_prefix(ts: &TrafficSelector) -> Option<(IpAddr, u8)> {
+    if ts.ip_protocol.0 != 0 || ts.start_port != 0 || ts.end_port != u16::MAX {
+        return None;
+    }
+    let (start, end, bits): (u128, u128, u32) = match ts.addresses {
+        TsAddresses::V4 { start, end } => (u32::from(start).into(), u32::from(end).into(), 32),
+        TsAddresses::V6 { start, end } => (u128::from(start), u128::from(end), 128),
+    };
+    let span = end.checked_sub(start)?.checked_add(1)?;
+    let host_bits = span.trailing_zeros();
+    let aligned = span.is_power_of_two() && start.trailing_zeros() >= host_bits.min(127);
+    if !aligned || host_bits > bits {
+        return None;
+    }
+    let len = u8::try_from(bits - host_bits).ok()?;
+    let addr = match ts.addresses {
+        TsAddresses::V4 { start, .. } => IpAddr::V4(start),
+        TsAddresses::V6 { start, .. } => IpAddr::V6(start),
+    };
+    Some((addr, len))
+}
+
+/// INTERNAL_IP4_SUBNET (address, netmask) and INTERNAL_IP6_SUBNET
+/// (address, prefix length) attributes for the selectors of `local` that
+/// are prefixes (§3.15.1), of the families asked for, without repeats.
+fn subnet_attributes<'a>(
+    local: impl Iterator<Item = &'a TrafficSelector>,
+    v4: bool,
+    v6: bool,
+) -> Vec<CfgAttribute> {
+    let mut out = Vec::new();
+    for ts in local {
+        let Some((addr, len)) = ts_prefix(ts) else {
+            continue;
+        };
+        let attribute = match addr {
+            IpAddr::V4(a) if v4 => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                let mut value = a.octets().to_vec();
+                value.extend_from_slice(&mask.to_be_bytes());
+                CfgAttribute {
+                    attribute_type: CfgAttributeType::INTERNAL_IP4_SUBNET,
+                    value,
+                }
+            }
+            IpAddr::V6(a) if v6 => {
+                let mut value = a.octets().to_vec();
+                value.push(len);
+                CfgAttribute {
+                    attribute_type: CfgAttributeType::INTERNAL_IP6_SUBNET,
+                    value,
+                }
+            }
+            _ => continue,
+        };
+        if !out.contains(&attribute) {
+            out.push(attribute);
+        }
+    }
+    out
 }
 
 /// The attribute carrying `address` (§3.15.1: IPv6 adds a prefix length,
@@ -173,6 +241,7 @@ impl IkeSa {
         ctx.counters
             .add(Counter::VirtualIpsAssigned, self.virtual_ips.len() as u64);
         attributes.extend(self.dns_servers(ctx.pools, &wants).map(dns_attribute));
+        attributes.extend(self.protected_subnets(&wants));
         Ok(Some(Payload::Cp(CpPayload {
             cfg_type: CfgType::REPLY,
             attributes,
@@ -216,6 +285,15 @@ impl IkeSa {
             })
     }
 
+    /// INTERNAL_IP4_SUBNET / INTERNAL_IP6_SUBNET (§3.15.1, §3.15.2): the
+    /// networks behind us, from the children's local selectors that are
+    /// prefixes of any protocol and port, for the families asked for (a
+    /// client may route just those through the tunnel).
+    fn protected_subnets(&self, wants: &Wants) -> Vec<CfgAttribute> {
+        let local = self.conn.children.iter().flat_map(|c| &c.local_ts);
+        subnet_attributes(local, wants.subnet4, wants.subnet6)
+    }
+
     /// The peer's side of a Child SA narrowed to our virtual IPs, when the
     /// peer holds any (§2.19: its traffic comes from the address it was
     /// given); the selectors as they are otherwise. Empty when no selector
@@ -246,5 +324,58 @@ impl IkeSa {
         for vip in self.virtual_ips.drain(..) {
             pools.release(&vip.pool, &vip.identity, vip.address);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ts::ts_any_port;
+    use phalanx_sa::IpPrefix;
+
+    fn prefix(s: &str) -> TrafficSelector {
+        let (a, l) = s.split_once('/').unwrap();
+        ts_any_port(IpPrefix::new(a.parse().unwrap(), l.parse().unwrap()).unwrap())
+    }
+
+    #[test]
+    fn subnets_of_both_families_as_rfc_7296_section_3_15_1_writes_them() {
+        let local = [
+            prefix("10.2.0.0/24"),
+            prefix("fd02::/64"),
+            prefix("10.2.0.0/24"),
+        ];
+        let both = subnet_attributes(local.iter(), true, true);
+        assert_eq!(both.len(), 2, "no repeats");
+        assert_eq!(
+            both[0].attribute_type,
+            CfgAttributeType::INTERNAL_IP4_SUBNET
+        );
+        assert_eq!(both[0].value, [10, 2, 0, 0, 255, 255, 255, 0]);
+        assert_eq!(
+            both[1].attribute_type,
+            CfgAttributeType::INTERNAL_IP6_SUBNET
+        );
+        assert_eq!(both[1].value[..2], [0xfd, 0x02]);
+        assert_eq!(both[1].value[16], 64);
+        assert_eq!(subnet_attributes(local.iter(), false, true).len(), 1);
+        assert!(subnet_attributes(local.iter(), false, false).is_empty());
+    }
+
+    #[test]
+    fn only_whole_prefixes_of_any_port_are_subnets() {
+        assert!(ts_prefix(&prefix("0.0.0.0/0")).is_some_and(|(_, l)| l == 0));
+        let mut ports = prefix("10.2.0.0/24");
+        ports.start_port = 80;
+        ports.end_port = 80;
+        assert_eq!(ts_prefix(&ports), None);
+        let range = TrafficSelector {
+            addresses: TsAddresses::V4 {
+                start: "10.2.0.1".parse().unwrap(),
+                end: "10.2.0.9".parse().unwrap(),
+            },
+            ..prefix("10.2.0.0/24")
+        };
+        assert_eq!(ts_prefix(&range), None);
     }
 }
