@@ -219,11 +219,7 @@ impl IkeSa {
             return Ok(None);
         }
         let wants = Wants::read(cp);
-        let identity = self
-            .remote_identity
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let identity = self.peer_id();
         let mut attributes = Vec::new();
         for (wanted, v4) in [(wants.v4, true), (wants.v6, false)] {
             if !wanted {

@@ -274,11 +274,7 @@ impl IkeSa {
             ike_spi_i: self.spi_i.to_be_bytes(),
             ike_spi_r: self.spi_r.to_be_bytes(),
             reason: reason.to_owned(),
-            peer_id: self
-                .remote_identity
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
+            peer_id: self.peer_id(),
             virtual_ips: self.all_virtual_ips(),
         });
     }

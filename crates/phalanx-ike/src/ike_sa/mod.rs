@@ -266,6 +266,14 @@ impl IkeSa {
         matches!(self.state, State::HalfOpen(_))
     }
 
+    /// The peer's authenticated identity as text (empty before IKE_AUTH).
+    pub(crate) fn peer_id(&self) -> String {
+        self.remote_identity
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+
     /// Inner addresses: leased to the peer, or given to us (§2.19).
     pub(crate) fn all_virtual_ips(&self) -> Vec<IpAddr> {
         self.virtual_ips
@@ -765,11 +773,7 @@ impl IkeSa {
             local: self.local,
             remote: self.remote,
             local_id: self.conn.local_id.to_string(),
-            remote_id: self
-                .remote_identity
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
+            remote_id: self.peer_id(),
             algorithms: self.crypto.as_ref().map(describe_suite).unwrap_or_default(),
             nat: self.encap,
             established_at: self.established_at,
