@@ -137,6 +137,8 @@ pub struct Connection {
     pub send_certreq: bool,
     /// Send our certificate chain in CERT payloads (RFC 7296 §3.6).
     pub send_cert: bool,
+    /// Agree to MOBIKE when a peer offers it (RFC 4555 §3.3).
+    pub mobike: bool,
     /// Virtual-IP pools, by name, answering a CFG_REQUEST (RFC 7296
     /// §2.19): the first pool of each requested family with an address
     /// to give. Empty: CFG_REQUESTs get no addresses.

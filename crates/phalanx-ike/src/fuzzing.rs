@@ -138,6 +138,7 @@ pub fn responder_config() -> EndpointConfig {
         force_encap: false,
         send_certreq: false,
         send_cert: false,
+        mobike: true,
         pools: Vec::new(),
         vips: Vec::new(),
         local_signatures: Vec::new(),

@@ -38,7 +38,8 @@ impl IkeSa {
     /// Responder, IKE_AUTH: agree to MOBIKE when the initiator offers it
     /// (§3.3); the N(MOBIKE_SUPPORTED) to answer with.
     pub(crate) fn agree_mobike(&mut self, found: &Found<'_>) -> Option<Payload> {
-        self.mobike = !self.initiator && found.has(NotifyType::MOBIKE_SUPPORTED);
+        self.mobike =
+            self.conn.mobike && !self.initiator && found.has(NotifyType::MOBIKE_SUPPORTED);
         self.mobike
             .then(|| notify(NotifyType::MOBIKE_SUPPORTED, Vec::new()))
     }

@@ -72,6 +72,7 @@ pub(crate) fn connection(side: Side, ike: &str) -> Connection {
         force_encap: false,
         send_certreq: false,
         send_cert: false,
+        mobike: true,
         pools: Vec::new(),
         vips: Vec::new(),
         local_signatures: Vec::new(),

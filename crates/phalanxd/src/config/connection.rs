@@ -169,6 +169,7 @@ pub(crate) fn connection(
         force_encap,
         send_certreq: raw.send_certreq.unwrap_or(pubkey),
         send_cert: raw.send_cert.unwrap_or(pubkey),
+        mobike: raw.mobike.unwrap_or(true),
         pools,
         vips: Vec::new(),
         local_signatures,

@@ -43,6 +43,7 @@ pub(crate) struct RawConnection {
     pub(crate) force_encap: Option<bool>,
     pub(crate) send_certreq: Option<bool>,
     pub(crate) send_cert: Option<bool>,
+    pub(crate) mobike: Option<bool>,
     pub(crate) pools: Option<Spanned<Vec<Spanned<String>>>>,
     pub(crate) remote_auth: Option<Spanned<String>>,
     pub(crate) local_signature: Option<Spanned<Vec<Spanned<String>>>>,
