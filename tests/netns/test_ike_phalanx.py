@@ -158,7 +158,7 @@ def test_ah_child_negotiated_rekeyed_and_on_the_wire(topo):
         conn = ikegw.site_conn(gw, initiator)
         conn.force_encap = False
         conn.children[0].ah_proposals = ["sha256-x25519-esn"]
-        conn.children[0].rekey_time = "12s"
+        conn.children[0].rekey_time = "20s"
         conn.children[0].rekey_jitter = "2s"
         conns.append(conn)
     conns[0].name, conns[1].name = "site-b", "site-a"
@@ -187,14 +187,17 @@ def test_ah_child_negotiated_rekeyed_and_on_the_wire(topo):
         assert p[AH].payloadlen == 5 and len(p[AH].icv) == 16, p[AH].show(dump=True)
         assert p[AH].nh in (4, 41), p.summary()
 
-    # The child rekeys by itself (rekey_time 12 s less up to 2 s).
+    # The child rekeys by itself (rekey_time 20 s less up to 2 s); both
+    # sides settle on the new pair (the responder installs its outbound SA
+    # when the old one is deleted).
     def rekeyed():
         try:
             _, now_a = one_sa(gw_a)
+            one_sa(gw_b)
         except AssertionError:
             return False
         return {now_a["spi_in"], now_a["spi_out"]}.isdisjoint(first)
-    assert ikegw.wait_for(rekeyed, 25), raw_ike(gw_a)
+    assert ikegw.wait_for(rekeyed, 35), (raw_ike(gw_a), raw_ike(gw_b))
     _, child_a = one_sa(gw_a)
     _, child_b = one_sa(gw_b)
     assert (child_a["spi_in"], child_a["spi_out"]) == (child_b["spi_out"], child_b["spi_in"])
