@@ -104,3 +104,44 @@ proptest! {
         let _ = server.handle(&framed, &secrets());
     }
 }
+
+#[test]
+fn a_domain_prefix_in_the_name_is_left_out_of_the_challenge_hash() {
+    // strongSwan and Windows send DOMAIN\user; RFC 2759 §8.2 hashes the
+    // user name alone, and the password is looked up by EAP identity.
+    let mut secrets = LocalSecrets::default();
+    secrets.add("CORP\\alice", "pw");
+    let mut server = EapServer::new("phalanx", [3; 32]);
+    let mut peer = EapPeer::new("CORP\\alice", "pw", [5; 16]);
+    let mut request = server.start();
+    let outcome = loop {
+        let response = peer.handle(&request).unwrap();
+        match server.handle(&response, &secrets) {
+            EapStep::Send(next) => request = next,
+            other => break other,
+        }
+    };
+    assert!(matches!(outcome, EapStep::Success { .. }), "{outcome:?}");
+}
+
+#[test]
+fn the_peer_refuses_a_success_that_does_not_prove_the_password() {
+    let mut server = EapServer::new("phalanx", [7; 32]);
+    let mut peer = EapPeer::new("alice@example.com", "alice's password", [9; 16]);
+    let creds = secrets();
+    let identity = peer.handle(&server.start()).unwrap();
+    let EapStep::Send(challenge) = server.handle(&identity, &creds) else {
+        panic!("no challenge");
+    };
+    let response = peer.handle(&challenge).unwrap();
+    let EapStep::Send(mut success) = server.handle(&response, &creds) else {
+        panic!("no success request");
+    };
+    // One hex digit of S= changed on the way.
+    let at = success.iter().position(|b| *b == b'S').unwrap() + 2;
+    success[at] = if success[at] == b'0' { b'1' } else { b'0' };
+    let _ = peer.handle(&success);
+    assert!(!peer.server_proved);
+    let _ = peer.handle(&EapRepr::outcome(EapCode::SUCCESS, 0).emit());
+    assert_eq!(peer.msk(), None, "no MSK without a proven server");
+}
