@@ -90,7 +90,7 @@ counters! {
     /// EAP exchanges that succeeded.
     EapSucceeded => "EAP exchanges that ended in EAP-Success and an AUTH keyed with the MSK that verified",
     /// EAP exchanges that failed.
-    EapFailed => "EAP exchanges the EAP backend ended in EAP-Failure (wrong password, unknown identity, ...)",
+    EapFailed => "EAP exchanges that failed: EAP-Failure from the backend (wrong password, unknown identity, ...), the peer giving up, or no end before the establishment timeout",
     /// Virtual IPs handed out.
     VirtualIpsAssigned => "inner addresses leased to peers in a CFG_REPLY (RFC 7296 §2.19)",
     /// CFG_REQUESTs that got no address.

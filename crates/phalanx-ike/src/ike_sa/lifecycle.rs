@@ -216,6 +216,11 @@ impl IkeSa {
         if self.is_half_open() {
             ctx.count(Counter::HalfOpenExpired);
         }
+        if matches!(self.state, State::Eap(_)) {
+            // An End-User that never finished EAP (a Windows client does
+            // not answer an MSCHAPv2 Failure with R=0).
+            ctx.count(Counter::EapFailed);
+        }
         if matches!(
             self.state,
             State::InitSent(_)
