@@ -77,11 +77,18 @@ def start_gateway(topo, conn):
     return gw
 
 
-def client(topo, ns, identity, local_addr, dual_stack=False, mobike=False):
+def client(topo, ns, identity, local_addr, dual_stack=False, mobike=False, eap=None):
     """A strongSwan End-User in namespace `ns` asking for an IPv4 address
-    (and an IPv6 one, `dual_stack`)."""
+    (and an IPv6 one, `dual_stack`); PSK, or with `eap` = (password, PKI
+    paths) EAP-MSCHAPv2, trusting the gateway's CA."""
     conn = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
     conn.name = "home"
+    if eap:
+        password, paths = eap
+        conn.auth = "eap-mschapv2"
+        conn.psk = password
+        conn.ca = paths["ca"]
+        conn.remote_id = pki.identity("gwB", "fqdn")
     conn.local_addr = local_addr
     conn.local_id = identity
     conn.vips = ["0.0.0.0", "::"] if dual_stack else ["0.0.0.0"]
@@ -104,11 +111,8 @@ def virtual_ips(charon):
 
 def virtual_ip(charon):
     """The address strongSwan got (`local-vips` of its IKE SA)."""
-    sas = charon.list_sas()
-    assert sas, "no IKE SA: " + charon.log()[-3000:]
-    ike = sas[0]
-    vips = ike.get("local-vips", [])
-    assert len(vips) == 1, ike
+    vips = virtual_ips(charon)
+    assert len(vips) == 1, vips
     return vips[0]
 
 
@@ -216,23 +220,8 @@ def eap_gateway(topo, paths):
 
 
 def eap_client(topo, ns, identity, password, local_addr, paths):
-    """A strongSwan End-User with EAP-MSCHAPv2, trusting the gateway's CA."""
-    conn = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
-    conn.name = "home"
-    conn.auth = "eap-mschapv2"
-    conn.psk = password
-    conn.ca = paths["ca"]
-    conn.local_addr = local_addr
-    conn.local_id = identity
-    conn.remote_id = pki.identity("gwB", "fqdn")
-    conn.vips = ["0.0.0.0"]
-    conn.children[0].local_ts = ["dynamic"]
-    conn.children[0].remote_ts = [phxnet.SITEB[0]]
-    charon = swan.Charon(topo, ns, name="charon-" + identity.split("@")[0])
-    charon.configure(conn, install_virtual_ip=True)
-    charon.start()
-    charon.load()
-    return charon
+    """A strongSwan End-User with EAP-MSCHAPv2."""
+    return client(topo, ns, identity, local_addr, eap=(password, paths))
 
 
 def test_eap_mschapv2_end_users(topo):

@@ -182,10 +182,6 @@ fn ms_data(opcode: u8, id: u8, data: &[u8]) -> Vec<u8> {
     out
 }
 
-fn hex_upper(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
-}
-
 impl EapServer {
     /// An authenticator naming itself `server_name` in its Challenge;
     /// `random` gives the first Identifier (octet 0) and the 16-octet
@@ -312,7 +308,7 @@ impl EapServer {
                 // R=0: no retry (a Windows client would prompt again).
                 let message = format!(
                     "E=691 R=0 C={} V=3 M=Authentication failed",
-                    hex_upper(&self.challenge)
+                    crypto::hex_upper(&self.challenge)
                 );
                 self.phase = Phase::FailureSent { reason };
                 self.next_request(ms_data(OP_FAILURE, ms_id, message.as_bytes()))

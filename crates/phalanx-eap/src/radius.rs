@@ -353,30 +353,22 @@ fn hmac_md5(key: &[u8], data: &[u8]) -> [u8; 16] {
 pub fn hide_password(password: &[u8], secret: &[u8], request_authenticator: &[u8; 16]) -> Vec<u8> {
     let mut padded = password.to_vec();
     padded.resize(padded.len().div_ceil(16).max(1) * 16, 0);
-    chain_xor(&padded, secret, request_authenticator, &[])
+    chain_cipher(Way::Hide, &padded, secret, request_authenticator, &[])
+}
+
+/// Which way [`chain_cipher`] runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Hide,
+    Reveal,
 }
 
 /// The RFC 2865 §5.2 / RFC 2548 §2.4.2 cipher: block i XORed with
-/// MD5(Secret | previous ciphertext block, or Request Authenticator and
-/// `salt` for the first).
-fn chain_xor(data: &[u8], secret: &[u8], request_authenticator: &[u8; 16], salt: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(data.len());
-    let mut previous: Vec<u8> = [&request_authenticator[..], salt].concat();
-    for block in data.chunks(16) {
-        let b: [u8; 16] = Md5::new()
-            .chain_update(secret)
-            .chain_update(&previous)
-            .finalize()
-            .into();
-        let c: Vec<u8> = block.iter().zip(b).map(|(p, k)| p ^ k).collect();
-        out.extend_from_slice(&c);
-        previous = c;
-    }
-    out
-}
-
-/// The inverse of [`chain_xor`] (each key block from the ciphertext).
-fn chain_unxor(
+/// MD5(Secret | the previous ciphertext block, or for the first the
+/// Request Authenticator and `salt`). Hiding and revealing differ only in
+/// which side of the XOR is the ciphertext that chains.
+fn chain_cipher(
+    way: Way,
     data: &[u8],
     secret: &[u8],
     request_authenticator: &[u8; 16],
@@ -390,8 +382,12 @@ fn chain_unxor(
             .chain_update(&previous)
             .finalize()
             .into();
-        out.extend(block.iter().zip(b).map(|(c, k)| c ^ k));
-        previous = block.to_vec();
+        let xored: Vec<u8> = block.iter().zip(b).map(|(d, k)| d ^ k).collect();
+        previous = match way {
+            Way::Hide => xored.clone(),
+            Way::Reveal => block.to_vec(),
+        };
+        out.extend_from_slice(&xored);
     }
     out
 }
@@ -409,7 +405,13 @@ pub fn encrypt_mppe_key(
     let padded = plain.len().div_ceil(16) * 16;
     plain.resize(padded, 0);
     let mut out = salt.to_vec();
-    out.extend(chain_xor(&plain, secret, request_authenticator, &salt));
+    out.extend(chain_cipher(
+        Way::Hide,
+        &plain,
+        secret,
+        request_authenticator,
+        &salt,
+    ));
     out
 }
 
@@ -423,7 +425,13 @@ pub fn decrypt_mppe_key(
     if cipher.is_empty() || cipher.len() % 16 != 0 || salt[0] & 0x80 == 0 {
         return Err(RadiusError::BadKey);
     }
-    let plain = Zeroizing::new(chain_unxor(cipher, secret, request_authenticator, salt));
+    let plain = Zeroizing::new(chain_cipher(
+        Way::Reveal,
+        cipher,
+        secret,
+        request_authenticator,
+        salt,
+    ));
     let len = usize::from(plain[0]);
     let key = plain.get(1..1 + len).ok_or(RadiusError::BadKey)?;
     Ok(Zeroizing::new(key.to_vec()))

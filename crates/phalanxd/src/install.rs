@@ -553,9 +553,7 @@ fn place_policies(
         })
         .collect();
     let taken: HashSet<PolicyId> = kept.iter().flatten().map(|o| o.id).collect();
-    let mut free = (1..=u32::MAX)
-        .map(PolicyId)
-        .filter(|id| !taken.contains(id));
+    let mut free = free_policy_ids(taken);
     configs
         .iter()
         .zip(kept)
@@ -574,6 +572,13 @@ fn place_policies(
             }
         })
         .collect()
+}
+
+/// Policy ids not in `taken`, lowest first.
+fn free_policy_ids(taken: HashSet<PolicyId>) -> impl Iterator<Item = PolicyId> {
+    (1..=u32::MAX)
+        .map(PolicyId)
+        .filter(move |id| !taken.contains(id))
 }
 
 /// A fresh SPD of `policies`, inserted in file order: equal priorities

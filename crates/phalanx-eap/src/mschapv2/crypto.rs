@@ -137,11 +137,12 @@ pub fn authenticator_response(
         .chain_update(challenge)
         .chain_update(MAGIC2)
         .finalize();
-    let mut out = String::from("S=");
-    for b in digest {
-        out.push_str(&format!("{b:02X}"));
-    }
-    out
+    format!("S={}", hex_upper(&digest))
+}
+
+/// Octets as upper-case hex digits (how MS-CHAPv2 writes S= and C=).
+pub fn hex_upper(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
 /// GetMasterKey (RFC 3079 §3.4): 16 octets.

@@ -303,9 +303,10 @@ impl IkeSa {
             return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, "IDi missing");
         };
         let method = found.auth.map(|a| a.method);
-        if let Err(why) = self.choose_connection(ctx, idi, found.idr, method) {
-            return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &why);
-        }
+        let presented = match self.choose_connection(ctx, idi, found.idr, method) {
+            Ok(presented) => presented,
+            Err(why) => return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &why),
+        };
         let octets = {
             let Some(crypto) = self.crypto.as_ref() else {
                 return Reply::default();
@@ -322,7 +323,7 @@ impl IkeSa {
         };
         let Some(auth) = found.auth else {
             // §2.16: no AUTH, EAP (the connection chosen takes it).
-            return self.start_eap(ctx, &st, idi, payloads, octets, &int_auth);
+            return self.start_eap(ctx, &st, presented, payloads, octets, &int_auth);
         };
         let identity = match self.verify_peer(ctx, idi, auth, &found.certs, &octets) {
             Ok(identity) => identity,
@@ -331,7 +332,10 @@ impl IkeSa {
             }
         };
         // Signed only for a peer that authenticated.
-        let ours = match self.responder_auth_payloads(ctx, &st.response, &st.ni, &int_auth) {
+        let ours = self
+            .responder_octets(ctx, &st.response, &st.ni, &int_auth)
+            .and_then(|octets| self.responder_auth_payloads(ctx, &octets));
+        let ours = match ours {
             Ok(ours) => ours,
             Err(e) => {
                 return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string())
@@ -381,14 +385,14 @@ impl IkeSa {
 
     /// Responder: the final connection for the initiator's identities
     /// and authentication ([`select`](crate::exchange::select)); the IKE
-    /// SA moves to it. Errors say why none fits.
+    /// SA moves to it; returns IDi as presented. Errors say why none fits.
     fn choose_connection(
         &mut self,
         ctx: &Ctx<'_>,
         idi: &IdPayload,
         idr: Option<&IdPayload>,
         method: Option<AuthMethod>,
-    ) -> Result<(), String> {
+    ) -> Result<Identity, String> {
         let parse = |id: &IdPayload| Identity::from_id(id.id_type.0, &id.data);
         let presented_idi = parse(idi).map_err(|e| format!("IDi: {e}"))?;
         let presented_idr = idr
@@ -407,22 +411,19 @@ impl IkeSa {
             format!("no connection for {presented_idi} ({how})")
         })?;
         self.conn = conn;
-        Ok(())
+        Ok(presented_idi)
     }
 
-    /// IDr, CERT and AUTH of the responder (§2.15: AUTH over RealMessage2,
-    /// Ni, prf(SK_pr, IDr) and IntAuth).
+    /// IDr, CERT and AUTH of the responder, AUTH over `octets`
+    /// ([`Self::responder_octets`]).
     pub(crate) fn responder_auth_payloads(
         &self,
         ctx: &Ctx<'_>,
-        init_response: &[u8],
-        ni: &[u8],
-        int_auth: &[u8],
+        octets: &[u8],
     ) -> Result<Vec<Payload>, IkeError> {
         let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let prf = prf_closure(ctx.provider, crypto.prf);
-        let octets = self.responder_octets(ctx, init_response, ni, int_auth)?;
-        let auth = self.our_auth(&prf, &octets)?;
+        let auth = self.our_auth(&prf, octets)?;
         let mut payloads = vec![Payload::Idr(id_payload(&self.conn.local_id))];
         payloads.extend(self.our_certificates());
         payloads.push(Payload::Auth(auth));

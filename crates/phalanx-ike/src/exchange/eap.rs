@@ -28,7 +28,7 @@
 //! the IKE SA to its establishment timer.
 
 use phalanx_wire::ike::iana::{AuthMethod, NotifyType};
-use phalanx_wire::ike::{AuthPayload, EapPayload, IdPayload, Payload};
+use phalanx_wire::ike::{AuthPayload, EapPayload, Payload};
 use zeroize::Zeroizing;
 
 use crate::auth::{psk_auth, verify_psk_auth, Identity};
@@ -65,22 +65,17 @@ impl IkeSa {
         &mut self,
         ctx: &mut Ctx<'_>,
         st: &HalfOpen,
-        idi: &IdPayload,
+        peer: Identity,
         payloads: &[Payload],
         initiator_octets: Vec<u8>,
         int_auth: &[u8],
     ) -> Reply {
-        let peer = match Identity::from_id(idi.id_type.0, &idi.data) {
-            Ok(peer) => peer,
+        let signed = self
+            .responder_octets(ctx, &st.response, &st.ni, int_auth)
+            .and_then(|octets| Ok((self.responder_auth_payloads(ctx, &octets)?, octets)));
+        let (ours, responder_octets) = match signed {
+            Ok(signed) => signed,
             Err(e) => {
-                return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string())
-            }
-        };
-        let ours = self.responder_auth_payloads(ctx, &st.response, &st.ni, int_auth);
-        let responder_octets = self.responder_octets(ctx, &st.response, &st.ni, int_auth);
-        let (ours, responder_octets) = match (ours, responder_octets) {
-            (Ok(ours), Ok(octets)) => (ours, octets),
-            (Err(e), _) | (_, Err(e)) => {
                 return self.refuse_auth(ctx, NotifyType::AUTHENTICATION_FAILED, &e.to_string())
             }
         };

@@ -165,21 +165,19 @@ pub(crate) fn nat_notifies(
     ]
 }
 
-/// What the peer's NAT detection notifies say about this message's path.
-fn nat_status(found: &Found<'_>, spi_i: u64, spi_r: u64, dgram: &Datagram<'_>) -> NatStatus {
+/// What the peer's NAT detection notifies say about the path of a
+/// message from `remote` to `local` (IKE_SA_INIT, or a MOBIKE update).
+pub(crate) fn nat_status(
+    found: &Found<'_>,
+    spi_i: u64,
+    spi_r: u64,
+    (local, remote): (SocketAddr, SocketAddr),
+) -> NatStatus {
     let sources = found.all_data(NotifyType::NAT_DETECTION_SOURCE_IP);
     let destination = found
         .notify(NotifyType::NAT_DETECTION_DESTINATION_IP)
         .map(|n| n.data.as_slice());
-    NatStatus::detect(
-        spi_i,
-        spi_r,
-        &sources,
-        destination,
-        dgram.remote,
-        dgram.local,
-    )
-    .unwrap_or_default()
+    NatStatus::detect(spi_i, spi_r, &sources, destination, remote, local).unwrap_or_default()
 }
 
 /// The peer's SIGNATURE_HASH_ALGORITHMS, as two-octet values (RFC 7427 §4).
@@ -448,7 +446,11 @@ impl IkeSa {
         self.crypto = Some(SaCrypto::from_init(
             ctx, negotiated, &shared, &inputs, true,
         )?);
-        self.learn_peer(ctx, found, nat_status(found, self.spi_i, self.spi_r, dgram));
+        self.learn_peer(
+            ctx,
+            found,
+            nat_status(found, self.spi_i, self.spi_r, (dgram.local, dgram.remote)),
+        );
         self.window.outstanding.clear();
         self.timers.stop(IkeTimer::Retransmit);
         if self.encap {
@@ -505,7 +507,11 @@ pub(crate) fn respond_init(
     );
     sa.spi_i = msg.initiator_spi;
     let answer = sa.answer_init(ctx, &found, &ni.data)?;
-    sa.learn_peer(ctx, &found, nat_status(&found, sa.spi_i, 0, dgram));
+    sa.learn_peer(
+        ctx,
+        &found,
+        nat_status(&found, sa.spi_i, 0, (dgram.local, dgram.remote)),
+    );
     let payloads = sa.init_answer_payloads(ctx, answer.payloads, !answer.additional.is_empty());
     let response = MessageRepr {
         initiator_spi: sa.spi_i,

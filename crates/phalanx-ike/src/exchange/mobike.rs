@@ -29,10 +29,9 @@ use phalanx_wire::ike::iana::NotifyType;
 use phalanx_wire::ike::Payload;
 
 use crate::counters::Counter;
-use crate::exchange::init::nat_notifies;
+use crate::exchange::init::{nat_notifies, nat_status};
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{Ctx, IkeSa};
-use crate::natd::NatStatus;
 
 impl IkeSa {
     /// Responder, IKE_AUTH: agree to MOBIKE when the initiator offers it
@@ -57,12 +56,7 @@ impl IkeSa {
             ctx.count(Counter::Unprocessable);
             return Vec::new();
         }
-        let sources = found.all_data(NotifyType::NAT_DETECTION_SOURCE_IP);
-        let destination = found
-            .notify(NotifyType::NAT_DETECTION_DESTINATION_IP)
-            .map(|n| n.data.as_slice());
-        let nat = NatStatus::detect(self.spi_i, self.spi_r, &sources, destination, remote, local)
-            .unwrap_or_default();
+        let nat = nat_status(found, self.spi_i, self.spi_r, (local, remote));
         if (local, remote) != (self.local, self.remote) || nat.any() != self.encap {
             self.local = local;
             self.remote = remote;

@@ -592,10 +592,6 @@ impl IkeSa {
         let Some((id, exchange)) = self.deferred.take() else {
             return;
         };
-        if reply.deferred {
-            self.deferred = Some((id, exchange));
-            return;
-        }
         self.send_response(ctx, exchange, id, &reply.payloads);
         for action in reply.after {
             self.after_send(ctx, action);

@@ -127,10 +127,6 @@ pub(super) fn without_slot(policies: &[InstalledPolicy], slot: u32) -> Vec<Insta
 
 /// The lowest policy ids `policies` does not use, `n` of them.
 pub(super) fn free_ids(policies: &[InstalledPolicy], n: usize) -> Vec<PolicyId> {
-    let used: std::collections::HashSet<PolicyId> = policies.iter().map(|p| p.id).collect();
-    (1..=u32::MAX)
-        .map(PolicyId)
-        .filter(|id| !used.contains(id))
-        .take(n)
-        .collect()
+    let used = policies.iter().map(|p| p.id).collect();
+    super::free_policy_ids(used).take(n).collect()
 }
