@@ -12,13 +12,15 @@
 #
 # Usage: bench/fuzz-campaign.sh [TARGET...]      default: every target
 # Environment: FUZZ_MINUTES (30; 0 = only minimise and measure coverage of
-# the committed seeds), FUZZ_JOBS (nproc), FUZZ_RSS_MB (2048).
+# the committed seeds), FUZZ_JOBS (nproc), FUZZ_RSS_MB (2048), FUZZ_OUT (an
+# earlier campaign's bench/out/fuzz-* directory to finish: targets that
+# already ended there, with their .rc, are not run again, their logs count).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes="${FUZZ_MINUTES:-30}"
 jobs="${FUZZ_JOBS:-$(nproc)}"
 rss="${FUZZ_RSS_MB:-2048}"
-out="bench/out/fuzz-$(date -u +%Y%m%dT%H%M%SZ)"
+out="${FUZZ_OUT:-bench/out/fuzz-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$out"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -52,6 +54,10 @@ echo "fuzz-campaign: ${#targets[@]} targets, $minutes min each, $jobs at a time,
 run_one() {
     local target="$1"
     mkdir -p "fuzz/corpus/$target" "fuzz/seeds/$target"
+    if [ -f "$out/$target.rc" ]; then
+        echo "fuzz-campaign: $target already ran in $out (rc $(cat "$out/$target.rc"))"
+        return
+    fi
     if [ "$minutes" = 0 ]; then
         # FUZZ_MINUTES=0: no fuzzing, only minimise and measure coverage of
         # what a previous campaign left (its seeds).
