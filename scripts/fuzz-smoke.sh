@@ -26,14 +26,43 @@ fi
 targets=$("${fuzz[@]}" list)
 [ -n "$targets" ] || { echo "fuzz-smoke: no fuzz targets found" >&2; exit 1; }
 "${fuzz[@]}" build -s "$sanitizer" -O
-passed=0
-for target in $targets; do
+# The targets run `nproc` at a time; each one's output goes to a log shown
+# when it ends (interleaved output would be unreadable).
+jobs="${FUZZ_JOBS:-$(nproc)}"
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+smoke_one() {
+    local target="$1"
     mkdir -p "fuzz/corpus/$target" "fuzz/seeds/$target"
-    echo "fuzz-smoke: $target for ${seconds}s"
     # fuzz/seeds: the minimised corpus of the last long campaign
     # (bench/fuzz-campaign.sh), read only.
-    "${fuzz[@]}" run -s "$sanitizer" -O "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
-        -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=0 2>&1 | tail -n 3
-    passed=$((passed + 1))
+    if "${fuzz[@]}" run -s "$sanitizer" -O "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
+        -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=0 >"$logs/$target" 2>&1; then
+        echo "fuzz-smoke: $target ran ${seconds}s without a crash: $(grep -E '^(#[0-9]+|Done)' "$logs/$target" | tail -n 1)"
+    else
+        echo "fuzz-smoke: FAIL: $target (crash input in fuzz/artifacts/$target/):"
+        tail -n 40 "$logs/$target"
+        return 1
+    fi
+}
+# Each target's verdict goes to a file: `wait -n` may reap a job whose
+# status would otherwise be lost.
+for target in $targets; do
+    {
+        rc=0
+        smoke_one "$target" || rc=$?
+        echo "$rc" >"$logs/$target.rc"
+    } &
+    if [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; then
+        wait -n || true
+    fi
 done
-echo "fuzz-smoke: $passed targets ran without a crash"
+wait
+failed=0
+count=0
+for target in $targets; do
+    count=$((count + 1))
+    [ "$(cat "$logs/$target.rc" 2>/dev/null)" = 0 ] || failed=$((failed + 1))
+done
+[ "$failed" -eq 0 ] || { echo "fuzz-smoke: $failed of $count targets crashed or did not run" >&2; exit 1; }
+echo "fuzz-smoke: $count targets ran without a crash"

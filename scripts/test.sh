@@ -15,17 +15,27 @@ if [ "$(id -u)" -ne 0 ]; then
          "(e.g. sudo scripts/test.sh), as CI does" >&2
     exit 1
 fi
+# Each phase says how long it took, so a slow CI run shows where (CI must
+# stay under 45 minutes).
+phase_start=$SECONDS
+phase() {
+    echo "== $1 (previous phase $((SECONDS - phase_start)) s, $SECONDS s in all)"
+    phase_start=$SECONDS
+}
+
+phase "setup"
 PHALANX_SETUP_GROUPS=netns source scripts/setup.sh
 
-echo "== cargo fmt"
+phase "cargo fmt"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+phase "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo test"
+phase "cargo test"
 cargo test --workspace
-echo "== fuzz smoke"
+phase "fuzz smoke"
 scripts/fuzz-smoke.sh
-echo "== interop: scapy"
+phase "interop: scapy"
 /usr/bin/python3 -m pytest -q tests/interop
-echo "== netns: phalanxd gateways in network namespaces"
-/usr/bin/python3 -m pytest -v -p no:cacheprovider tests/netns
+phase "netns: phalanxd gateways in network namespaces"
+/usr/bin/python3 -m pytest -v -p no:cacheprovider --durations=25 tests/netns
+phase done
