@@ -89,6 +89,34 @@ impl AttributeType {
     pub const EAP_MESSAGE: AttributeType = AttributeType(79);
     /// Message-Authenticator (RFC 3579 §3.2).
     pub const MESSAGE_AUTHENTICATOR: AttributeType = AttributeType(80);
+    /// Reply-Message: text for the user (logged).
+    pub const REPLY_MESSAGE: AttributeType = AttributeType(18);
+    /// Session-Timeout (seconds).
+    pub const SESSION_TIMEOUT: AttributeType = AttributeType(27);
+    /// Acct-Status-Type (RFC 2866 §5.1).
+    pub const ACCT_STATUS_TYPE: AttributeType = AttributeType(40);
+    /// Acct-Input-Octets (RFC 2866 §5.3): from the End-User.
+    pub const ACCT_INPUT_OCTETS: AttributeType = AttributeType(42);
+    /// Acct-Output-Octets (RFC 2866 §5.4): to the End-User.
+    pub const ACCT_OUTPUT_OCTETS: AttributeType = AttributeType(43);
+    /// Acct-Session-Id (RFC 2866 §5.5).
+    pub const ACCT_SESSION_ID: AttributeType = AttributeType(44);
+    /// Acct-Session-Time (RFC 2866 §5.7), seconds.
+    pub const ACCT_SESSION_TIME: AttributeType = AttributeType(46);
+    /// Acct-Input-Packets (RFC 2866 §5.8).
+    pub const ACCT_INPUT_PACKETS: AttributeType = AttributeType(47);
+    /// Acct-Output-Packets (RFC 2866 §5.9).
+    pub const ACCT_OUTPUT_PACKETS: AttributeType = AttributeType(48);
+    /// Acct-Terminate-Cause (RFC 2866 §5.10).
+    pub const ACCT_TERMINATE_CAUSE: AttributeType = AttributeType(49);
+    /// Acct-Input-Gigawords (RFC 2869 §5.1): the octet count's high word.
+    pub const ACCT_INPUT_GIGAWORDS: AttributeType = AttributeType(52);
+    /// Acct-Output-Gigawords (RFC 2869 §5.2).
+    pub const ACCT_OUTPUT_GIGAWORDS: AttributeType = AttributeType(53);
+    /// Acct-Interim-Interval (RFC 2869 §5.16), seconds.
+    pub const ACCT_INTERIM_INTERVAL: AttributeType = AttributeType(85);
+    /// NAS-IPv6-Address (RFC 3162 §2.1).
+    pub const NAS_IPV6_ADDRESS: AttributeType = AttributeType(95);
 }
 
 /// Microsoft's private enterprise number (RFC 2548 §2).
@@ -313,6 +341,13 @@ impl RadiusPacket {
     }
 }
 
+/// An Accounting-Request's Request Authenticator (RFC 2866 §3):
+/// MD5(Code | Identifier | Length | 16 zero octets | Attributes | Secret),
+/// over `bytes`, the packet as emitted with a zero authenticator.
+pub fn accounting_authenticator(bytes: &[u8], secret: &[u8]) -> [u8; 16] {
+    response_authenticator(bytes, &[0; 16], secret)
+}
+
 /// A Microsoft Vendor-Specific attribute's (vendor type, value).
 fn microsoft_attribute(ty: AttributeType, value: &[u8]) -> Option<(u8, &[u8])> {
     if ty != AttributeType::VENDOR_SPECIFIC {
@@ -436,6 +471,11 @@ pub fn decrypt_mppe_key(
     let key = plain.get(1..1 + len).ok_or(RadiusError::BadKey)?;
     Ok(Zeroizing::new(key.to_vec()))
 }
+
+pub mod client;
+#[cfg(test)]
+mod fake_server;
+pub mod relay;
 
 #[cfg(test)]
 mod tests;
