@@ -9,11 +9,14 @@
 //!
 //! - [`radius`]: the RADIUS codec for EAP pass-through (RFC 2865, RFC 3579,
 //!   RFC 2548): Access-Requests with EAP-Message and Message-Authenticator,
-//!   answers checked, the MSK from the MS-MPPE keys.
+//!   answers checked, the MSK from the MS-MPPE keys;
+//!   [`radius::client`]: the RADIUS client (retransmission, failover,
+//!   accounting, RFC 2866); [`radius::relay`]: EAP pass-through with
+//!   accounting sessions.
 //!
-//! The crate reads no clock and draws no randomness: the caller hands in
-//! random octets. Not here yet: EAP-TLS; the RADIUS client's sockets, timers and
-//! server failover (phalanxd's, beside the IKE thread).
+//! The crate reads no clock, draws no randomness and owns no socket: the
+//! caller hands in the time, random octets and datagrams. Not here yet:
+//! EAP-TLS as a local method (it works through RADIUS).
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
