@@ -38,6 +38,7 @@ APT_GROUP_NETNS=(
     libstrongswan-extra-plugins    # curve25519, chapoly
     corosync                 # cluster membership and agreed-order messages (one per node namespace)
     tcpdump                  # WAN captures in the cluster failover tests
+    freeradius               # RADIUS servers for EAP pass-through and accounting (tests/netns/test_radius.py)
 )
 
 for group in ${PHALANX_SETUP_GROUPS:-}; do

@@ -101,6 +101,9 @@ class Conn:
     # remote_auth ("eap-mschapv2") and [[eap_secret]]s (identity, password).
     remote_auth: Optional[str] = None
     eap_secrets: Optional[List[tuple]] = None
+    # A gateway with remote_auth = "eap-radius": its [radius] section as
+    # TOML text.
+    radius: Optional[str] = None
     # strongSwan: the remote auth round as written (e.g.
     # "ike:rsa/pss-sha256" to require PSS); None: psk or pubkey.
     swan_remote_auth: Optional[str] = None
@@ -372,6 +375,8 @@ raw_esp = true
         lines += ["[[pool]]", "name = " + _toml_str(name), "addrs = " + _toml_str(addrs), ""]
     for identity, password in conn.eap_secrets or []:
         lines += ["[[eap_secret]]", "id = " + _toml_str(identity), "secret = " + _toml_str(password), ""]
+    if conn.radius:
+        lines.append(conn.radius)
     return text + "\n".join(lines) + "\n"
 
 

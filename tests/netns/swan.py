@@ -119,18 +119,19 @@ def _child_block(child):
 def render_swanctl_conf(conn, cert_names=None):
     """swanctl.conf text for `conn` (an ikegw.Conn). cert_names: the file
     names of our certificate and the CA under x509/ and x509ca/."""
-    eap = conn.auth == "eap-mschapv2"
+    eap = conn.auth in ("eap-mschapv2", "eap-tls")
     local = ["auth = " + ("psk" if conn.auth == "psk" else conn.auth if eap else "pubkey"),
              "id = \"{}\"".format(conn.local_id)]
     if eap:
-        # An End-User: EAP-MSCHAPv2 for itself, the gateway's certificate.
+        # An End-User: EAP-MSCHAPv2 or EAP-TLS (its certificate, found by
+        # the EAP identity) for itself, the gateway's certificate.
         local.append("eap_id = \"{}\"".format(conn.local_id))
     remote = ["auth = " + (conn.swan_remote_auth or ("psk" if conn.auth == "psk" else "pubkey"))]
     if conn.remote_id:
         remote.append("id = \"{}\"".format(conn.remote_id))
-    if conn.auth == "pubkey":
+    if conn.auth in ("pubkey", "eap-tls"):
         local.append("certs = " + cert_names["cert"])
-    if conn.auth in ("pubkey", "eap-mschapv2"):
+    if conn.auth in ("pubkey", "eap-mschapv2", "eap-tls"):
         remote.append("cacerts = " + cert_names["ca"])
     lines = [
         "version = 2",
@@ -157,7 +158,7 @@ def render_swanctl_conf(conn, cert_names=None):
     lines.append(_block("remote", remote, 2))
     lines.append(_block("children", [_child_block(c) for c in conn.children], 2))
     text = "connections {\n" + _block(conn.name, lines, 1) + "}\n"
-    if eap:
+    if conn.auth == "eap-mschapv2":
         secret = ["id = \"{}\"".format(conn.local_id), "secret = \"{}\"".format(conn.psk)]
         text += "\nsecrets {\n" + _block("eap-" + conn.name, secret, 1) + "}\n"
     if conn.auth == "psk":
@@ -303,7 +304,7 @@ class Charon:
         if conn.auth == "eap-mschapv2":
             names = {"ca": "ca.pem"}
             shutil.copy(conn.ca, os.path.join(self.dir, "x509ca", names["ca"]))
-        if conn.auth == "pubkey":
+        if conn.auth in ("pubkey", "eap-tls"):
             names = {"cert": self.gw + ".pem", "ca": "ca.pem"}
             shutil.copy(conn.cert, os.path.join(self.dir, "x509", names["cert"]))
             shutil.copy(conn.key, os.path.join(self.dir, "private", self.gw + ".key"))

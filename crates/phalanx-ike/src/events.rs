@@ -154,6 +154,10 @@ pub enum SaEvent {
         ike_sa: u64,
         /// The IDi the peer presented (an EAP method asks its own identity).
         peer_id: String,
+        /// Our address and port (a RADIUS Called-Station-Id).
+        local: SocketAddr,
+        /// The peer's address and port (a RADIUS Calling-Station-Id).
+        remote: SocketAddr,
         /// The EAP message (RFC 3748), or empty at the start.
         message: Vec<u8>,
     },
@@ -351,6 +355,9 @@ pub enum EapAnswer {
         msk: Zeroizing<Vec<u8>>,
         /// The EAP identity.
         identity: String,
+        /// An inner address the backend assigned (a RADIUS server's
+        /// Framed-IP-Address): a CFG_REQUEST gets it before any pool's.
+        virtual_ip: Option<IpAddr>,
     },
     /// The peer failed: EAP-Failure to send, and why (for logs).
     Failure {

@@ -158,12 +158,12 @@ impl Daemon {
                 .as_ref()
                 .map(|s| s.endpoint.clone())
                 .unwrap_or_default();
-            let secrets = new
+            let eap = new
                 .ike
                 .as_ref()
-                .map(|s| Arc::clone(&s.eap_secrets))
+                .map(|s| Arc::clone(&s.eap))
                 .unwrap_or_default();
-            if let Err(e) = ike.reconfigure(endpoint, secrets) {
+            if let Err(e) = ike.reconfigure(endpoint, eap) {
                 tracing::error!(error = %e.message, "the IKE thread did not take the new connections");
             }
         }

@@ -221,6 +221,21 @@ impl EapRelay {
         self.client.cancel(session);
     }
 
+    /// Forgets the conversations (and accepted End-Users not yet up) of
+    /// sessions that are not `live`.
+    pub fn retain(&mut self, live: impl Fn(u64) -> bool) {
+        let gone: Vec<u64> = self
+            .conversations
+            .keys()
+            .chain(self.accepted.keys())
+            .copied()
+            .filter(|s| !live(*s))
+            .collect();
+        for session in gone {
+            self.cancel(session);
+        }
+    }
+
     /// The IKE SA of an accepted End-User is up (`spis`; our SPI is one of
     /// them): accounting Start. Returns whether the SA is accounted.
     pub fn up(&mut self, now: Instant, spis: SpiPair, virtual_ips: &[IpAddr]) -> bool {

@@ -215,7 +215,7 @@ impl IkeSa {
         let Some(cp) = cp.filter(|cp| cp.cfg_type == CfgType::REQUEST) else {
             return Ok(None);
         };
-        if self.conn.pools.is_empty() {
+        if self.conn.pools.is_empty() && self.assigned_vip.is_none() {
             return Ok(None);
         }
         let wants = Wants::read(cp);
@@ -225,7 +225,16 @@ impl IkeSa {
             if !wanted {
                 continue;
             }
-            if let Some(vip) = self.lease(ctx.pools, &identity, v4) {
+            let assigned = self
+                .assigned_vip
+                .filter(|ip| ip.is_ipv4() == v4)
+                .map(|address| VirtualIp {
+                    // No pool's: nothing to give back.
+                    pool: String::new(),
+                    identity: identity.clone(),
+                    address,
+                });
+            if let Some(vip) = assigned.or_else(|| self.lease(ctx.pools, &identity, v4)) {
                 attributes.push(address_attribute(vip.address));
                 self.virtual_ips.push(vip);
             }

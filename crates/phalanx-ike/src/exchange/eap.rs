@@ -27,6 +27,8 @@
 //! EAP-Failure and the IKE SA closes; a backend that never answers leaves
 //! the IKE SA to its establishment timer.
 
+use core::net::IpAddr;
+
 use phalanx_wire::ike::iana::{AuthMethod, NotifyType};
 use phalanx_wire::ike::{AuthPayload, EapPayload, Payload};
 use zeroize::Zeroizing;
@@ -54,8 +56,9 @@ pub(crate) struct EapExchange {
     peer: Identity,
     /// IDr, CERT and AUTH of ours, sent with the first EAP Request.
     ours: Vec<Payload>,
-    /// After EAP-Success: the MSK and the identity the method proved.
-    done: Option<(Zeroizing<Vec<u8>>, String)>,
+    /// After EAP-Success: the MSK, the identity the method proved and the
+    /// inner address the backend assigned.
+    done: Option<(Zeroizing<Vec<u8>>, String, Option<IpAddr>)>,
 }
 
 impl IkeSa {
@@ -84,6 +87,8 @@ impl IkeSa {
             connection: self.conn.name.clone(),
             ike_sa: self.our_spi(),
             peer_id: peer.to_string(),
+            local: self.local,
+            remote: self.remote,
             message: Vec::new(),
         });
         self.transition(
@@ -114,6 +119,8 @@ impl IkeSa {
                     connection: self.conn.name.clone(),
                     ike_sa: self.our_spi(),
                     peer_id: eap.peer.to_string(),
+                    local: self.local,
+                    remote: self.remote,
                     message: message.message.clone(),
                 });
                 Reply::later()
@@ -132,7 +139,7 @@ impl IkeSa {
         let State::Eap(eap) = self.transition(ctx, State::Closed) else {
             return Reply::default();
         };
-        let Some((msk, identity)) = &eap.done else {
+        let Some((msk, identity, virtual_ip)) = &eap.done else {
             return Reply::default();
         };
         let Some(crypto) = self.crypto.as_ref() else {
@@ -157,6 +164,7 @@ impl IkeSa {
         // identity of ours to parse.
         self.remote_identity =
             Some(Identity::parse_config(identity).unwrap_or_else(|_| eap.peer.clone()));
+        self.assigned_vip = *virtual_ip;
         ctx.count(Counter::EapSucceeded);
         let found = Found::scan(&eap.first);
         let (ni, nr) = &eap.nonces;
@@ -206,8 +214,9 @@ impl IkeSa {
                 message,
                 msk,
                 identity,
+                virtual_ip,
             } => {
-                eap.done = Some((msk, identity));
+                eap.done = Some((msk, identity, virtual_ip));
                 payloads.push(Payload::Eap(EapPayload { message }));
                 Reply::of(payloads)
             }

@@ -174,6 +174,9 @@ pub(crate) struct IkeSa {
     pub(crate) remote_identity: Option<Identity>,
     /// Inner addresses leased to the peer (responder, RFC 7296 §2.19).
     pub(crate) virtual_ips: Vec<VirtualIp>,
+    /// Responder: the inner address the EAP backend assigned (RADIUS
+    /// Framed-IP-Address), answered to a CFG_REQUEST before any pool's.
+    pub(crate) assigned_vip: Option<IpAddr>,
     /// Inner addresses the peer gave us (initiator, §2.19).
     pub(crate) assigned_ips: Vec<IpAddr>,
     /// The peer sent INITIAL_CONTACT in IKE_AUTH.
@@ -233,6 +236,7 @@ impl IkeSa {
             peer_certreq: false,
             remote_identity: None,
             virtual_ips: Vec::new(),
+            assigned_vip: None,
             assigned_ips: Vec::new(),
             initial_contact: false,
             established_at: None,

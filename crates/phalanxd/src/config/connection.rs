@@ -31,6 +31,8 @@ pub(crate) struct Parsed {
     pub(crate) fingerprint: CredentialFingerprint,
     /// Each child's policy priority, in child order.
     pub(crate) priorities: Vec<u32>,
+    /// `remote_auth = "eap-radius"`.
+    pub(crate) eap_radius: bool,
 }
 
 /// Where a connection is read: the file, its directory, `[protected]`
@@ -42,6 +44,8 @@ pub(crate) struct Context<'a> {
     pub(crate) ike_port: u16,
     /// The `[[pool]]` tables, for `pools` to name.
     pub(crate) pools: &'a [PoolConfig],
+    /// Whether the file has `[radius]`.
+    pub(crate) radius: bool,
 }
 
 /// `connection[i]`.
@@ -56,13 +60,22 @@ pub(crate) fn connection(
     let (local_addr, remote_addr) = addresses(ctx, &raw, &field)?;
     let remote_port = port(source, raw.remote_port.as_ref(), &field("remote_port"))?;
     let (local_auth, mut remote_auth, fingerprint, chain_subject) = auth(ctx, &raw, &field)?;
+    let mut eap_radius = false;
     if let Some(how) = &raw.remote_auth {
         // RFC 7296 §2.16: the peer authenticates with EAP, we with `auth`.
         match how.get_ref().as_str() {
             "eap-mschapv2" => remote_auth = RemoteAuth::Eap,
+            "eap-radius" if ctx.radius => {
+                remote_auth = RemoteAuth::Eap;
+                eap_radius = true;
+            }
+            "eap-radius" => {
+                let msg = "remote_auth = \"eap-radius\" needs a [radius] section with its servers";
+                return Err(source.error(how.span(), field("remote_auth"), msg));
+            }
             other => {
                 let msg = format!(
-                    "unknown remote_auth {other:?}; expected \"eap-mschapv2\" (or leave it out: the peer then authenticates as `auth` says)"
+                    "unknown remote_auth {other:?}; expected \"eap-mschapv2\" (local [[eap_secret]]) or \"eap-radius\" (EAP pass-through to [radius]), or leave it out: the peer then authenticates as `auth` says"
                 );
                 return Err(source.error(how.span(), field("remote_auth"), msg));
             }
@@ -179,6 +192,7 @@ pub(crate) fn connection(
         connection,
         fingerprint,
         priorities,
+        eap_radius,
     })
 }
 

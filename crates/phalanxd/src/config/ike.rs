@@ -23,6 +23,7 @@ use toml::Spanned;
 
 use super::connection::{self, Context};
 use super::credentials::CredentialFingerprint;
+use super::radius::EapSettings;
 use super::raw_ike::{RawConnection, RawEapSecret, RawIke};
 use super::{values, ConfigError, PolicyConfig, ProtectedSettings, Source};
 use crate::limits;
@@ -80,9 +81,8 @@ pub struct IkeSettings {
     pub child_policies: Vec<ChildPolicySet>,
     /// Per connection (same order): the SHA-256 of its credential files.
     fingerprints: Vec<CredentialFingerprint>,
-    /// The End-Users' EAP passwords (`[[eap_secret]]`), for connections
-    /// with `remote_auth = "eap-mschapv2"`; kept as NT hashes only.
-    pub eap_secrets: Arc<LocalSecrets>,
+    /// How End-Users authenticate by EAP: local passwords, RADIUS.
+    pub eap: Arc<EapSettings>,
 }
 
 impl IkeSettings {
@@ -212,6 +212,7 @@ pub(crate) fn settings(
     protected: &ProtectedSettings,
     static_policies: &[PolicyConfig],
     pools: Vec<PoolConfig>,
+    mut eap: EapSettings,
 ) -> Result<Option<IkeSettings>, ConfigError> {
     if raw_ike.is_none() && raw_connections.is_empty() {
         return Ok(None);
@@ -225,6 +226,7 @@ pub(crate) fn settings(
         protected,
         ike_port: port,
         pools: &pools,
+        radius: eap.radius.is_some(),
     };
     let mut names = HashSet::new();
     let mut connections = Vec::with_capacity(raw_connections.len());
@@ -244,6 +246,9 @@ pub(crate) fn settings(
             check_names(source, (i, name_span.clone()), set, static_policies)?;
         }
         child_policies.extend(sets);
+        if parsed.eap_radius {
+            eap.radius_connections.insert(conn.name.clone());
+        }
         connections.push(conn);
         fingerprints.push(parsed.fingerprint);
     }
@@ -256,7 +261,7 @@ pub(crate) fn settings(
         },
         child_policies,
         fingerprints,
-        eap_secrets: Arc::default(),
+        eap: Arc::new(eap),
     }))
 }
 

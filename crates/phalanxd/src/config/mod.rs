@@ -16,6 +16,7 @@ mod connection;
 mod credentials;
 mod ike;
 mod pool;
+mod radius;
 mod raw;
 mod raw_ike;
 mod sa;
@@ -36,6 +37,7 @@ pub use credentials::CredentialFingerprint;
 pub use ike::{
     connection_changes, same_connection, ChildPolicySet, ChildRef, ConnectionChanges, IkeSettings,
 };
+pub use radius::{EapSettings, RadiusSettings};
 pub use raw::{Direction, Encryption, Integrity, LogFormat};
 
 /// A configuration error with its place in the file.

@@ -13,6 +13,7 @@ use toml::Spanned;
 
 use super::cluster::RawCluster;
 use super::pool::RawPool;
+use super::radius::RawRadius;
 use super::raw_ike::RawEapSecret;
 use super::raw_ike::{RawConnection, RawIke};
 
@@ -35,6 +36,7 @@ pub(crate) struct RawConfig {
     pub(crate) pool: Vec<Spanned<RawPool>>,
     #[serde(default)]
     pub(crate) eap_secret: Vec<Spanned<RawEapSecret>>,
+    pub(crate) radius: Option<Spanned<RawRadius>>,
     pub(crate) cluster: Option<Spanned<RawCluster>>,
 }
 

@@ -1042,8 +1042,9 @@ fn eap_end_users_parse_and_refuse_mistakes() {
         phalanx_ike::config::RemoteAuth::Eap
     ));
     use phalanx_eap::CredentialStore;
-    assert!(ike.eap_secrets.nt_hash("alice@example.com").is_some());
-    assert!(ike.eap_secrets.nt_hash("bob@example.com").is_none());
+    assert!(ike.eap.secrets.nt_hash("alice@example.com").is_some());
+    assert!(ike.eap.secrets.nt_hash("bob@example.com").is_none());
+    assert!(!ike.eap.uses_radius("roadwarriors"));
 
     let e = error(&with("\"eap-md5\"", secrets));
     assert_eq!(e.field, "connection[1].remote_auth", "{e}");
@@ -1056,4 +1057,86 @@ fn eap_end_users_parse_and_refuse_mistakes() {
         error(&with("\"eap-mschapv2\"", empty)).field,
         "eap_secret[0].secret"
     );
+}
+
+/// `remote_auth = "eap-radius"` and `[radius]`.
+#[test]
+fn radius_servers_parse_and_refuse_mistakes() {
+    let with = |radius: &str| {
+        let text = ike_edit(
+            "force_encap = true",
+            "force_encap = true\nremote_auth = \"eap-radius\"",
+        );
+        format!("{text}\n{radius}\n")
+    };
+    let radius = r#"[radius]
+nas_identifier = "gw-b"
+timeout = "1s"
+retransmits = 1
+dead_time = "20s"
+interim_interval = "5m"
+source = "10.2.0.1"
+
+[[radius.server]]
+address = "10.2.0.2"
+secret = "one"
+
+[[radius.server]]
+address = "10.2.0.3"
+secret = "two"
+auth_port = 11812
+acct_port = 0"#;
+    let c = Config::parse("gw.toml", &with(radius)).unwrap();
+    let ike = c.ike.as_ref().unwrap();
+    assert!(ike.eap.uses_radius("roadwarriors"));
+    let settings = ike.eap.radius.as_ref().unwrap();
+    let client = &settings.client;
+    assert_eq!(client.nas_identifier, "gw-b");
+    assert_eq!(client.timeout, std::time::Duration::from_secs(1));
+    assert_eq!(client.retransmits, 1);
+    assert_eq!(client.dead_time, std::time::Duration::from_secs(20));
+    assert_eq!(settings.interim, Some(std::time::Duration::from_secs(300)));
+    assert_eq!(settings.source, Some("10.2.0.1".parse().unwrap()));
+    assert_eq!(client.servers[0].auth, "10.2.0.2:1812".parse().unwrap());
+    assert_eq!(
+        client.servers[0].acct,
+        Some("10.2.0.2:1813".parse().unwrap())
+    );
+    assert_eq!(client.servers[1].auth, "10.2.0.3:11812".parse().unwrap());
+    assert_eq!(client.servers[1].acct, None, "acct_port = 0: no accounting");
+    assert_eq!(&client.servers[1].secret[..], b"two");
+
+    // eap-radius without [radius].
+    let e = error(&with(""));
+    assert_eq!(e.field, "connection[1].remote_auth", "{e}");
+    assert!(e.message.contains("[radius]"), "{e}");
+    for (from, to, field) in [
+        (
+            "address = \"10.2.0.2\"",
+            "address = \"radius.example\"",
+            "radius.server[0].address",
+        ),
+        (
+            "secret = \"one\"",
+            "secret = \"\"",
+            "radius.server[0].secret",
+        ),
+        ("timeout = \"1s\"", "timeout = \"0s\"", "radius.timeout"),
+        ("retransmits = 1", "retransmits = 50", "radius.retransmits"),
+        (
+            "source = \"10.2.0.1\"",
+            "source = \"fd02::1\"",
+            "radius.server[0].address",
+        ),
+        (
+            "auth_port = 11812",
+            "auth_port = 0",
+            "radius.server[1].auth_port",
+        ),
+    ] {
+        let e = error(&with(&radius.replacen(from, to, 1)));
+        assert_eq!(e.field, field, "{from} -> {to}: {e}");
+    }
+    let no_server = "[radius]\nnas_identifier = \"x\"";
+    assert_eq!(error(&with(no_server)).field, "radius.server");
 }

@@ -13,6 +13,7 @@ use toml::Spanned;
 
 use phalanx_esp::FragmentPolicy;
 
+use super::radius::{self, EapSettings};
 use super::raw::{RawAction, RawClear, RawConfig, RawDaemon, RawPolicy, RawProtected, Word};
 use super::{
     cluster, ike, pool, sa, values, ClearSettings, Config, ConfigError, DaemonSettings,
@@ -68,7 +69,11 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
         cluster::ike_rules::check(source, &raw.connection)?;
     }
     let pools = pool::all(source, &raw.pool)?;
-    let eap_secrets = std::sync::Arc::new(ike::eap_secrets(source, &raw.eap_secret)?);
+    let eap = EapSettings {
+        secrets: std::sync::Arc::new(ike::eap_secrets(source, &raw.eap_secret)?),
+        radius: radius::settings(source, raw.radius)?,
+        radius_connections: Default::default(),
+    };
     let ike = ike::settings(
         source,
         raw.ike,
@@ -76,11 +81,8 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
         &protected,
         &policies,
         pools,
-    )?
-    .map(|mut ike| {
-        ike.eap_secrets = eap_secrets;
-        ike
-    });
+        eap,
+    )?;
     let cluster = cluster::settings(source, raw.cluster, &protected)?;
     Ok(Config {
         path: PathBuf::from(source.name),

@@ -9,8 +9,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::EapSettings;
 use phalanx_control::{ActionResult, ErrorCode, NamedCounter};
-use phalanx_eap::LocalSecrets;
 use phalanx_ike::config::EndpointConfig;
 use phalanx_ike::pool::PoolUsage;
 use phalanx_ike::{IkeCounters, IkeSaInfo};
@@ -69,7 +69,7 @@ pub enum Command {
     },
     /// A reload's connections (`Endpoint::reconfigure`) and EAP
     /// passwords; not answered.
-    Reconfigure(Box<EndpointConfig>, Arc<LocalSecrets>),
+    Reconfigure(Box<EndpointConfig>, Arc<EapSettings>),
 }
 
 /// What the IKE thread last published.
@@ -157,9 +157,9 @@ impl IkeControl {
     pub fn reconfigure(
         &self,
         config: EndpointConfig,
-        eap_secrets: Arc<LocalSecrets>,
+        eap: Arc<EapSettings>,
     ) -> Result<(), Failure> {
-        self.queue(Command::Reconfigure(Box::new(config), eap_secrets))
+        self.queue(Command::Reconfigure(Box::new(config), eap))
     }
 
     fn queue(&self, command: Command) -> Result<(), Failure> {

@@ -35,7 +35,7 @@ use phalanx_io::poll::{Interest, PollSet, Waker};
 use super::apply::{apply, Notes};
 use super::cluster::{ClusterIke, Io};
 use super::control::{Command, Failure, IkeStatus, Reply};
-use super::eap::EapBackend;
+use super::eap::{EapBackend, EapRequest};
 use super::link::{IkeInbox, ToIke};
 use super::sockets::IkeSockets;
 use crate::config::ChildRef;
@@ -69,7 +69,7 @@ pub struct DriverParts {
     /// The cluster part, on a cluster node.
     pub cluster: Option<ClusterIke>,
     /// The End-Users' EAP passwords.
-    pub eap_secrets: Arc<phalanx_eap::LocalSecrets>,
+    pub eap: Arc<crate::config::EapSettings>,
 }
 
 /// A connection as the thread needs it: its peer and children.
@@ -141,7 +141,7 @@ impl Driver {
             stats: Stats::default(),
             buf: vec![0; MAX_IKE_DATAGRAM],
             cluster: parts.cluster,
-            eap: EapBackend::new(parts.eap_secrets),
+            eap: EapBackend::new(parts.eap),
         };
         driver.learn(&parts.config);
         driver
@@ -149,26 +149,25 @@ impl Driver {
 
     /// Runs rounds until `stop` is set (and the waker rung).
     pub fn run(mut self, stop: &AtomicBool) {
-        let fds = match self.poll_fds() {
-            Ok(fds) => fds,
-            Err(e) => {
-                tracing::error!(error = %e, "IKE thread cannot start");
-                return;
-            }
-        };
-        let mut set = PollSet::with_capacity(fds.len());
-        for fd in &fds {
-            set.add(fd.as_fd(), Interest::READ);
-        }
         // Connections with start_action = "start" queued their messages.
         self.round();
+        // The poll set is rebuilt when a reload opens or closes RADIUS
+        // sockets.
         while !stop.load(Ordering::Relaxed) {
-            let timeout = self.next_wakeup().saturating_duration_since(Instant::now());
-            if let Err(e) = set.wait(Some(timeout)) {
-                tracing::error!(error = %e, "IKE thread: poll failed; IKE stops");
+            let fds = match self.poll_fds() {
+                Ok(fds) => fds,
+                Err(e) => {
+                    tracing::error!(error = %e, "IKE thread cannot poll its sockets; IKE stops");
+                    break;
+                }
+            };
+            let mut set = PollSet::with_capacity(fds.len());
+            for fd in &fds {
+                set.add(fd.as_fd(), Interest::READ);
+            }
+            if !self.poll_rounds(stop, &mut set) {
                 break;
             }
-            self.round();
         }
         for waiter in self.waiters.drain(..) {
             let _ = waiter.reply.try_send(Err(Failure::new(
@@ -178,8 +177,27 @@ impl Driver {
         }
     }
 
-    /// The waker and the IKE socket, duplicated so the poll set can hold
-    /// them while the driver is used.
+    /// Rounds until `stop` (`true`) or the RADIUS sockets changed
+    /// (`true`), or poll failed (`false`).
+    fn poll_rounds(&mut self, stop: &AtomicBool, set: &mut PollSet<'_>) -> bool {
+        self.eap.fds_changed();
+        while !stop.load(Ordering::Relaxed) {
+            if self.eap.fds_changed() {
+                return true;
+            }
+            let timeout = self.next_wakeup().saturating_duration_since(Instant::now());
+            if let Err(e) = set.wait(Some(timeout)) {
+                tracing::error!(error = %e, "IKE thread: poll failed; IKE stops");
+                return false;
+            }
+            self.round();
+        }
+        true
+    }
+
+    /// The waker, the IKE socket, the cluster bridge and the RADIUS
+    /// sockets, duplicated so the poll set can hold them while the driver
+    /// is used.
     fn poll_fds(&self) -> io::Result<Vec<OwnedFd>> {
         let mut fds = vec![
             self.waker.as_fd().try_clone_to_owned()?,
@@ -188,16 +206,20 @@ impl Driver {
         if let Some(cluster) = &self.cluster {
             fds.push(cluster.bridge().fd().try_clone_to_owned()?);
         }
+        for fd in self.eap.fds() {
+            fds.push(fd.try_clone_to_owned()?);
+        }
         Ok(fds)
     }
 
     /// When to wake at the latest: the endpoint's timer, housekeeping, or
     /// a waiter's deadline.
-    fn next_wakeup(&self) -> Instant {
+    fn next_wakeup(&mut self) -> Instant {
         let waiters = self.waiters.iter().map(|w| w.deadline);
         self.endpoint
             .poll_timeout()
             .into_iter()
+            .chain(self.eap.poll_timeout())
             .chain(waiters)
             .fold(self.next_housekeeping, Instant::min)
     }
@@ -209,10 +231,15 @@ impl Driver {
         let now = Instant::now();
         self.with_cluster(now, ClusterIke::turn);
         self.receive(now);
+        self.eap.receive(now, &mut self.buf);
         self.drain_inbox(now);
         self.drain_commands(now);
         if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
             self.endpoint.handle_timeout(now);
+        }
+        if self.eap.poll_timeout().is_some_and(|t| t <= now) {
+            let rt = self.store.snapshot();
+            self.eap.handle_timeout(now, &rt, &self.sas);
         }
         self.flush(now);
         if now >= self.next_housekeeping {
@@ -392,8 +419,8 @@ impl Driver {
                 };
                 let _ = reply.try_send(answer);
             }
-            Command::Reconfigure(mut config, eap_secrets) => {
-                self.eap.set_secrets(eap_secrets);
+            Command::Reconfigure(mut config, eap) => {
+                self.eap.reconfigure(eap);
                 self.learn(&config);
                 if let Some(cluster) = &mut self.cluster {
                     cluster.reconfigure(&mut config);
@@ -429,22 +456,71 @@ impl Driver {
         }
         let peers: HashMap<String, String> = self.peers();
         let peer = |name: &str| peers.get(name).cloned().unwrap_or_else(|| "any".to_owned());
+        // RADIUS's answers first: they release deferred IKE_AUTH responses.
+        while let Some((ike_sa, answer)) = self.eap.poll_answer() {
+            self.endpoint.handle_eap(now, ike_sa, answer);
+        }
+        let mut sampled = false;
         while let Some(event) = self.endpoint.poll_event() {
-            if let SaEvent::EapRequest {
-                ike_sa, message, ..
-            } = &event
-            {
-                // Answered at once: the local backend needs no I/O.
-                if let Some(answer) = self.eap.answer(*ike_sa, message) {
-                    self.endpoint.handle_eap(now, *ike_sa, answer);
+            match &event {
+                SaEvent::EapRequest {
+                    connection,
+                    ike_sa,
+                    peer_id,
+                    local,
+                    remote,
+                    message,
+                } => {
+                    let request = EapRequest {
+                        connection,
+                        ike_sa: *ike_sa,
+                        peer_id,
+                        local: *local,
+                        remote: *remote,
+                        message,
+                    };
+                    if let Some(answer) = self.eap.request(now, &request) {
+                        self.endpoint.handle_eap(now, *ike_sa, answer);
+                    }
+                    continue;
                 }
-                continue;
+                SaEvent::RemoveInbound { .. } | SaEvent::RemoveOutbound { .. } if !sampled => {
+                    // Accounting reads the counters of Child SAs before
+                    // they go (the IKE SAs listed are the last published).
+                    sampled = true;
+                    let rt = self.store.snapshot();
+                    self.eap.before_removal(&rt, &self.sas);
+                }
+                SaEvent::IkeSaUp {
+                    ike_spi_i,
+                    ike_spi_r,
+                    virtual_ips,
+                    ..
+                } => self
+                    .eap
+                    .ike_up(now, spi_pair(ike_spi_i, ike_spi_r), virtual_ips),
+                SaEvent::IkeSaRekeyed {
+                    old_spis, new_spis, ..
+                } => self.eap.ike_rekeyed(
+                    spi_pair(&old_spis.0, &old_spis.1),
+                    spi_pair(&new_spis.0, &new_spis.1),
+                ),
+                SaEvent::IkeSaDown {
+                    ike_spi_i,
+                    ike_spi_r,
+                    reason,
+                    ..
+                } => self
+                    .eap
+                    .ike_down(now, spi_pair(ike_spi_i, ike_spi_r), reason),
+                _ => {}
             }
             apply(&self.store, event, now, &mut self.notes, &peer);
         }
         while let Some(transmit) = self.endpoint.poll_transmit() {
             self.sockets.send(&transmit);
         }
+        self.eap.transmit();
     }
 
     /// Runs `step` of the cluster part with the thread's endpoint, sockets
@@ -595,6 +671,7 @@ impl Driver {
         if let Some(cluster) = &self.cluster {
             out.extend(cluster.named());
         }
+        out.extend(self.eap.counters());
         out
     }
 
@@ -675,4 +752,9 @@ fn refusal(e: &IkeError) -> Failure {
         _ => ErrorCode::IKE_FAILED,
     };
     Failure::new(code, e.to_string())
+}
+
+/// An IKE SA's SPIs as numbers (initiator, responder).
+fn spi_pair(spi_i: &[u8; 8], spi_r: &[u8; 8]) -> (u64, u64) {
+    (u64::from_be_bytes(*spi_i), u64::from_be_bytes(*spi_r))
 }

@@ -155,7 +155,7 @@ pub fn spawn(
         status,
         config: settings.endpoint.clone(),
         cluster,
-        eap_secrets: Arc::clone(&settings.eap_secrets),
+        eap: Arc::clone(&settings.eap),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {
