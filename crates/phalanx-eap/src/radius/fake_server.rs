@@ -46,19 +46,13 @@ pub(crate) fn answer(
     if code != RadiusCode::ACCOUNTING_RESPONSE {
         attributes.push((AttributeType::MESSAGE_AUTHENTICATOR, vec![0; 16]));
     }
-    let mut packet = RadiusPacket {
+    RadiusPacket {
         code,
         identifier: request.identifier,
-        authenticator: request.authenticator,
+        authenticator: [0; 16],
         attributes,
-    };
-    if code != RadiusCode::ACCOUNTING_RESPONSE {
-        let mac = hmac_md5(secret, &packet.emit());
-        packet.set_message_authenticator(&mac);
     }
-    let bytes = packet.emit();
-    packet.authenticator = response_authenticator(&bytes, &request.authenticator, secret);
-    packet.emit()
+    .emit_answer(&request.authenticator, secret)
 }
 
 pub(crate) fn eap_attr(eap: &[u8]) -> Vec<(AttributeType, Vec<u8>)> {
