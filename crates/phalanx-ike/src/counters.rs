@@ -95,6 +95,9 @@ counters! {
     VirtualIpsAssigned => "inner addresses leased to peers in a CFG_REPLY (RFC 7296 §2.19)",
     /// CFG_REQUESTs that got no address.
     VirtualIpsRefused => "address requests answered INTERNAL_ADDRESS_FAILURE: pools exhausted or none of the family (RFC 7296 §3.15.4)",
+    /// A cluster node's replicated IKE SA holds an address this node had
+    /// leased to another identity (the replicated lease wins).
+    VirtualIpConflicts => "replicated virtual IPs that another identity held here (the replicated lease wins; should stay 0)",
     /// IKE SAs established.
     IkeSasEstablished => "IKE SAs that completed IKE_AUTH",
     /// IKE SAs that failed.

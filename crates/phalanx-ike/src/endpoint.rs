@@ -58,7 +58,7 @@ pub struct Endpoint {
     /// replicated here (`crate::ha`).
     pub(crate) ha: HaTracker,
     /// Virtual-IP leases (RFC 7296 §2.19).
-    pools: AddressPools,
+    pub(crate) pools: AddressPools,
 }
 
 /// What one SA call left for the endpoint.
@@ -679,6 +679,14 @@ impl Endpoint {
     /// How each virtual-IP pool is used, in configuration order.
     pub fn pool_usage(&self) -> Vec<PoolUsage> {
         self.pools.usage()
+    }
+
+    /// A cluster node's share of the pools' fresh addresses: node `node`
+    /// of `nodes` hands out the offsets `node` mod `nodes` only, so two
+    /// nodes never lease one address ([`crate::pool`]). Leases of other
+    /// nodes' IKE SAs come in their replicated state.
+    pub fn set_pool_partition(&mut self, partition: crate::pool::Partition) {
+        self.pools.set_partition(partition);
     }
 
     /// Every counter.

@@ -116,7 +116,7 @@ use std::time::Instant;
 pub use codec::{DecodeError, STATE_VERSION};
 pub use state::{
     CachedResponse, ChildSaKeys, ChildSaState, ChildSaStatus, IkeKeys, IkeSaState, InFlightRequest,
-    MessageIds, NatState, QueuedWork, RequestPurpose,
+    MessageIds, NatState, QueuedWork, RequestPurpose, VirtualIpLease,
 };
 pub(crate) use tracker::HaTracker;
 

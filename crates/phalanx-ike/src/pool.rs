@@ -10,9 +10,14 @@
 //! someone else. A pool with every lease online is exhausted, and the
 //! request is answered INTERNAL_ADDRESS_FAILURE (§3.15.4 via §2.19).
 //!
-//! The pool state is local to one endpoint. On a cluster the leases must
-//! go through the replicated log (DESIGN.md, End-Users); until they do,
-//! phalanxd refuses pools in cluster mode.
+//! On a cluster each node keeps its own pools, in step through the
+//! replicated IKE SA state: every node marks the addresses of every IKE
+//! SA's snapshot leased ([`AddressPools::adopt`]) and gives them back when
+//! the IKE SA is gone. Two nodes never hand out one fresh address because
+//! each hands out only its own share ([`AddressPools::set_partition`]: the
+//! offsets `k mod n` of node `k` of `n`), and reclaims only offline leases
+//! of its share; an identity's own offline lease comes back to it on any
+//! node.
 
 use core::net::IpAddr;
 use std::collections::{BTreeMap, HashMap};
@@ -89,7 +94,7 @@ impl AddressPool {
         address_at(&self.config, offset)
     }
 
-    fn acquire(&mut self, identity: &str) -> Result<IpAddr, PoolError> {
+    fn acquire(&mut self, identity: &str, part: Partition) -> Result<IpAddr, PoolError> {
         if let Some(lease) = self.by_identity.get_mut(identity) {
             if let Some(stamp) = lease.offline_since.take() {
                 self.offline.remove(&stamp);
@@ -98,11 +103,21 @@ impl AddressPool {
             let offset = lease.offset;
             return Ok(self.address(offset));
         }
-        let offset = match self.fresh() {
+        let offset = match self.fresh(part) {
             Some(offset) => offset,
             None => {
-                // Reclaim the lease offline the longest.
-                let (_, owner) = self.offline.pop_first().ok_or(PoolError::Exhausted)?;
+                // Reclaim the lease of our share offline the longest.
+                let (stamp, owner) = self
+                    .offline
+                    .iter()
+                    .find(|(_, identity)| {
+                        self.by_identity
+                            .get(*identity)
+                            .is_some_and(|l| part.owns(l.offset))
+                    })
+                    .map(|(s, i)| (*s, i.clone()))
+                    .ok_or(PoolError::Exhausted)?;
+                self.offline.remove(&stamp);
                 let old = self
                     .by_identity
                     .remove(&owner)
@@ -124,15 +139,63 @@ impl AddressPool {
 
     /// The next offset never leased (skipping those a reconfiguration
     /// carried over).
-    fn fresh(&mut self) -> Option<u128> {
-        while self.fresh_from < self.size {
-            let offset = self.fresh_from;
-            self.fresh_from += 1;
+    /// The next never-leased offset of our share, or `None`.
+    fn fresh(&mut self, part: Partition) -> Option<u128> {
+        let (k, n) = (u128::from(part.node), u128::from(part.nodes.max(1)));
+        // The first offset of the share at or after the cursor.
+        let mut offset = self.fresh_from + (k + n - self.fresh_from % n) % n;
+        while offset < self.size {
             if !self.by_offset.contains_key(&offset) {
+                self.fresh_from = offset + 1;
                 return Some(offset);
             }
+            offset += n;
         }
+        self.fresh_from = self.size;
         None
+    }
+
+    /// Marks `address` leased to `identity` by an IKE SA another node
+    /// runs (or ran); whether another identity held it here.
+    fn adopt(&mut self, identity: &str, address: IpAddr) -> bool {
+        let Some(offset) = offset_of(self.config.first, address).filter(|o| *o < self.size) else {
+            return false;
+        };
+        if let Some(lease) = self.by_identity.get_mut(identity) {
+            if lease.offset == offset {
+                if let Some(stamp) = lease.offline_since.take() {
+                    self.offline.remove(&stamp);
+                }
+                lease.holders += 1;
+                return false;
+            }
+            // The identity holds another address now.
+            if let Some(old) = self.by_identity.remove(identity) {
+                self.by_offset.remove(&old.offset);
+                if let Some(stamp) = old.offline_since {
+                    self.offline.remove(&stamp);
+                }
+            }
+        }
+        let mut conflict = false;
+        if let Some(other) = self.by_offset.remove(&offset) {
+            if let Some(lease) = self.by_identity.remove(&other) {
+                if let Some(stamp) = lease.offline_since {
+                    self.offline.remove(&stamp);
+                }
+                conflict = lease.holders > 0;
+            }
+        }
+        self.by_offset.insert(offset, identity.to_owned());
+        self.by_identity.insert(
+            identity.to_owned(),
+            Lease {
+                offset,
+                holders: 1,
+                offline_since: None,
+            },
+        );
+        conflict
     }
 
     /// Takes over `old`'s leases whose addresses lie in this range (a
@@ -226,6 +289,29 @@ fn offset_of(first: IpAddr, address: IpAddr) -> Option<u128> {
 #[derive(Debug, Default)]
 pub(crate) struct AddressPools {
     pools: Vec<AddressPool>,
+    partition: Partition,
+}
+
+/// Which fresh addresses this endpoint may hand out: offsets `node` mod
+/// `nodes` (all of them alone).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// This node's index, below `nodes`.
+    pub node: u32,
+    /// How many nodes share the pools.
+    pub nodes: u32,
+}
+
+impl Default for Partition {
+    fn default() -> Partition {
+        Partition { node: 0, nodes: 1 }
+    }
+}
+
+impl Partition {
+    fn owns(self, offset: u128) -> bool {
+        offset % u128::from(self.nodes.max(1)) == u128::from(self.node)
+    }
 }
 
 impl AddressPools {
@@ -233,6 +319,7 @@ impl AddressPools {
     pub(crate) fn new(configs: &[PoolConfig]) -> AddressPools {
         AddressPools {
             pools: configs.iter().cloned().map(AddressPool::new).collect(),
+            partition: Partition::default(),
         }
     }
 
@@ -273,9 +360,10 @@ impl AddressPools {
     /// An address of pool `name` for `identity` (its earlier one if it
     /// still has it).
     pub(crate) fn acquire(&mut self, name: &str, identity: &str) -> Result<IpAddr, PoolError> {
+        let part = self.partition;
         self.pool_mut(name)
             .ok_or(PoolError::Unknown)?
-            .acquire(identity)
+            .acquire(identity, part)
     }
 
     /// One IKE SA of `identity` no longer holds `address` of pool `name`.
@@ -283,6 +371,28 @@ impl AddressPools {
         if let Some(pool) = self.pool_mut(name) {
             pool.release(identity, address);
         }
+    }
+
+    /// This node's share of fresh addresses (module doc).
+    pub(crate) fn set_partition(&mut self, partition: Partition) {
+        if partition != self.partition {
+            self.partition = partition;
+            for pool in &mut self.pools {
+                pool.fresh_from = 0;
+            }
+        }
+    }
+
+    /// Marks the leases of a replicated IKE SA; how many another identity
+    /// held here.
+    pub(crate) fn adopt(&mut self, leases: &[crate::ha::VirtualIpLease]) -> u64 {
+        let mut conflicts = 0;
+        for lease in leases {
+            if let Some(pool) = self.pool_mut(&lease.pool) {
+                conflicts += u64::from(pool.adopt(&lease.identity, lease.address));
+            }
+        }
+        conflicts
     }
 
     /// Every pool's usage, in configuration order.

@@ -92,3 +92,63 @@ fn a_reconfigured_pool_keeps_the_leases_in_its_range() {
     p.reconfigure(&[]);
     assert_eq!(p.acquire("rw", "bob"), Err(PoolError::Unknown));
 }
+
+fn lease(identity: &str, address: &str) -> crate::ha::VirtualIpLease {
+    crate::ha::VirtualIpLease {
+        pool: "rw".to_owned(),
+        identity: identity.to_owned(),
+        address: ip(address),
+    }
+}
+
+/// Node 1 of 3 hands out offsets 1, 4, 7 only; the others' addresses
+/// stay free for them even when its share is used up.
+#[test]
+fn a_cluster_node_hands_out_only_its_share() {
+    let mut p = AddressPools::new(&[pool("rw", "10.3.0.0", "10.3.0.9")]);
+    p.set_partition(Partition { node: 1, nodes: 3 });
+    let got: Vec<IpAddr> = ["a", "b", "c"]
+        .iter()
+        .map(|id| p.acquire("rw", id).unwrap())
+        .collect();
+    assert_eq!(got, [ip("10.3.0.1"), ip("10.3.0.4"), ip("10.3.0.7")]);
+    assert_eq!(p.acquire("rw", "d"), Err(PoolError::Exhausted));
+    // Only an offline lease of its own share is reclaimed.
+    p.release("rw", "b", ip("10.3.0.4"));
+    assert_eq!(p.adopt(&[lease("x", "10.3.0.2")]), 0);
+    p.release("rw", "x", ip("10.3.0.2"));
+    assert_eq!(p.acquire("rw", "d"), Ok(ip("10.3.0.4")), "b's, not x's");
+}
+
+/// Leases of other nodes' IKE SAs are marked and given back like local
+/// ones; an identity gets its own offline lease back on any node.
+#[test]
+fn replicated_leases_are_held_skipped_and_kept_for_their_identity() {
+    let mut p = AddressPools::new(&[pool("rw", "10.3.0.0", "10.3.0.3")]);
+    p.set_partition(Partition { node: 0, nodes: 2 });
+    assert_eq!(p.adopt(&[lease("x", "10.3.0.0")]), 0);
+    assert_eq!(p.acquire("rw", "y"), Ok(ip("10.3.0.2")), "offset 0 is x's");
+    // A second IKE SA of x (an IKE SA rekey's successor) holds it too.
+    p.adopt(&[lease("x", "10.3.0.0")]);
+    p.release("rw", "x", ip("10.3.0.0"));
+    assert_eq!(p.usage()[0].online, 2, "still held once");
+    p.release("rw", "x", ip("10.3.0.0"));
+    assert_eq!((p.usage()[0].online, p.usage()[0].offline), (1, 1));
+    // Offset 1 is node 1's share, but the lease is z's own.
+    p.adopt(&[lease("z", "10.3.0.1")]);
+    p.release("rw", "z", ip("10.3.0.1"));
+    assert_eq!(p.acquire("rw", "z"), Ok(ip("10.3.0.1")));
+}
+
+/// A replicated lease of an address this node gave another identity wins
+/// and is reported: the local holder's lease is gone.
+#[test]
+fn a_conflicting_replicated_lease_wins_and_is_counted() {
+    let mut p = AddressPools::new(&[pool("rw", "10.3.0.0", "10.3.0.3")]);
+    assert_eq!(p.acquire("rw", "y"), Ok(ip("10.3.0.0")));
+    assert_eq!(p.adopt(&[lease("x", "10.3.0.0")]), 1);
+    assert_eq!(p.acquire("rw", "y"), Ok(ip("10.3.0.1")));
+    // Releasing y's old address changes nothing.
+    p.release("rw", "y", ip("10.3.0.0"));
+    assert_eq!(p.usage()[0].online, 2);
+}

@@ -12,6 +12,8 @@ mod codec;
 mod common;
 #[path = "ha/demote.rs"]
 mod demote;
+#[path = "ha/pools.rs"]
+mod pools;
 #[path = "ha/support.rs"]
 mod support;
 

@@ -32,7 +32,7 @@ use zeroize::Zeroizing;
 
 use super::state::{
     CachedResponse, IkeKeys, IkeSaState, InFlightRequest, MessageIds, NatState, QueuedWork,
-    RequestPurpose,
+    RequestPurpose, VirtualIpLease,
 };
 use crate::auth::Identity;
 use crate::config::EncrAlg;
@@ -42,8 +42,13 @@ use crate::proposal::NegotiatedIke;
 /// Child SAs and traffic selectors.
 mod child;
 
-/// The version of the encoding written here; the first octet.
-pub const STATE_VERSION: u8 = 1;
+/// The version of the encoding written here; the first octet. Version 2
+/// added the virtual IPs; version 1 is still read.
+pub const STATE_VERSION: u8 = 2;
+
+/// Most virtual IPs of one IKE SA (one per family is what clients ask;
+/// a few more leave room).
+const MAX_VIRTUAL_IPS: usize = 8;
 
 /// Most fragments of one cached or in-flight message (RFC 7383 numbers
 /// fragments in 16 bits, but a message of at most 64 KiB split at the
@@ -138,6 +143,13 @@ impl IkeSaState {
         for c in &self.children {
             w.child(c);
         }
+        // Version 2: the virtual IPs.
+        w.count(self.virtual_ips.len());
+        for vip in &self.virtual_ips {
+            w.str(&vip.pool);
+            w.str(&vip.identity);
+            w.addr(SocketAddr::new(vip.address, 0));
+        }
         w.out
     }
 
@@ -145,7 +157,9 @@ impl IkeSaState {
     pub fn decode(bytes: &[u8]) -> Result<IkeSaState, DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
-        if version != STATE_VERSION {
+        // Version 1 (no virtual IPs) is still read: a node of the
+        // previous release may be in the cluster during an upgrade.
+        if version != STATE_VERSION && version != 1 {
             return Err(DecodeError::UnsupportedVersion(version));
         }
         let generation = r.u64()?;
@@ -192,6 +206,17 @@ impl IkeSaState {
             rekey_in: r.opt_duration()?,
             expire_in: r.opt_duration()?,
             children: r.list(MAX_CHILD_SAS, "Child SAs", Reader::child)?,
+            virtual_ips: if version >= 2 {
+                r.list(MAX_VIRTUAL_IPS, "virtual IPs", |r| {
+                    Ok(VirtualIpLease {
+                        pool: r.str()?,
+                        identity: r.str()?,
+                        address: r.addr()?.ip(),
+                    })
+                })?
+            } else {
+                Vec::new()
+            },
         };
         r.finish()?;
         Ok(state)

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::state::{
     CachedResponse, ChildSaState, ChildSaStatus, IkeKeys, IkeSaState, InFlightRequest, MessageIds,
-    NatState, RequestPurpose,
+    NatState, RequestPurpose, VirtualIpLease,
 };
 use crate::ike_sa::{ChildSa, ChildStatus, IkeSa, Pending};
 use crate::timers::{ChildTimer, IkeTimer};
@@ -109,6 +109,15 @@ impl IkeSa {
             rekey_in: left(IkeTimer::Rekey),
             expire_in: left(IkeTimer::Expire),
             children: self.children.iter().map(|c| c.ha_state(now)).collect(),
+            virtual_ips: self
+                .virtual_ips
+                .iter()
+                .map(|v| VirtualIpLease {
+                    pool: v.pool.clone(),
+                    identity: v.identity.clone(),
+                    address: v.address,
+                })
+                .collect(),
         })
     }
 

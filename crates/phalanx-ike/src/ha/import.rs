@@ -16,6 +16,7 @@ use super::tracker::{spis_of, Change, Owned, Passive};
 use super::HaError;
 use crate::config::Connection;
 use crate::counters::Counter;
+use crate::exchange::config_payload::VirtualIp;
 use crate::ike_sa::window::{retransmit_timeout, Outstanding, Window};
 use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa, Pending, SaCrypto, State};
 use crate::limits::{HA_IV_MARGIN, NAT_KEEPALIVE_INTERVAL};
@@ -64,6 +65,10 @@ impl Endpoint {
         self.claim_spis(&state)?;
         let spi = sa.our_spi();
         self.sas.insert(spi, sa);
+        // The running IKE SA holds its leases (the standby copy's hold,
+        // if any, goes with it below).
+        let conflicts = self.pools.adopt(&state.virtual_ips);
+        self.counters.add(Counter::VirtualIpConflicts, conflicts);
         let before = self.ha.passive.remove(&key);
         let held = before.as_ref().map(|p| &p.state);
         self.reconcile(held, Some(&state), Change::TakeOver);
@@ -244,6 +249,15 @@ fn build_sa(
     sa.local_behind_nat = state.nat.local_behind_nat;
     sa.fragmentation = state.fragmentation;
     sa.remote_identity = Some(state.peer_id.clone());
+    sa.virtual_ips = state
+        .virtual_ips
+        .iter()
+        .map(|v| VirtualIp {
+            pool: v.pool.clone(),
+            identity: v.identity.clone(),
+            address: v.address,
+        })
+        .collect();
     sa.established_at = Some(now.checked_sub(state.age).unwrap_or(now));
     sa.window = window(state, now);
     sa.children = children;

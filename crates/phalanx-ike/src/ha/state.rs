@@ -75,6 +75,21 @@ pub struct IkeSaState {
     pub expire_in: Option<Duration>,
     /// Its Child SAs.
     pub children: Vec<ChildSaState>,
+    /// The inner addresses leased to the peer from pools (RFC 7296
+    /// §2.19): every node marks them leased, so none hands one out twice,
+    /// and a successor keeps them.
+    pub virtual_ips: Vec<VirtualIpLease>,
+}
+
+/// An inner address an IKE SA holds from a pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VirtualIpLease {
+    /// The pool (empty: assigned by the EAP backend, no pool's).
+    pub pool: String,
+    /// The identity the lease belongs to.
+    pub identity: String,
+    /// The address.
+    pub address: core::net::IpAddr,
 }
 
 impl IkeSaState {

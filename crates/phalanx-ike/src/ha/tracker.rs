@@ -174,11 +174,17 @@ impl Endpoint {
         let (ike, children) = spis_of(state);
         self.ike_spis.extend(ike);
         self.child_spis.extend(children);
+        // Its virtual IPs are leased here too: no node hands them out.
+        let conflicts = self.pools.adopt(&state.virtual_ips);
+        self.counters.add(Counter::VirtualIpConflicts, conflicts);
     }
 
     /// Releases the SPIs of a standby copy that no other copy and no IKE
     /// SA running here still uses.
     pub(crate) fn unreserve(&mut self, state: &IkeSaState) {
+        for vip in &state.virtual_ips {
+            self.pools.release(&vip.pool, &vip.identity, vip.address);
+        }
         let (ike, children) = spis_of(state);
         let (held_ike, held_children) = self.standby_spis();
         for spi in ike {

@@ -9,7 +9,8 @@ use phalanx_ike::auth::Identity;
 use phalanx_ike::config::EncrAlg;
 use phalanx_ike::ha::{
     CachedResponse, ChildSaKeys, ChildSaState, ChildSaStatus, DecodeError, IkeKeys, IkeSaState,
-    InFlightRequest, MessageIds, NatState, QueuedWork, RequestPurpose, STATE_VERSION,
+    InFlightRequest, MessageIds, NatState, QueuedWork, RequestPurpose, VirtualIpLease,
+    STATE_VERSION,
 };
 use phalanx_ike::proposal::NegotiatedIke;
 use phalanx_wire::ike::iana::{EncrId, ExchangeType, IntegId, KeId, PrfId};
@@ -139,6 +140,18 @@ pub(crate) fn sample() -> IkeSaState {
         rekey_in: Some(Duration::from_secs(14_000)),
         expire_in: None,
         children: vec![child(0x3000), child(0x4000)],
+        virtual_ips: vec![
+            VirtualIpLease {
+                pool: "rw4".to_owned(),
+                identity: "b.example".to_owned(),
+                address: IpAddr::V4(Ipv4Addr::new(10, 3, 0, 7)),
+            },
+            VirtualIpLease {
+                pool: "rw6".to_owned(),
+                identity: "b.example".to_owned(),
+                address: "fd03::7".parse().unwrap(),
+            },
+        ],
     }
 }
 
@@ -154,10 +167,10 @@ fn hand_built_state_round_trips() {
 fn versions_truncation_and_trailing_octets_are_refused() {
     let bytes = sample().encode().to_vec();
     let mut other = bytes.clone();
-    other[0] = 2;
+    other[0] = 3;
     assert_eq!(
         IkeSaState::decode(&other),
-        Err(DecodeError::UnsupportedVersion(2))
+        Err(DecodeError::UnsupportedVersion(3))
     );
     let mut longer = bytes.clone();
     longer.push(0);
@@ -166,6 +179,19 @@ fn versions_truncation_and_trailing_octets_are_refused() {
         assert!(IkeSaState::decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
     assert_eq!(IkeSaState::decode(&[]), Err(DecodeError::Truncated));
+}
+
+/// Version 1 (before virtual IPs) is still read, as a state without them:
+/// a node of the previous release may replicate during an upgrade.
+#[test]
+fn version_1_without_virtual_ips_is_read() {
+    let mut state = sample();
+    state.virtual_ips.clear();
+    let mut v1 = state.encode().to_vec();
+    v1[0] = 1;
+    // Version 2 ends with the virtual IPs' count (two octets, zero here).
+    assert_eq!(v1.split_off(v1.len() - 2), [0, 0]);
+    assert_eq!(IkeSaState::decode(&v1).unwrap(), state);
 }
 
 #[test]
@@ -434,6 +460,7 @@ fn arb_state() -> impl Strategy<Value = IkeSaState> {
             rekey_in: times.1,
             expire_in: times.2,
             children,
+            virtual_ips: Vec::new(),
         },
     )
 }

@@ -245,6 +245,16 @@ impl Standby {
         }
     }
 
+    /// A standby for `side` made of `endpoint` (a configuration of its own).
+    pub(crate) fn with(endpoint: Endpoint, side: Side) -> Standby {
+        Standby {
+            endpoint,
+            events: Vec::new(),
+            side,
+            seen: 0,
+        }
+    }
+
     /// Applies the side's replication events since the last call, in
     /// order, as the cluster delivers them.
     pub(crate) fn follow(&mut self, p: &IkePair) {
