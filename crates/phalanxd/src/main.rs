@@ -415,6 +415,7 @@ fn start_cluster(
                 local: settings.node_id,
                 shared: Arc::clone(&thread.shared),
                 bridge,
+                pool_partition: settings.pool_partition(),
             };
             let store = Arc::clone(daemon.store());
             let port = config.protected.udp_port;

@@ -132,6 +132,20 @@ pub struct ClusterSettings {
 }
 
 impl ClusterSettings {
+    /// This node's share of the virtual-IP pools' fresh addresses: its
+    /// place among the configured nodes by id, of all of them (a node down
+    /// keeps its share; the others never hand it out, so no two nodes
+    /// lease one address whatever the membership).
+    pub fn pool_partition(&self) -> phalanx_ike::pool::Partition {
+        let mut ids: Vec<NodeId> = self.nodes.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        let node = ids.iter().position(|id| *id == self.node_id).unwrap_or(0);
+        phalanx_ike::pool::Partition {
+            node: u32::try_from(node).unwrap_or(0),
+            nodes: u32::try_from(ids.len()).unwrap_or(1).max(1),
+        }
+    }
+
     /// This node's heartbeat address (it is listed: checked when read).
     pub fn local_address(&self) -> Option<IpAddr> {
         self.address_of(self.node_id)

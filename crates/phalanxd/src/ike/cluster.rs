@@ -171,6 +171,8 @@ pub struct ClusterIkeParts {
     pub shared: Arc<ArcSwap<SharedState>>,
     /// The queues to and from the cluster thread.
     pub bridge: IkeEnd,
+    /// This node's share of the pools' fresh addresses.
+    pub pool_partition: phalanx_ike::pool::Partition,
 }
 
 /// One round's output: the endpoint's events but the state ones, and its

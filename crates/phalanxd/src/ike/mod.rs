@@ -132,13 +132,15 @@ pub fn spawn(
 ) -> io::Result<IkeThread> {
     let now = Instant::now();
     let mut config = settings.endpoint.clone();
+    let partition = cluster.as_ref().map(|parts| parts.pool_partition);
     let cluster = cluster.map(|parts| {
         let starts = cluster::take_starts(&mut config);
         ClusterIke::new(parts, config.clone(), starts, now)
     });
     let mut endpoint = build_endpoint(config, now)?;
-    if cluster.is_some() {
+    if let Some(partition) = partition {
         endpoint.set_ha_replication(now, true);
+        endpoint.set_pool_partition(partition);
     }
     let waker = Arc::new(Waker::new()?);
     let (link, inbox) = link::channel(IKE_QUEUE_CAPACITY, Arc::clone(&waker));

@@ -7,8 +7,6 @@
 //!   its SA, and a packet without one must not make every node start IKE.
 //! - `mode = "transport"`: the cluster tunnels between the virtual
 //!   addresses; a transport-mode SA's packets are addressed to a node.
-//! - `pools`: virtual-IP leases are not replicated through the cluster
-//!   log yet, so two nodes could hand out one address.
 //! - `ah_proposals`: AH is not carried by the cluster worker (as for a
 //!   static `protocol = "ah"` SA).
 //! - `rekey_bytes` / `rekey_packets`: each node counts only the packets it
@@ -44,11 +42,6 @@ pub(crate) fn check(
         if let Some(how) = &conn.remote_auth {
             let msg = "EAP (remote_auth) is not carried by a cluster node yet: an exchange in progress is not replicated (host mode only)";
             return Err(source.error(how.span(), format!("connection[{i}].remote_auth"), msg));
-        }
-        if let Some(pools) = &conn.pools {
-            let msg =
-                "virtual-IP pools are not replicated between cluster nodes yet (host mode only)";
-            return Err(source.error(pools.span(), format!("connection[{i}].pools"), msg));
         }
         for (j, child) in conn.child.iter().enumerate() {
             let child = child.get_ref();

@@ -469,12 +469,6 @@ fn cluster_with_ike() {
         ),
         (
             "start_action = \"start\"",
-            "start_action = \"start\"\npools = [\"rw4\"]",
-            "connection[0].pools",
-            "not replicated between cluster nodes",
-        ),
-        (
-            "start_action = \"start\"",
             "start_action = \"start\"\nremote_auth = \"eap-mschapv2\"",
             "connection[0].remote_auth",
             "not carried by a cluster node",
@@ -486,6 +480,19 @@ fn cluster_with_ike() {
         let line = 1 + edited.lines().position(|l| l.starts_with(key)).unwrap();
         assert_error(&edited, line, field, fragment);
     }
+    // Pools are replicated: a cluster node hands out its share.
+    let pooled = text.replacen(
+        "start_action = \"start\"",
+        "start_action = \"start\"\npools = [\"rw4\"]",
+        1,
+    ) + "\n[[pool]]\nname = \"rw4\"\naddrs = \"10.3.0.0/24\"\n";
+    let c = Config::parse("cluster.toml", &pooled).unwrap_or_else(|e| panic!("{e}"));
+    let cluster = c.cluster.unwrap();
+    let share = cluster.pool_partition();
+    assert_eq!(share.nodes as usize, cluster.nodes.len());
+    let mut ids: Vec<_> = cluster.nodes.iter().map(|(id, _)| *id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids[share.node as usize], cluster.node_id);
     // Without [cluster], the same connection may trap.
     let host = text[..text.find("[cluster]").unwrap()].to_owned() + CONNECTION;
     assert!(Config::parse("host.toml", &host.replacen("\"start\"", "\"trap\"", 1)).is_ok());

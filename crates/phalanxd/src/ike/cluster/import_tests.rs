@@ -90,6 +90,7 @@ impl Member {
             local,
             shared,
             bridge,
+            pool_partition: phalanx_ike::pool::Partition::default(),
         };
         let mut endpoint = crate::ike::build_endpoint(config.clone(), now).unwrap();
         endpoint.set_ha_replication(now, true);
