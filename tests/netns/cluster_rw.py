@@ -1,0 +1,83 @@
+"""End-Users on the 3-node cluster of tests/netns/cluster.py: the
+cluster's road-warrior connection with a pool, strongSwan at gwB as the
+End-User, and views of the leases (tests/netns/test_cluster_road_warrior.py,
+bench/rw-cluster-download.py)."""
+
+import os
+
+import cluster
+import ikegw
+import phxnet
+import swan
+from cluster_ike import ESP, SITE_A, SWAN_REPLAY_WINDOW, WAN
+
+POOL = "10.3.0.0/24"
+IDENTITY = "carol@example.com"
+
+
+def cluster_conn():
+    """The cluster's side: any End-User with the PSK, site A, the pool."""
+    vip, _ = WAN["v4"]
+    child = ikegw.Child(local_ts=[SITE_A], remote_ts=["0.0.0.0/0"], esp_proposals=ESP,
+                        peer_replay_window=SWAN_REPLAY_WINDOW)
+    conn = ikegw.Conn(local_addr=vip, remote_addr=None, local_id=vip, remote_id=None, children=[child],
+                      initiator=False, dpd_delay="3s")
+    conn.name = "rw"
+    conn.pools = [("rw4", POOL)]
+    return conn
+
+
+def end_user_conn():
+    """strongSwan at gwB as an End-User: PSK, asks for an address, site A."""
+    vip, gwb = WAN["v4"]
+    child = ikegw.Child(local_ts=["dynamic"], remote_ts=[SITE_A], esp_proposals=ESP)
+    conn = ikegw.Conn(local_addr=gwb, remote_addr=vip, local_id=IDENTITY, remote_id=vip, children=[child],
+                      dpd_delay="2s")
+    conn.name = "home"
+    conn.vips = ["0.0.0.0"]
+    return conn
+
+
+def start(cl, lease_len=4096):
+    cl.config_paths = {}
+    for i in range(1, cl.nodes + 1):
+        d = cl.node_dir(i)
+        text = ikegw.render_phalanx_toml(cluster_conn(), "A", d)
+        text = text.replace(os.path.join(d, "gwA.sock"), os.path.join(d, "phalanxd.sock"))
+        text += cluster.cluster_table(i, cl.nodes, "packet-rr", lease_len=lease_len, outside=WAN["v4"][0],
+                                      inside=cl.vips_in)
+        path = os.path.join(d, "phalanxd.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        cl.config_paths["n{}".format(i)] = path
+    ids = list(range(1, cl.nodes + 1))
+    for i in ids:
+        cl.start_corosync(i)
+    cl.wait_corosync(ids)
+    charon = swan.Charon(cl, "gwB")
+    charon.configure(end_user_conn(), retransmit_tries=5, retransmit_timeout=1.0, install_virtual_ip=True)
+    charon.start()
+    charon.load()
+    for i in ids:
+        cl.start_node(i)
+        # The pool's addresses live behind the tunnel.
+        cl._ip("-n", cl.ns["n{}".format(i)], "route", "replace", POOL, "dev", phxnet.TUN)
+    cl.wait_cluster_view(ids)
+    return charon
+
+
+def leased(cl, i):
+    """The virtual IPs of the IKE SAs node i runs."""
+    return [ip for sa in cl.gateways["n{}".format(i)].ctl("ike") if sa["state"].upper() == "ESTABLISHED"
+            for ip in sa.get("virtual_ips", [])]
+
+
+def pool_online(gw):
+    return {p["name"]: p["online"] for p in gw.ctl("pools")}
+
+
+def ping_from_vip(cl, count=10, interval=0.05):
+    proc = cl.run("gwB", ["ping", "-c", str(count), "-i", str(interval), "-W", "1", cluster.HOSTA], check=False)
+    return proc
+
+
