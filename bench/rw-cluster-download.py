@@ -182,7 +182,7 @@ def main():
                  "-b {} from hostA; `owner killed`: the node running the End-User's IKE SA loses power "
                  "{} s into the transfer; lease_len {}".format(args.rate, args.kill_at, args.lease_len),
                  "machine shared with a fuzzing campaign at nice 19 (both cores)"]
-        entry = "\n".join(ike_rekey.header_lines(command, extra)) + text + "\n"
+        entry = "\n".join(ike_rekey.header_lines(command, extra)) + "\n" + text + "\n"
         ike_rekey.insert_entry("End-User download across a node failure",
                                "A 50 MB download through the cluster while the node serving the End-User "
                                "loses power (bench/rw-cluster-download.py).", entry)
