@@ -27,7 +27,9 @@ FreeRADIUS 3.2 (RFC 3579 pass-through) and accounts their sessions to it
     bob (wrong password) is refused by Access-Reject; radius1 is stopped,
     bob (right password now) is served by radius2 after phalanxd gives up
     on radius1 (retransmits, then failover), and gets a pool address; when
-    alice leaves, her Stop (octets, packets, User-Request) goes to radius2.
+    alice leaves, her Stop (octets, packets, User-Request) goes to radius2;
+    with both servers down alice's next attempt fails with EAP-Failure,
+    counted (radius_no_server), and bob keeps his tunnel.
 (b) EAP-TLS through RADIUS: the End-User's certificate is checked by
     FreeRADIUS, phalanxd sees only EAP messages and the MSK.
 """
@@ -192,6 +194,15 @@ def test_eap_mschapv2_through_radius_with_failover_and_accounting(topo):
     assert int(stop["Acct-Output-Packets"]) >= 10, stop
     assert int(stop["Acct-Input-Octets"]) >= int(interim["Acct-Input-Octets"]), (interim, stop)
     assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "bob lost his tunnel when alice left"
+
+    # Both servers down: alice's attempt fails cleanly (EAP-Failure), is
+    # counted, and bob keeps his tunnel.
+    r2.stop()
+    alice.load()
+    assert alice.initiate("net", check=False, timeout=15).returncode != 0, "authenticated without RADIUS"
+    assert ikegw.wait_for(lambda: "no RADIUS server answered" in gw.log(), 10), gw.log()[-3000:]
+    assert ikegw.counter(counters(gw), "radius_no_server") >= 1, counters(gw)
+    assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "bob lost his tunnel when RADIUS went away"
     assert gw.alive(), gw.log()[-3000:]
 
 
