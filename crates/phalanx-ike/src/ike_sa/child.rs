@@ -42,6 +42,10 @@ pub(crate) struct ChildSa {
     pub(crate) esn: bool,
     /// The KE group negotiated for PFS, re-offered on rekey.
     pub(crate) pfs: Option<KeId>,
+    /// RFC 9370 additional key exchanges re-offered on rekey (with the
+    /// PFS group; run in IKE_FOLLOWUP_KE): the methods of each ADDKE type
+    /// in type order.
+    pub(crate) additional_ke: Vec<Vec<KeId>>,
     /// The ESP proposal number accepted (for re-offering the same suite).
     pub(crate) transport: bool,
     /// Our side's selectors.
