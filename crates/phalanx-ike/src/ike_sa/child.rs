@@ -157,6 +157,16 @@ impl ChildSa {
             rekey_at: self.timers.get(ChildTimer::Rekey),
             expires_at: self.timers.get(ChildTimer::Expire),
             rekeyed: self.status == ChildStatus::Rekeyed,
+            key_exchanges: self
+                .pfs
+                .into_iter()
+                .chain(
+                    self.additional_ke
+                        .iter()
+                        .filter_map(|ids| ids.first().copied()),
+                )
+                .filter(|id| *id != KeId::NONE)
+                .collect(),
         }
     }
 }
