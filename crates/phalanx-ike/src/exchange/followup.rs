@@ -104,35 +104,6 @@ impl Followup {
             Keying::Child { .. } => None,
         }
     }
-
-    /// The shared secret of this round from the responder's answer.
-    fn complete(
-        self,
-        found: &Found<'_>,
-    ) -> Result<(Keying, Vec<Secret>, VecDeque<KeId>), (Keying, IkeError)> {
-        let Followup {
-            keying,
-            mut secrets,
-            remaining,
-            kex,
-        } = self;
-        if let Some(error) = found.error() {
-            return Err((keying, IkeError::PeerError(error)));
-        }
-        // RFC 9370 §2.2.4: KEr(n) carries the method of this round.
-        let shared = match found.ke {
-            Some(ke) if ke.group == KeId::from(kex.group()) => kex.complete(&ke.data),
-            Some(_) => return Err((keying, IkeError::Malformed)),
-            None => return Err((keying, IkeError::MissingPayload(PayloadType::KE))),
-        };
-        match shared {
-            Ok(secret) => {
-                secrets.push(secret);
-                Ok((keying, secrets, remaining))
-            }
-            Err(_) => Err((keying, IkeError::Malformed)),
-        }
-    }
 }
 
 /// Responder: what an answered CREATE_CHILD_SA creates once its last
@@ -235,12 +206,19 @@ impl IkeSa {
         payloads: &[Payload],
     ) {
         let found = Found::scan(payloads);
-        match followup.complete(&found) {
-            Ok((keying, secrets, remaining)) => {
+        let Followup {
+            keying,
+            mut secrets,
+            remaining,
+            kex,
+        } = followup;
+        match round_secret(kex, &found) {
+            Ok(secret) => {
                 ctx.count(Counter::FollowupKeExchanges);
+                secrets.push(secret);
                 self.continue_key_exchanges(ctx, keying, secrets, remaining, &found);
             }
-            Err((keying, e)) => {
+            Err(e) => {
                 // STATE_NOT_FOUND among them: the responder forgot us.
                 ctx.count(Counter::FollowupKeFailed);
                 self.key_exchanges_failed(ctx, keying, e, &found);
@@ -433,6 +411,19 @@ impl IkeSa {
             None => self.timers.stop(IkeTimer::FollowupKe),
         }
     }
+}
+
+/// Initiator: SK(n) from the responder's answer to our KEi(n).
+fn round_secret(kex: KexState, found: &Found<'_>) -> Result<Secret, IkeError> {
+    if let Some(error) = found.error() {
+        return Err(IkeError::PeerError(error));
+    }
+    let ker = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
+    // RFC 9370 §2.2.4: KEr(n) carries the method of this round.
+    if ker.group != KeId::from(kex.group()) {
+        return Err(IkeError::Malformed);
+    }
+    kex.complete(&ker.data).map_err(|_| IkeError::Malformed)
 }
 
 /// Responder: one round: KEi(n) of the method negotiated for it, answered
