@@ -146,6 +146,14 @@ counters! {
     StateTransitions => "IKE SA state transitions",
     /// Additional key exchanges.
     AdditionalKeyExchanges => "additional key exchanges completed in IKE_INTERMEDIATE (RFC 9370 §2.2.2)",
+    /// Additional key exchanges in IKE_FOLLOWUP_KE.
+    FollowupKeExchanges => "additional key exchanges completed in IKE_FOLLOWUP_KE after a CREATE_CHILD_SA (RFC 9370 §2.2.4)",
+    /// IKE_FOLLOWUP_KE series given up by their initiator.
+    FollowupKeFailed => "CREATE_CHILD_SA exchanges given up during IKE_FOLLOWUP_KE (STATE_NOT_FOUND or another error from the responder, an unusable answer), nothing installed (RFC 9370 §2.2.4)",
+    /// IKE_FOLLOWUP_KE requests with an unknown link.
+    FollowupStateNotFound => "IKE_FOLLOWUP_KE requests answered STATE_NOT_FOUND: their link names no exchange waiting here (RFC 9370 §2.2.4)",
+    /// Waiting IKE_FOLLOWUP_KE state dropped.
+    FollowupKeTimeouts => "answered CREATE_CHILD_SA exchanges dropped because the next IKE_FOLLOWUP_KE request did not come in time (RFC 9370 §2.2.4)",
     /// NAT-keepalives sent.
     NatKeepalivesSent => "NAT-keepalives sent because we are behind a NAT (RFC 3948 §2.3)",
     /// HA snapshots emitted.

@@ -301,6 +301,11 @@ pub struct ChildSaInfo {
     pub expires_at: Option<Instant>,
     /// Replaced by a rekey and waiting for deletion.
     pub rekeyed: bool,
+    /// The key exchange methods its rekey runs: the PFS group (KE), then
+    /// each RFC 9370 additional key exchange (ADDKE1, ADDKE2, …, NONE
+    /// left out). For a Child SA from CREATE_CHILD_SA these made it; one
+    /// from IKE_AUTH (no key exchange there) shows its config's.
+    pub key_exchanges: Vec<phalanx_wire::ike::iana::KeId>,
 }
 
 /// An IKE SA, as `phalanxctl` shows it.

@@ -26,9 +26,9 @@
 //!   state, keys, Message ID window with retransmission and response cache
 //!   (§2.1–§2.3), Child SAs and timers (a table indexed by an enum); the
 //!   exchanges (private `exchange`, one module
-//!   each: IKE_SA_INIT, IKE_AUTH, Child SA negotiation, CREATE_CHILD_SA for
-//!   Child SAs and for the IKE SA, INFORMATIONAL) implement §1.2–§1.4,
-//!   §2.8–§2.25.
+//!   each: IKE_SA_INIT, IKE_INTERMEDIATE, IKE_AUTH, Child SA negotiation,
+//!   CREATE_CHILD_SA for Child SAs and for the IKE SA, IKE_FOLLOWUP_KE,
+//!   INFORMATIONAL) implement §1.2–§1.4, §2.8–§2.25.
 //! - [`events`]: what goes in and out ([`Datagram`], [`Transmit`],
 //!   [`SaEvent`], [`ChildSaInstall`]) and the status snapshots.
 //! - [`error`], [`counters`], [`limits`]: every error mapped to its Notify,
@@ -46,8 +46,11 @@
 //!
 //! RFC 9370 additional key exchanges (hybrid post-quantum, e.g. x25519 +
 //! ML-KEM-768) run in IKE_INTERMEDIATE (RFC 9242) when the IKE SA is
-//! created. Windows above one (RFC 7296 §2.3) are announced with
-//! SET_WINDOW_SIZE and honoured.
+//! created, and in IKE_FOLLOWUP_KE (RFC 9370 §2.2.4) after every
+//! CREATE_CHILD_SA that negotiates them (IKE and Child SA rekeys, new
+//! Child SAs with PFS), so a hybrid SA stays hybrid across rekeys.
+//! Windows above one (RFC 7296 §2.3) are announced with SET_WINDOW_SIZE
+//! and honoured.
 //!
 //! End-Users (responder): EAP relayed to a backend outside the crate
 //! (RFC 7296 §2.16), virtual IPs from pools in CFG_REPLY (§2.19), the final
@@ -55,9 +58,7 @@
 //! (RFC 4555, responder).
 //!
 //! Not implemented here: MOBIKE as initiator and the responder's
-//! return-routability check, IKE_FOLLOWUP_KE (RFC 9370 §2.2.4):
-//! CREATE_CHILD_SA exchanges (IKE SA and Child SA rekeys, new Child SAs)
-//! offer no additional key exchange and accept one only as NONE.
+//! return-routability check.
 #![forbid(unsafe_code)]
 // STYLE.md: `unwrap()` is fine in tests.
 #![cfg_attr(test, allow(clippy::unwrap_used))]

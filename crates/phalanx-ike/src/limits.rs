@@ -41,6 +41,16 @@ pub const MAX_INIT_RESTARTS: u32 = 4;
 /// the old SA arrive). Make-before-break.
 pub const REKEY_OVERLAP: Duration = Duration::from_secs(2);
 
+/// How long a responder keeps an answered CREATE_CHILD_SA waiting for the
+/// next IKE_FOLLOWUP_KE request (RFC 9370 §2.2.4: the initiator may lose
+/// its state; "5-20 seconds" is suggested). Long enough for a few of the
+/// initiator's retransmissions.
+pub const FOLLOWUP_KE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Octets of the link an ADDITIONAL_KEY_EXCHANGE notify carries (RFC 9370
+/// §2.2.4 leaves its content to the responder: random, fresh per round).
+pub const FOLLOWUP_LINK_LEN: usize = 8;
+
 /// How long a rekey responder waits for the rekey initiator to delete the
 /// old Child SA before deleting it itself (RFC 7296 §2.8 lets either side
 /// delete it). Until then the responder keeps sending on the old SA, since

@@ -13,7 +13,7 @@ pub(crate) fn after(now: Instant, delay: Duration) -> Instant {
 }
 
 /// Most timers one table holds.
-const MAX_TIMERS: usize = 8;
+const MAX_TIMERS: usize = 9;
 
 /// An enum whose variants name the timers of one table.
 pub(crate) trait TimerKind: Copy + 'static {
@@ -97,6 +97,9 @@ pub(crate) enum IkeTimer {
     Linger,
     /// Send a NAT-keepalive: we are behind a NAT (RFC 3948 §2.3, §4).
     NatKeepalive,
+    /// Give up answered CREATE_CHILD_SA exchanges whose next
+    /// IKE_FOLLOWUP_KE did not come (RFC 9370 §2.2.4).
+    FollowupKe,
 }
 
 impl TimerKind for IkeTimer {
@@ -109,6 +112,7 @@ impl TimerKind for IkeTimer {
         IkeTimer::Retry,
         IkeTimer::Linger,
         IkeTimer::NatKeepalive,
+        IkeTimer::FollowupKe,
     ];
 
     fn index(self) -> usize {

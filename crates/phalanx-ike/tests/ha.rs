@@ -218,6 +218,80 @@ fn lost_child_rekey_is_undone_and_redone() {
     no_renegotiation(&p);
 }
 
+// A hybrid Child SA rekey (RFC 9370 §2.2.4) whose IKE_FOLLOWUP_KE answer
+// is lost when A dies: the snapshot names the request (and round-trips
+// through the codec); A' resends it, B answers from its cache (B created
+// the SA), A' holds no keys for it, so it is undone and redone as for a
+// lost CREATE_CHILD_SA:
+// HDR(#2), SK {N(REKEY_SA), SA, Ni, KEi, TSi, TSr}  -->
+//               <--  HDR(#2, R), SK {SA, Nr, KEr, TSi, TSr, N(ADDKE)(link1)}
+// HDR(#3), SK {KEi(1), N(ADDKE)(link1)}  -->
+//               <--  HDR(#3, R), SK {KEr(1)}  --X  (A dies)
+// HDR(#3), ...  -->  (from A')  <--  the same octets
+// HDR(#4), SK {D(ESP, B's new SA)}  -->  ...  a new hybrid Child SA
+#[test]
+fn lost_followup_ke_is_undone_and_redone() {
+    const HYBRID_ESP: &str = "aes256gcm16-x25519-ke1_mlkem768";
+    let hybrid = |c: &mut phalanx_ike::config::Connection| {
+        c.children[0].proposals =
+            phalanx_ike::config::ChildProposal::parse_list(HYBRID_ESP).unwrap();
+    };
+    let mut p = ha_pair_with(
+        |a, b| {
+            hybrid(a);
+            hybrid(b);
+        },
+        16,
+    );
+    established(&mut p);
+    let old = live_spis(&p, Side::A, 0).0.into_iter().next().unwrap();
+    let lost = std::rc::Rc::new(std::cell::Cell::new(true));
+    let rule = std::rc::Rc::clone(&lost);
+    p.drop_matching(usize::MAX, move |i| {
+        rule.get() && i.from == Side::B && i.response && i.exchange == ExchangeType::IKE_FOLLOWUP_KE
+    });
+    p.with(Side::A, |e, now| e.handle_child_expiry(now, old, false));
+    p.run_for(Duration::from_millis(100));
+    lost.set(false);
+    let state = last_state(&p, Side::A);
+    assert_eq!(state.in_flight.len(), 1);
+    assert_eq!(state.in_flight[0].exchange, ExchangeType::IKE_FOLLOWUP_KE);
+    assert!(matches!(
+        state.in_flight[0].purpose,
+        RequestPurpose::CreateChild { rekey_of: Some(o), .. } if o == old
+    ));
+    let decoded = phalanx_ike::ha::IkeSaState::decode(&state.encode()).unwrap();
+    assert_eq!(decoded, state);
+    let mut conn = connection(Side::A, DEFAULT_IKE);
+    hybrid(&mut conn);
+    let mut successor = fresh_with(&p, conn, 0x5eed);
+    successor.import_ike_sa(p.now, decoded, true).unwrap();
+    let at = replace(&mut p, Side::A, successor);
+    p.run_for(Duration::from_secs(15));
+    let a = p.endpoint_ref(Side::A).counters();
+    assert_eq!(a.get(Counter::HaLostRequests), 1);
+    assert_eq!(a.get(Counter::FollowupKeExchanges), 1);
+    let (a_in, a_out) = live_spis(&p, Side::A, at.log);
+    let (b_in, b_out) = live_spis(&p, Side::B, 0);
+    assert_eq!((a_in.len(), a_out.len()), (1, 1), "{:#?}", p.log());
+    assert_eq!(
+        (a_out.clone(), a_in.clone()),
+        (b_in, b_out),
+        "{:#?}",
+        p.log()
+    );
+    assert!(!a_in.contains(&old));
+    assert_same_keys(&p, *a_out.iter().next().unwrap());
+    let children = &p.endpoint_ref(Side::A).ike_sas()[0].children;
+    assert!(children.iter().all(|c| c.rekeyed
+        || c.key_exchanges
+            == [
+                phalanx_wire::ike::iana::KeId::CURVE25519,
+                phalanx_wire::ike::iana::KeId::ML_KEM_768
+            ]));
+    no_renegotiation(&p);
+}
+
 // The responder side: B's IKE_AUTH answer is lost and B dies; B' answers
 // A's retransmission from the replicated cache, then accepts a rekey:
 // HDR(#1), SK {IDi, AUTH, SAi2, TSi, TSr}  -->

@@ -224,9 +224,9 @@ fn late_init_retransmission_gets_the_init_answer() {
     assert!(p.run_until(|p| up(p, 1), Duration::from_secs(10)));
 }
 
-// After a hybrid IKE_SA_INIT, the IKE SA and its Child SA rekey without
-// additional key exchanges (no IKE_FOLLOWUP_KE here): they are left out
-// of CREATE_CHILD_SA offers, PFS stays.
+// After a hybrid IKE_SA_INIT, the IKE SA and its Child SA rekey with
+// their additional key exchanges, in IKE_FOLLOWUP_KE (RFC 9370 §2.2.4;
+// the exchanges themselves are tested in followup.rs), PFS stays.
 #[test]
 fn hybrid_ike_sa_rekeys() {
     let esp = ChildProposal::parse_list("aes256gcm16-x25519-ke1_mlkem768").unwrap();
@@ -263,10 +263,14 @@ fn hybrid_ike_sa_rekeys() {
             .get(Counter::ChildSasRekeyed),
         1
     );
-    assert!(p
+    let followups = p
         .wire()
         .iter()
-        .all(|w| w.info.exchange != ExchangeType::IKE_FOLLOWUP_KE));
+        .filter(|w| w.info.exchange == ExchangeType::IKE_FOLLOWUP_KE && !w.info.response)
+        .map(|w| w.info.message_id)
+        .collect::<std::collections::BTreeSet<_>>();
+    // One for the IKE SA rekey, one for the Child SA rekey.
+    assert_eq!(followups.len(), 2, "{followups:?}");
     teardown(&mut p);
     p.check_removed_once().unwrap();
 }

@@ -372,10 +372,11 @@ impl IkeSa {
             }
         }
         if found.sa.is_some() {
-            match self.respond_child(ctx, found, nonces, false, None) {
+            match self.respond_child(ctx, found, nonces, false, (None, None)) {
                 Ok((payloads, spi_in)) => {
                     reply.payloads.extend(payloads);
-                    reply.after.push(AfterSend::InstallOutbound(spi_in));
+                    // IKE_AUTH has no additional key exchanges: always Some.
+                    reply.after.extend(spi_in.map(AfterSend::InstallOutbound));
                 }
                 Err(e) => reply.payloads.extend(self.child_refusal(ctx, &e, "")),
             }

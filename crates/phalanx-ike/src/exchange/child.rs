@@ -4,6 +4,9 @@
 //! ```text
 //! KEYMAT = prf+(SK_d, Ni | Nr)               (IKE_AUTH, or no PFS)
 //! KEYMAT = prf+(SK_d, g^ir (new) | Ni | Nr)  (CREATE_CHILD_SA with KE)
+//! KEYMAT = prf+(SK_d, SK(0) | Ni | Nr | SK(1) | ... SK(n))
+//!                     (RFC 9370 §2.2.4: with n additional key exchanges
+//!                      in IKE_FOLLOWUP_KE, see [`followup`](super::followup))
 //! ```
 //!
 //! KEYMAT gives the initiator-to-responder keys first, then the
@@ -14,6 +17,7 @@
 //! is deleted by the rekey initiator (who by then receives on the new one).
 
 use core::net::IpAddr;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use phalanx_crypto::ike::{child_keymat, respond, start_initiator, ChildKeys, KexState};
@@ -28,6 +32,7 @@ use crate::config::{ChildConfig, ChildProposal, Connection, EncrAlg};
 use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::{ChildSaInstall, SaEvent};
+use crate::exchange::followup::Answered;
 use crate::exchange::{notify, Found};
 use crate::ha::ChildSaKeys;
 use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa};
@@ -67,6 +72,43 @@ pub(crate) struct ChildOffer {
     pub(crate) protocol: IpsecProtocol,
 }
 
+/// A negotiated Child SA whose keys are not derived yet: with RFC 9370
+/// additional key exchanges they come after the last IKE_FOLLOWUP_KE.
+pub(crate) struct ChildDraft {
+    pub(crate) config: String,
+    pub(crate) spi_in: u32,
+    pub(crate) negotiated: NegotiatedChild,
+    pub(crate) transport: bool,
+    pub(crate) local_ts: Vec<TrafficSelector>,
+    pub(crate) remote_ts: Vec<TrafficSelector>,
+    /// We initiated the exchange that created it (KEYMAT orientation).
+    pub(crate) initiator: bool,
+    /// Ni and Nr of the CREATE_CHILD_SA (or IKE_SA_INIT for IKE_AUTH).
+    pub(crate) nonces: (Vec<u8>, Vec<u8>),
+}
+
+impl ChildDraft {
+    /// The key exchange methods still to run in IKE_FOLLOWUP_KE, in
+    /// ADDKE type order (RFC 9370 §2.2.4).
+    pub(crate) fn additional_exchanges(&self) -> VecDeque<KeId> {
+        self.negotiated.additional_exchanges().collect()
+    }
+
+    fn keyed(self, keys: ChildKeys) -> NewChild {
+        NewChild {
+            config: self.config,
+            spi_in: self.spi_in,
+            negotiated: self.negotiated,
+            transport: self.transport,
+            local_ts: self.local_ts,
+            remote_ts: self.remote_ts,
+            keys,
+            initiator: self.initiator,
+            nonces: self.nonces,
+        }
+    }
+}
+
 /// A negotiated Child SA not yet recorded.
 pub(crate) struct NewChild {
     pub(crate) config: String,
@@ -98,20 +140,17 @@ fn same_suite(child: &ChildSa) -> ChildProposal {
         },
         ke: child.pfs.into_iter().collect(),
         esn: vec![child.esn],
-        additional_ke: Vec::new(),
+        // RFC 9370 §2.2.4: the additional key exchanges run again in
+        // IKE_FOLLOWUP_KE, so a hybrid Child SA stays hybrid.
+        additional_ke: child.additional_ke.clone(),
     }
 }
 
-/// Our proposals without RFC 9370 additional key exchanges (they need
-/// IKE_FOLLOWUP_KE, which this state machine does not run).
+/// Our proposals, RFC 9370 additional key exchanges included: in
+/// CREATE_CHILD_SA they run in IKE_FOLLOWUP_KE; IKE_AUTH leaves KE and
+/// ADDKE transforms out of the offer and the choice (RFC 7296 §1.2).
 fn esp_offers(cfg: &ChildConfig) -> Vec<ChildProposal> {
-    cfg.proposals
-        .iter()
-        .map(|p| ChildProposal {
-            additional_ke: Vec::new(),
-            ..p.clone()
-        })
-        .collect()
+    cfg.proposals.clone()
 }
 
 /// The first PFS group our proposals name, if any.
@@ -121,6 +160,16 @@ fn first_pfs_group(proposals: &[ChildProposal]) -> Option<KeId> {
         .flat_map(|p| p.ke.iter())
         .copied()
         .find(|g| *g != KeId::NONE)
+}
+
+/// The ADDKE methods (per type, as configured) of the first proposal with
+/// a PFS group: what a Child SA made in IKE_AUTH offers on its first rekey.
+pub(crate) fn first_pfs_additional_ke(cfg: &ChildConfig) -> Vec<Vec<KeId>> {
+    cfg.proposals
+        .iter()
+        .find(|p| p.ke.iter().any(|g| *g != KeId::NONE))
+        .map(|p| p.additional_ke.clone())
+        .unwrap_or_default()
 }
 
 /// The child config of a connection by name.
@@ -136,7 +185,7 @@ pub(crate) fn selectors(src: &[TrafficSelector], dst: &[TrafficSelector]) -> Vec
 }
 
 /// A key exchange's shared secret.
-type Secret = zeroize::Zeroizing<Vec<u8>>;
+pub(crate) type Secret = zeroize::Zeroizing<Vec<u8>>;
 
 /// The initiator's PFS shared secret: the answer must use the group we
 /// offered a KE payload for, or none if we offered none.
@@ -292,16 +341,17 @@ impl IkeSa {
         }
     }
 
-    /// Initiator: checks the responder's answer to an offer and derives
-    /// the keys. `nonces` are IKE_SA_INIT's for IKE_AUTH; `None` takes Ni
-    /// from the offer and Nr from the answer.
+    /// Initiator: checks the responder's answer to an offer and completes
+    /// the first key exchange; the keys follow once every additional one
+    /// is done ([`Self::key_child`]). `nonces` are IKE_SA_INIT's for
+    /// IKE_AUTH; `None` takes Ni from the offer and Nr from the answer.
+    /// Returns the draft and SK(0), if PFS was negotiated.
     pub(crate) fn accept_child(
         &self,
-        ctx: &mut Ctx<'_>,
         offer: &mut ChildOffer,
         found: &Found<'_>,
         nonces: Option<(Vec<u8>, Vec<u8>)>,
-    ) -> Result<NewChild, IkeError> {
+    ) -> Result<(ChildDraft, Option<Secret>), IkeError> {
         if let Some(error) = found.error() {
             return Err(IkeError::PeerError(error));
         }
@@ -331,44 +381,56 @@ impl IkeSa {
             }
         };
         let shared = pfs_secret(offer.kex.take(), &negotiated, found)?;
-        let keys = self.child_keys(
-            ctx,
-            &negotiated,
-            shared.as_ref().map(|s| s.as_slice()),
-            &ni,
-            &nr,
-        )?;
-        Ok(NewChild {
+        let draft = ChildDraft {
             config: offer.config.clone(),
             spi_in: offer.spi_in,
             transport: offer.transport && found.has(NotifyType::USE_TRANSPORT_MODE),
             negotiated,
             local_ts: tsi.selectors.clone(),
             remote_ts: tsr.selectors.clone(),
-            keys,
             initiator: true,
             nonces: (ni, nr),
-        })
+        };
+        Ok((draft, shared))
     }
 
-    /// KEYMAT = prf+(SK_d, [g^ir (new) |] Ni | Nr), split (§2.17).
+    /// Derives the keys of a draft from the shared secrets of every key
+    /// exchange, SK(0) first (RFC 9370 §2.2.4; none without PFS).
+    pub(crate) fn key_child(
+        &self,
+        ctx: &Ctx<'_>,
+        draft: ChildDraft,
+        secrets: &[Secret],
+    ) -> Result<NewChild, IkeError> {
+        let parts: Vec<&[u8]> = secrets.iter().map(|s| s.as_slice()).collect();
+        let keys = self.child_keys(
+            ctx,
+            &draft.negotiated,
+            &parts,
+            &draft.nonces.0,
+            &draft.nonces.1,
+        )?;
+        Ok(draft.keyed(keys))
+    }
+
+    /// KEYMAT = prf+(SK_d, [SK(0) |] Ni | Nr [| SK(1) | ... SK(n)]), split
+    /// (§2.17, RFC 9370 §2.2.4; the concatenation is the crypto layer's).
     fn child_keys(
         &self,
         ctx: &Ctx<'_>,
         negotiated: &NegotiatedChild,
-        shared: Option<&[u8]>,
+        secrets: &[&[u8]],
         ni: &[u8],
         nr: &[u8],
     ) -> Result<ChildKeys, IkeError> {
         let crypto = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let (encr, integ) = (negotiated.encr_key_len(), negotiated.integ_key_len());
-        let secrets: Vec<&[u8]> = shared.into_iter().collect();
         let len = ChildKeys::keymat_len(encr, integ);
         let keymat = child_keymat(
             ctx.provider,
             crypto.prf,
             &crypto.keys.sk_d,
-            &secrets,
+            secrets,
             ni,
             nr,
             len,
@@ -379,16 +441,20 @@ impl IkeSa {
     /// Responder: picks a child config whose selectors and proposals
     /// accept the request and builds the answer: [N(USE_TRANSPORT_MODE)],
     /// SA, [Nr], [KEr], TSi, TSr. `only` limits the choice to one config
-    /// (a rekey keeps its config). Emits `InstallInbound`; the outbound SA
-    /// is held in the new child for the caller to release.
+    /// (a rekey keeps its config). Emits `InstallInbound` and returns the
+    /// new inbound SPI; the outbound SA is held in the new child for the
+    /// caller to release. With RFC 9370 additional key exchanges the
+    /// answer also carries N(ADDITIONAL_KEY_EXCHANGE) and nothing is
+    /// installed yet (`None`): the last IKE_FOLLOWUP_KE completes it, as
+    /// a rekey of our inbound SPI `rekey_of` or a new SA.
     pub(crate) fn respond_child(
         &mut self,
         ctx: &mut Ctx<'_>,
         found: &Found<'_>,
         nonces: (&[u8], &[u8]),
         create: bool,
-        only: Option<&str>,
-    ) -> Result<(Vec<Payload>, u32), IkeError> {
+        (only, rekey_of): (Option<&str>, Option<u32>),
+    ) -> Result<(Vec<Payload>, Option<u32>), IkeError> {
         let sa = found.sa.ok_or(IkeError::MissingPayload(PayloadType::SA))?;
         let tsi = found
             .tsi
@@ -408,13 +474,6 @@ impl IkeSa {
         )?;
         let (ni, nr) = nonces;
         let (shared, ker) = pfs_answer(ctx, &negotiated, kei)?;
-        let keys = self.child_keys(
-            ctx,
-            &negotiated,
-            shared.as_ref().map(|s| s.as_slice()),
-            ni,
-            nr,
-        )?;
         let spi_in = ctx.new_child_spi();
         let mut payloads = Vec::new();
         if transport {
@@ -427,19 +486,35 @@ impl IkeSa {
         payloads.extend(ker.map(Payload::Ke));
         payloads.push(Payload::Tsi(TsPayload::new(remote_ts.clone())));
         payloads.push(Payload::Tsr(TsPayload::new(local_ts.clone())));
-        let new = NewChild {
+        let draft = ChildDraft {
             config: cfg,
             spi_in,
             negotiated,
             transport,
             local_ts,
             remote_ts,
-            keys,
             initiator: false,
             nonces: (ni.to_vec(), nr.to_vec()),
         };
+        let remaining = draft.additional_exchanges();
+        let secrets: Vec<Secret> = shared.into_iter().collect();
+        if !remaining.is_empty() {
+            // RFC 9370 §2.2.4: SK {SA, Nr, KEr, TSi, TSr,
+            // N(ADDITIONAL_KEY_EXCHANGE)(link1)}.
+            let answered = Answered::Child { draft, rekey_of };
+            let link = self.await_followup(ctx, answered, secrets, remaining);
+            payloads.push(notify(NotifyType::ADDITIONAL_KEY_EXCHANGE, link));
+            return Ok((payloads, None));
+        }
+        let new = match self.key_child(ctx, draft, &secrets) {
+            Ok(new) => new,
+            Err(e) => {
+                ctx.free_child_spi(spi_in);
+                return Err(e);
+            }
+        };
         self.add_child(ctx, new, false);
-        Ok((payloads, spi_in))
+        Ok((payloads, Some(spi_in)))
     }
 
     /// The first child config that accepts the request's selectors, mode
@@ -571,15 +646,18 @@ impl IkeSa {
             &new.remote_ts,
         );
         // Re-offered on rekey; a Child SA from IKE_AUTH (no KE there,
-        // RFC 7296 §1.2) takes the PFS group its config offers first.
+        // RFC 7296 §1.2) takes the PFS group its config offers first, and
+        // that proposal's additional key exchanges (RFC 9370 §2.2.4).
+        let from_auth = new.negotiated.ke.is_none();
         let pfs = new.negotiated.pfs_group().or_else(|| {
-            new.negotiated
-                .ke
-                .is_none()
+            from_auth
                 .then(|| first_pfs_group(&esp_offers(cfg)))
                 .flatten()
         });
         let mut child = ChildSa::record(new, pfs, ctx.now);
+        if from_auth {
+            child.additional_ke = first_pfs_additional_ke(cfg);
+        }
         child.lifetime_jitter = jitter;
         child.inbound_installed = true;
         child.pending_outbound = Some(Box::new(outbound));
@@ -642,6 +720,13 @@ impl ChildSa {
     /// The record of a negotiated Child SA: active, nothing installed yet,
     /// no timers.
     pub(crate) fn record(new: NewChild, pfs: Option<KeId>, now: std::time::Instant) -> ChildSa {
+        // What ran is what a rekey offers again: one method per ADDKE type.
+        let additional_ke = new
+            .negotiated
+            .additional_ke
+            .iter()
+            .map(|m| vec![*m])
+            .collect();
         // KEYMAT: initiator-to-responder keys first (§2.17).
         let k = new.keys;
         let keys = if new.initiator {
@@ -666,6 +751,7 @@ impl ChildSa {
             suite: new.negotiated.suite,
             esn: new.negotiated.esn,
             pfs,
+            additional_ke,
             transport: new.transport,
             local_ts: new.local_ts,
             remote_ts: new.remote_ts,

@@ -19,6 +19,12 @@
 //! replaced, or arriving while the IKE SA is being rekeyed, is answered
 //! TEMPORARY_FAILURE (§2.25.1, §2.25.2); one for an unknown SA,
 //! CHILD_SA_NOT_FOUND (§2.25).
+//!
+//! With RFC 9370 additional key exchanges (ADDKE transforms in the SA
+//! payload) the answer carries N(ADDITIONAL_KEY_EXCHANGE) and the new SA
+//! is keyed and installed only after the last IKE_FOLLOWUP_KE
+//! ([`followup`](super::followup)); collisions are then settled as above,
+//! with the nonces of the CREATE_CHILD_SA.
 
 use core::net::IpAddr;
 
@@ -30,6 +36,7 @@ use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::SaEvent;
 use crate::exchange::child::{child_config, ChildOffer, NewChild};
+use crate::exchange::followup::Keying;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, ChildSa, ChildStatus, Ctx, IkeSa, Pending, Reply, Task};
 use crate::limits::{
@@ -132,7 +139,7 @@ impl IkeSa {
         {
             return self.respond_ike_rekey(ctx, &found);
         }
-        if !self.is_established() || self.rekey_in_flight() {
+        if !self.is_established() || self.rekey_in_flight() || self.answering_ike_rekey() {
             // §2.25.2: not while the IKE SA is being rekeyed or deleted.
             ctx.count(Counter::TemporaryFailures);
             return Reply::of(vec![notify(NotifyType::TEMPORARY_FAILURE, Vec::new())]);
@@ -148,12 +155,14 @@ impl IkeSa {
         if let Some(rekey) = found.notify(NotifyType::REKEY_SA) {
             return self.respond_child_rekey(ctx, &found, rekey, &ni.data, &nr);
         }
-        match self.respond_child(ctx, &found, (&ni.data, &nr), true, None) {
-            Ok((payloads, spi_in)) => Reply {
+        match self.respond_child(ctx, &found, (&ni.data, &nr), true, (None, None)) {
+            Ok((payloads, Some(spi_in))) => Reply {
                 payloads,
                 after: vec![AfterSend::InstallOutbound(spi_in)],
                 deferred: false,
             },
+            // RFC 9370 §2.2.4: completed by the last IKE_FOLLOWUP_KE.
+            Ok((payloads, None)) => Reply::of(payloads),
             Err(e) => Reply::of(self.child_refusal(ctx, &e, "")),
         }
     }
@@ -199,18 +208,21 @@ impl IkeSa {
             return Reply::of(vec![notify(NotifyType::TEMPORARY_FAILURE, Vec::new())]);
         }
         let (old_spi, name) = (self.children[idx].spi_in, self.children[idx].config.clone());
-        match self.respond_child(ctx, found, (ni, nr), true, Some(&name)) {
-            Ok((payloads, new_spi)) => {
+        let only = (Some(name.as_str()), Some(old_spi));
+        match self.respond_child(ctx, found, (ni, nr), true, only) {
+            Ok((payloads, Some(new_spi))) => {
                 self.link_peer_rekey(ctx, old_spi, new_spi);
                 // The outbound SA waits for the Delete of the old one.
                 Reply::of(payloads)
             }
+            // RFC 9370 §2.2.4: linked by the last IKE_FOLLOWUP_KE.
+            Ok((payloads, None)) => Reply::of(payloads),
             Err(e) => Reply::of(self.child_refusal(ctx, &e, &name)),
         }
     }
 
     /// Records that the peer's rekey of `old_spi` created `new_spi`.
-    fn link_peer_rekey(&mut self, ctx: &mut Ctx<'_>, old_spi: u32, new_spi: u32) {
+    pub(crate) fn link_peer_rekey(&mut self, ctx: &mut Ctx<'_>, old_spi: u32, new_spi: u32) {
         if let Some(new) = self.children.iter_mut().find(|c| c.spi_in == new_spi) {
             new.replaces = Some(old_spi);
         }
@@ -249,13 +261,32 @@ impl IkeSa {
         found: &Found<'_>,
         nonces: Option<(Vec<u8>, Vec<u8>)>,
     ) {
-        match (
-            self.accept_child(ctx, &mut offer, found, nonces),
-            offer.rekey_of,
-        ) {
-            (Ok(new), None) => self.add_child(ctx, new, true),
-            (Ok(new), Some(old)) => self.finish_child_rekey(ctx, new, old),
-            (Err(e), _) => self.child_offer_failed(ctx, offer, e, found),
+        match self.accept_child(&mut offer, found, nonces) {
+            Ok((draft, shared)) => {
+                // RFC 9370 §2.2.4: IKE_FOLLOWUP_KE first if ADDKE was chosen.
+                let remaining = draft.additional_exchanges();
+                let keying = Keying::Child {
+                    offer: Box::new(offer),
+                    draft,
+                };
+                let secrets = shared.into_iter().collect();
+                self.continue_key_exchanges(ctx, keying, secrets, remaining, found);
+            }
+            Err(e) => self.child_offer_failed(ctx, offer, e, found),
+        }
+    }
+
+    /// Every key exchange of our offer is done: install the Child SA (a
+    /// new one, or the rekey of our inbound SPI `rekey_of`).
+    pub(crate) fn install_child(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        new: NewChild,
+        rekey_of: Option<u32>,
+    ) {
+        match rekey_of {
+            None => self.add_child(ctx, new, true),
+            Some(old) => self.finish_child_rekey(ctx, new, old),
         }
     }
 
@@ -316,7 +347,7 @@ impl IkeSa {
     }
 
     /// An offer the responder refused, or whose answer we cannot use.
-    fn child_offer_failed(
+    pub(crate) fn child_offer_failed(
         &mut self,
         ctx: &mut Ctx<'_>,
         offer: ChildOffer,

@@ -16,11 +16,19 @@
 //! four nonces is redundant and deleted by its initiator; the other one
 //! takes the Child SAs, and its initiator deletes the old IKE SA.
 //!
-//! RFC 9370 additional key exchanges (IKE_FOLLOWUP_KE, §2.2.4) are not
-//! run on rekeys: our offers leave them out and an offer that requires
-//! one is refused with NO_PROPOSAL_CHOSEN. The new IKE SA's SKEYSEED
-//! still comes from the old SK_d, which carries every earlier
-//! exchange's secret forward.
+//! RFC 9370 additional key exchanges (ADDKE transforms, e.g. ML-KEM-768
+//! beside x25519) are offered and selected as in IKE_SA_INIT and run in
+//! IKE_FOLLOWUP_KE on the old IKE SA ([`followup`](super::followup)); the
+//! new IKE SA exists only after the last one (RFC 9370 §2.2.4):
+//!
+//! ```text
+//! SKEYSEED = prf(SK_d (old), SK(0) | Ni | Nr | SK(1) | ... SK(n))
+//! ```
+//!
+//! A peer that offers no ADDKE transform rekeys classically, unless our
+//! proposals require one (then NO_PROPOSAL_CHOSEN, as in IKE_SA_INIT).
+
+use std::collections::VecDeque;
 
 use phalanx_crypto::ike::{respond, start_initiator, IkeSaKeys, KdfInputs, KexState};
 use phalanx_crypto::KeGroup;
@@ -30,7 +38,9 @@ use phalanx_wire::ike::{KePayload, NoncePayload, Payload, SaPayload};
 use crate::counters::Counter;
 use crate::error::IkeError;
 use crate::events::SaEvent;
-use crate::exchange::init::ike_offers_without_additional_ke;
+use crate::exchange::child::Secret;
+use crate::exchange::followup::{Answered, Keying};
+use crate::exchange::init::ike_offers;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{Ctx, IkeSa, Pending, Reply, SaCrypto, State, Task};
 use crate::limits::{
@@ -56,14 +66,27 @@ pub(crate) struct IkeRekeyOffer {
     pub(crate) retries: u32,
 }
 
-/// The keys of a new IKE SA from the old one's SK_d (§2.18).
-struct RekeyKeys<'a> {
-    negotiated: NegotiatedIke,
-    shared: &'a [u8],
-    ni: &'a [u8],
-    nr: &'a [u8],
-    spi_i: u64,
-    spi_r: u64,
+/// A new IKE SA negotiated by a rekey whose keys are not derived yet:
+/// with RFC 9370 additional key exchanges they come after the last
+/// IKE_FOLLOWUP_KE (§2.2.4).
+pub(crate) struct IkeRekeyDraft {
+    /// The new IKE SA's suite.
+    pub(crate) negotiated: NegotiatedIke,
+    /// Ni of the CREATE_CHILD_SA.
+    pub(crate) ni: Vec<u8>,
+    /// Nr of the CREATE_CHILD_SA.
+    pub(crate) nr: Vec<u8>,
+    /// The new SPIi (the rekey initiator's).
+    pub(crate) spi_i: u64,
+    /// The new SPIr.
+    pub(crate) spi_r: u64,
+}
+
+impl IkeRekeyDraft {
+    /// The key exchange methods still to run in IKE_FOLLOWUP_KE.
+    pub(crate) fn additional_exchanges(&self) -> VecDeque<KeId> {
+        self.negotiated.additional_exchanges().collect()
+    }
 }
 
 impl IkeSa {
@@ -83,10 +106,9 @@ impl IkeSa {
         let spi = ctx.new_ike_spi();
         let offer = IkeRekeyOffer {
             spi,
-            offered: ike_sa_payload(
-                &ike_offers_without_additional_ke(&self.conn),
-                Some(spi.to_be_bytes()),
-            ),
+            // RFC 9370 §2.2.4: ADDKE transforms included; they run in
+            // IKE_FOLLOWUP_KE.
+            offered: ike_sa_payload(&ike_offers(&self.conn), Some(spi.to_be_bytes())),
             kex,
             ni: ctx.random_bytes(NONCE_LEN),
             retries,
@@ -114,8 +136,11 @@ impl IkeSa {
     pub(crate) fn respond_ike_rekey(&mut self, ctx: &mut Ctx<'_>, found: &Found<'_>) -> Reply {
         let child_rekey_in_flight = self
             .window
-            .any_pending(|p| matches!(p, Pending::Child(_) | Pending::DeleteChildren(_)));
-        if !self.is_established() || self.successor.is_some() || child_rekey_in_flight {
+            .any_pending(|p| p.child_offer().is_some() || matches!(p, Pending::DeleteChildren(_)));
+        // Our answers still waiting for IKE_FOLLOWUP_KE count as in flight.
+        let answering = !self.followups.is_empty();
+        if !self.is_established() || self.successor.is_some() || child_rekey_in_flight || answering
+        {
             // §2.25.2: not while it is being closed or its children change.
             ctx.count(Counter::TemporaryFailures);
             return Reply::of(vec![notify(NotifyType::TEMPORARY_FAILURE, Vec::new())]);
@@ -142,13 +167,13 @@ impl IkeSa {
             .nonce
             .ok_or(IkeError::MissingPayload(PayloadType::NONCE))?;
         let ke = found.ke.ok_or(IkeError::MissingPayload(PayloadType::KE))?;
+        // RFC 9370 §2.2.4: ADDKE transforms are selected as in IKE_SA_INIT.
         let negotiated =
-            select_ike_for_kei(&ike_offers_without_additional_ke(&self.conn), sa, ke.group)
-                .map_err(|e| match e {
-                    ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
-                    ProposalError::Malformed => IkeError::Malformed,
-                    _ => IkeError::NoProposalChosen,
-                })?;
+            select_ike_for_kei(&ike_offers(&self.conn), sa, ke.group).map_err(|e| match e {
+                ProposalError::InvalidKe { wanted } => IkeError::InvalidKe(wanted),
+                ProposalError::Malformed => IkeError::Malformed,
+                _ => IkeError::NoProposalChosen,
+            })?;
         let peer_spi = negotiated
             .peer_spi
             .map(u64::from_be_bytes)
@@ -158,37 +183,55 @@ impl IkeSa {
             .map_err(|_| IkeError::Malformed)?;
         let nr = ctx.random_bytes(NONCE_LEN);
         let our_spi = ctx.new_ike_spi();
-        let answer = negotiated.answer_payload(Some(our_spi.to_be_bytes()));
-        let keys = RekeyKeys {
-            negotiated,
-            shared: &kex.shared_secret,
-            ni: &ni.data,
-            nr: &nr,
-            spi_i: peer_spi,
-            spi_r: our_spi,
-        };
-        let successor = match self.successor_sa(ctx, keys, false) {
-            Ok(sa) => sa,
-            Err(e) => {
-                ctx.ike_spis.remove(&our_spi);
-                return Err(e);
-            }
-        };
-        if self.rekey_in_flight() {
-            // §2.8.1: both sides rekey; settled when our answer arrives.
-            self.peer_rekey = Some((our_spi, ni.data.clone(), nr.clone()));
-            ctx.spawned.push(successor);
-        } else {
-            self.hand_over_to(ctx, successor);
-        }
-        Ok(vec![
-            Payload::Sa(answer),
-            Payload::Nonce(NoncePayload { data: nr }),
+        let mut payloads = vec![
+            Payload::Sa(negotiated.answer_payload(Some(our_spi.to_be_bytes()))),
+            Payload::Nonce(NoncePayload { data: nr.clone() }),
             Payload::Ke(KePayload {
                 group: ke.group,
                 data: kex.public_value,
             }),
-        ])
+        ];
+        let draft = IkeRekeyDraft {
+            negotiated,
+            ni: ni.data.clone(),
+            nr,
+            spi_i: peer_spi,
+            spi_r: our_spi,
+        };
+        let remaining = draft.additional_exchanges();
+        let secrets = vec![kex.shared_secret];
+        if !remaining.is_empty() {
+            // RFC 9370 §2.2.4: SK {SA, Nr, KEr, N(ADDITIONAL_KEY_EXCHANGE)(link1)}.
+            let answered = Answered::Ike(Box::new(draft));
+            let link = self.await_followup(ctx, answered, secrets, remaining);
+            payloads.push(notify(NotifyType::ADDITIONAL_KEY_EXCHANGE, link));
+            return Ok(payloads);
+        }
+        if let Err(e) = self.take_peer_rekey(ctx, draft, &secrets) {
+            ctx.ike_spis.remove(&our_spi);
+            return Err(e);
+        }
+        Ok(payloads)
+    }
+
+    /// Responder: every key exchange of the peer's rekey is done; the new
+    /// IKE SA takes over, or waits for our own rekey's answer when both
+    /// sides rekey (§2.8.1).
+    pub(crate) fn take_peer_rekey(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        draft: IkeRekeyDraft,
+        secrets: &[Secret],
+    ) -> Result<(), IkeError> {
+        let successor = self.successor_sa(ctx, &draft, secrets, false)?;
+        if self.rekey_in_flight() {
+            // §2.8.1: both sides rekey; settled when our answer arrives.
+            self.peer_rekey = Some((draft.spi_r, draft.ni, draft.nr));
+            ctx.spawned.push(successor);
+        } else {
+            self.hand_over_to(ctx, successor);
+        }
+        Ok(())
     }
 
     /// Initiator: the answer to our IKE SA rekey.
@@ -200,31 +243,50 @@ impl IkeSa {
     ) {
         let found = Found::scan(payloads);
         let (spi, retries) = (offer.spi, offer.retries);
-        match self.accept_ike_rekey(ctx, offer, &found) {
-            Ok(successor) => self.settle_ike_rekey(ctx, successor),
-            Err(e) => {
-                ctx.ike_spis.remove(&spi);
-                self.peer_rekey = None;
-                let retry = retries + 1;
-                if e == IkeError::PeerError(NotifyType::TEMPORARY_FAILURE)
-                    && retry <= TEMPORARY_FAILURE_MAX_RETRIES
-                {
-                    ctx.count(Counter::TemporaryFailures);
-                    let wait = TEMPORARY_FAILURE_RETRY_MIN
-                        + ctx.random_duration(TEMPORARY_FAILURE_RETRY_JITTER);
-                    self.delay_task(ctx, Task::RekeyIke { retries: retry }, wait);
-                }
-                // Otherwise the IKE SA runs on until its hard lifetime.
+        match self.accept_ike_rekey(offer, &found) {
+            Ok((draft, shared)) => {
+                // RFC 9370 §2.2.4: IKE_FOLLOWUP_KE first if ADDKE was chosen.
+                let remaining = draft.additional_exchanges();
+                let keying = Keying::Ike {
+                    draft: Box::new(draft),
+                    retries,
+                };
+                self.continue_key_exchanges(ctx, keying, vec![shared], remaining, &found);
             }
+            Err(e) => self.ike_rekey_failed(ctx, spi, retries, &e),
         }
     }
 
-    fn accept_ike_rekey(
+    /// Our rekey with new SPI `spi` failed: retried after
+    /// TEMPORARY_FAILURE; otherwise the IKE SA runs on until its hard
+    /// lifetime.
+    pub(crate) fn ike_rekey_failed(
         &mut self,
         ctx: &mut Ctx<'_>,
+        spi: u64,
+        retries: u32,
+        e: &IkeError,
+    ) {
+        ctx.ike_spis.remove(&spi);
+        self.peer_rekey = None;
+        let retry = retries + 1;
+        if *e == IkeError::PeerError(NotifyType::TEMPORARY_FAILURE)
+            && retry <= TEMPORARY_FAILURE_MAX_RETRIES
+        {
+            ctx.count(Counter::TemporaryFailures);
+            let wait =
+                TEMPORARY_FAILURE_RETRY_MIN + ctx.random_duration(TEMPORARY_FAILURE_RETRY_JITTER);
+            self.delay_task(ctx, Task::RekeyIke { retries: retry }, wait);
+        }
+    }
+
+    /// Checks the answer and completes the first key exchange: the draft
+    /// of the new IKE SA and SK(0).
+    fn accept_ike_rekey(
+        &self,
         offer: IkeRekeyOffer,
         found: &Found<'_>,
-    ) -> Result<IkeSa, IkeError> {
+    ) -> Result<(IkeRekeyDraft, Secret), IkeError> {
         if let Some(error) = found.error() {
             return Err(IkeError::PeerError(error));
         }
@@ -247,17 +309,27 @@ impl IkeSa {
             .kex
             .complete(&ke.data)
             .map_err(|_| IkeError::Malformed)?;
-        let keys = RekeyKeys {
+        let draft = IkeRekeyDraft {
             negotiated,
-            shared: &shared,
-            ni: &offer.ni,
-            nr: &nr.data,
+            ni: offer.ni,
+            nr: nr.data.clone(),
             spi_i: offer.spi,
             spi_r: peer_spi,
         };
-        let mut successor = self.successor_sa(ctx, keys, true)?;
-        successor.rekey_nonces = Some((offer.ni, nr.data.clone()));
-        Ok(successor)
+        Ok((draft, shared))
+    }
+
+    /// Initiator: every key exchange of our rekey is done.
+    pub(crate) fn finish_ike_rekey(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        draft: IkeRekeyDraft,
+        secrets: &[Secret],
+    ) -> Result<(), IkeError> {
+        let mut successor = self.successor_sa(ctx, &draft, secrets, true)?;
+        successor.rekey_nonces = Some((draft.ni, draft.nr));
+        self.settle_ike_rekey(ctx, successor);
+        Ok(())
     }
 
     /// Our rekey produced `successor`: it takes over — unless the peer's
@@ -312,21 +384,25 @@ impl IkeSa {
 
     /// The new IKE SA a rekey makes: same peer, new keys and SPIs, fresh
     /// Message IDs; it goes live when it receives the Child SAs.
+    /// SKEYSEED = prf(SK_d (old), SK(0) | Ni | Nr [| SK(1) | ... SK(n)])
+    /// with `secrets` = SK(0), SK(1), … (§2.18, RFC 9370 §2.2.4).
     fn successor_sa(
         &self,
         ctx: &mut Ctx<'_>,
-        k: RekeyKeys<'_>,
+        k: &IkeRekeyDraft,
+        secrets: &[Secret],
         initiator: bool,
     ) -> Result<IkeSa, IkeError> {
         let old = self.crypto.as_ref().ok_or(IkeError::Malformed)?;
         let new_prf = k.negotiated.prf_algorithm()?;
         let lengths = k.negotiated.key_lengths()?;
         let inputs = KdfInputs {
-            ni: k.ni,
-            nr: k.nr,
+            ni: &k.ni,
+            nr: &k.nr,
             spi_i: k.spi_i.to_be_bytes(),
             spi_r: k.spi_r.to_be_bytes(),
         };
+        let parts: Vec<&[u8]> = secrets.iter().map(|s| s.as_slice()).collect();
         let keys = IkeSaKeys::derive_rekey(
             ctx.provider,
             old.prf,
@@ -334,9 +410,9 @@ impl IkeSa {
             new_prf,
             lengths,
             &inputs,
-            &[k.shared],
+            &parts,
         )?;
-        let crypto = SaCrypto::with_keys(ctx, k.negotiated, keys, initiator)?;
+        let crypto = SaCrypto::with_keys(ctx, k.negotiated.clone(), keys, initiator)?;
         let mut sa = IkeSa::new(
             self.conn.clone(),
             initiator,

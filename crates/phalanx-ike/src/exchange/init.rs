@@ -91,12 +91,12 @@ pub(crate) fn ike_offers(conn: &Connection) -> Vec<IkeProposal> {
     conn.ike_proposals.clone()
 }
 
-/// Our IKE proposals without additional key exchanges: what we offer and
-/// accept when IKE_INTERMEDIATE cannot carry them (an initiator that did
-/// not announce it), and on IKE SA rekeys, which would need
-/// IKE_FOLLOWUP_KE (RFC 9370 §2.2.4), not run here. An offer that
-/// requires an additional key exchange is then refused
-/// (NO_PROPOSAL_CHOSEN); one that allows NONE gets NONE.
+/// Our IKE proposals without additional key exchanges: what we accept
+/// when IKE_INTERMEDIATE cannot carry them (an initiator that did not
+/// announce it, RFC 9370 §2.2.1). An offer that requires an additional
+/// key exchange is then refused (NO_PROPOSAL_CHOSEN); one that allows
+/// NONE gets NONE. (IKE SA rekeys carry them in IKE_FOLLOWUP_KE, RFC 9370
+/// §2.2.4, and use [`ike_offers`].)
 pub(crate) fn ike_offers_without_additional_ke(conn: &Connection) -> Vec<IkeProposal> {
     conn.ike_proposals
         .iter()

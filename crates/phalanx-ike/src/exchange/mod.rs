@@ -10,6 +10,8 @@
 //! - [`create_child`]: CREATE_CHILD_SA for Child SAs, new and rekeyed, and
 //!   rekey collisions (§1.3.1, §1.3.3, §2.8.1, §2.25);
 //! - [`ike_rekey`]: CREATE_CHILD_SA rekeying the IKE SA (§1.3.2, §2.18);
+//! - [`followup`]: IKE_FOLLOWUP_KE, the RFC 9370 additional key exchanges
+//!   of CREATE_CHILD_SA (both kinds), both roles (RFC 9370 §2.2.4);
 //! - [`info`]: INFORMATIONAL: deletes, liveness, error notifies (§1.4).
 //!
 //! This module holds what they share: finding payloads in a message.
@@ -20,6 +22,7 @@ pub(crate) mod config_payload;
 pub(crate) mod cookie;
 pub(crate) mod create_child;
 pub(crate) mod eap;
+pub(crate) mod followup;
 pub(crate) mod ike_rekey;
 pub(crate) mod info;
 pub(crate) mod init;

@@ -225,6 +225,19 @@ fn purpose(pending: &Pending) -> Option<RequestPurpose> {
         Pending::RekeyIke(offer) => Some(RequestPurpose::RekeyIke {
             spi: offer.spi.to_be_bytes(),
         }),
+        // RFC 9370 §2.2.4: its secrets stay here, like the
+        // CREATE_CHILD_SA's; a successor undoes and retries it as one.
+        Pending::Followup(f) => match (f.child_offer(), f.new_ike_spi()) {
+            (Some(offer), _) => Some(RequestPurpose::CreateChild {
+                child: offer.config.clone(),
+                spi_in: offer.spi_in,
+                rekey_of: offer.rekey_of,
+            }),
+            (None, Some(spi)) => Some(RequestPurpose::RekeyIke {
+                spi: spi.to_be_bytes(),
+            }),
+            (None, None) => None,
+        },
         Pending::Lost(purpose) => Some((**purpose).clone()),
         Pending::Init | Pending::Intermediate | Pending::Auth | Pending::DeleteIke => None,
     }

@@ -16,6 +16,7 @@ use super::tracker::{spis_of, Change, Owned, Passive};
 use super::HaError;
 use crate::config::Connection;
 use crate::counters::Counter;
+use crate::exchange::child::{child_config, first_pfs_additional_ke};
 use crate::exchange::config_payload::VirtualIp;
 use crate::ike_sa::window::{retransmit_timeout, Outstanding, Window};
 use crate::ike_sa::{ChildSa, ChildStatus, Ctx, IkeSa, Pending, SaCrypto, State};
@@ -357,6 +358,13 @@ fn child_sa(conn: &Connection, ike: &IkeSaState, c: &ChildSaState, now: Instant)
         suite: c.suite,
         esn: c.esn,
         pfs: c.pfs,
+        // Not in the snapshot: the config's, as for a Child SA from
+        // IKE_AUTH (RFC 9370 additional key exchanges on rekey).
+        additional_ke: c
+            .pfs
+            .and_then(|_| child_config(conn, &c.name))
+            .map(first_pfs_additional_ke)
+            .unwrap_or_default(),
         transport: c.transport,
         local_ts: c.local_ts.clone(),
         remote_ts: c.remote_ts.clone(),

@@ -14,7 +14,7 @@
 //!   IKE SA is deleted and its connection comes up again as configured.
 
 use phalanx_crypto::Suite;
-use phalanx_wire::ike::iana::{EncrId, IntegId};
+use phalanx_wire::ike::iana::{EncrId, IntegId, NotifyType};
 use phalanx_wire::ike::{Payload, Spi};
 use std::time::Instant;
 
@@ -37,7 +37,13 @@ impl IkeSa {
     ) {
         ctx.count(Counter::HaLostRequests);
         let found = Found::scan(payloads);
-        let created = found.error().is_none() && found.sa.is_some();
+        // RFC 9370 §2.2.4: a CREATE_CHILD_SA answered with
+        // N(ADDITIONAL_KEY_EXCHANGE) waits for IKE_FOLLOWUP_KE and is
+        // dropped by the peer when none comes; the answer to the last
+        // IKE_FOLLOWUP_KE (KEr, no link) means the peer created the SA.
+        let waits = found.has(NotifyType::ADDITIONAL_KEY_EXCHANGE);
+        let created =
+            found.error().is_none() && !waits && (found.sa.is_some() || found.ke.is_some());
         match purpose {
             RequestPurpose::CreateChild {
                 child,
@@ -143,6 +149,7 @@ impl ChildSa {
             suite: Suite::esp(EncrId::NULL, 0, IntegId::NONE),
             esn: false,
             pfs: None,
+            additional_ke: Vec::new(),
             transport: false,
             local_ts: Vec::new(),
             remote_ts: Vec::new(),

@@ -42,6 +42,10 @@ pub(crate) struct ChildSa {
     pub(crate) esn: bool,
     /// The KE group negotiated for PFS, re-offered on rekey.
     pub(crate) pfs: Option<KeId>,
+    /// RFC 9370 additional key exchanges re-offered on rekey (with the
+    /// PFS group; run in IKE_FOLLOWUP_KE): the methods of each ADDKE type
+    /// in type order.
+    pub(crate) additional_ke: Vec<Vec<KeId>>,
     /// The ESP proposal number accepted (for re-offering the same suite).
     pub(crate) transport: bool,
     /// Our side's selectors.
@@ -153,6 +157,16 @@ impl ChildSa {
             rekey_at: self.timers.get(ChildTimer::Rekey),
             expires_at: self.timers.get(ChildTimer::Expire),
             rekeyed: self.status == ChildStatus::Rekeyed,
+            key_exchanges: self
+                .pfs
+                .into_iter()
+                .chain(
+                    self.additional_ke
+                        .iter()
+                        .filter_map(|ids| ids.first().copied()),
+                )
+                .filter(|id| *id != KeId::NONE)
+                .collect(),
         }
     }
 }

@@ -64,7 +64,7 @@ impl IkeSa {
     /// outstanding; work on a Child SA waits while another request works
     /// on the same one.
     fn next_startable(&self) -> Option<usize> {
-        let alone = |p: &Pending| matches!(p, Pending::RekeyIke(_) | Pending::DeleteIke);
+        let alone = |p: &Pending| p.rekeys_ike() || matches!(p, Pending::DeleteIke);
         if self.window.any_pending(alone) {
             return None;
         }
@@ -82,18 +82,18 @@ impl IkeSa {
     /// Whether `task` works on what an outstanding request works on.
     fn crosses(&self, task: &Task) -> bool {
         self.window.any_pending(|p| match (task, p) {
-            (Task::CreateChild { child, .. }, Pending::Child(offer)) => {
-                offer.rekey_of.is_none() && offer.config == *child
-            }
-            (Task::RekeyChild { spi_in, .. }, Pending::Child(offer)) => {
-                offer.rekey_of == Some(*spi_in)
-            }
+            (Task::CreateChild { child, .. }, p) if p.child_offer().is_some() => p
+                .child_offer()
+                .is_some_and(|offer| offer.rekey_of.is_none() && offer.config == *child),
+            (Task::RekeyChild { spi_in, .. }, p) if p.child_offer().is_some() => p
+                .child_offer()
+                .is_some_and(|offer| offer.rekey_of == Some(*spi_in)),
             (Task::RekeyChild { spi_in, .. }, Pending::DeleteChildren(spis)) => {
                 spis.contains(spi_in)
             }
-            (Task::DeleteChildren { spis }, Pending::Child(offer)) => {
-                offer.rekey_of.is_some_and(|old| spis.contains(&old))
-            }
+            (Task::DeleteChildren { spis }, p) if p.child_offer().is_some() => p
+                .child_offer()
+                .is_some_and(|offer| offer.rekey_of.is_some_and(|old| spis.contains(&old))),
             (Task::DeleteChildren { spis }, Pending::DeleteChildren(sent)) => {
                 spis.iter().any(|spi| sent.contains(spi))
             }
@@ -152,6 +152,7 @@ impl IkeSa {
             IkeTimer::Retry => self.retry_due(ctx),
             IkeTimer::Linger => {}
             IkeTimer::NatKeepalive => self.send_nat_keepalive(ctx),
+            IkeTimer::FollowupKe => self.expire_followups(ctx),
         }
     }
 
@@ -297,6 +298,7 @@ impl IkeSa {
     pub(crate) fn close(&mut self, ctx: &mut Ctx<'_>) {
         // Nothing stays installed for an IKE SA that is gone.
         self.remove_children(ctx);
+        self.abandon_followups(ctx);
         self.transition(ctx, State::Closed);
         self.timers = TimerTable::default();
         self.window.outstanding.clear();

@@ -37,6 +37,7 @@ use crate::events::{Datagram, IkeSaInfo, IkeSaState, SaEvent};
 use crate::exchange::auth::AuthSent;
 use crate::exchange::config_payload::VirtualIp;
 use crate::exchange::eap::EapExchange;
+use crate::exchange::followup::AwaitedFollowup;
 use crate::exchange::init::{HalfOpen, InitSent};
 use crate::exchange::intermediate::{received_blob, Intermediate};
 use crate::limits::NATT_PORT;
@@ -203,6 +204,9 @@ pub(crate) struct IkeSa {
     pub(crate) mobike: bool,
     /// Our address and the peer's of the request being handled.
     pub(crate) request_path: (SocketAddr, SocketAddr),
+    /// Responder: answered CREATE_CHILD_SA exchanges waiting for their
+    /// IKE_FOLLOWUP_KE requests (RFC 9370 §2.2.4).
+    pub(crate) followups: Vec<AwaitedFollowup>,
 }
 
 impl IkeSa {
@@ -248,6 +252,7 @@ impl IkeSa {
             deferred: None,
             mobike: false,
             request_path: (local, remote),
+            followups: Vec::new(),
         }
     }
 
@@ -626,13 +631,14 @@ impl IkeSa {
             }
             ExchangeType::IKE_AUTH => self.process_auth_request(ctx, payloads),
             ExchangeType::CREATE_CHILD_SA => self.process_create_child_request(ctx, payloads),
+            ExchangeType::IKE_FOLLOWUP_KE => self.process_followup_request(ctx, payloads),
             ExchangeType::INFORMATIONAL => self.process_informational_request(ctx, payloads),
             ExchangeType::IKE_INTERMEDIATE => {
                 let blob = received_blob(datagram, opened);
                 self.process_intermediate_request(ctx, hdr.message_id, payloads, blob.as_deref())
             }
             _ => {
-                // An exchange we do not implement (IKE_FOLLOWUP_KE, …):
+                // An exchange we do not implement:
                 // answer empty so the peer's window moves on.
                 ctx.count(Counter::UnexpectedExchange);
                 Reply::default()
@@ -689,6 +695,7 @@ impl IkeSa {
             Pending::Auth => self.process_auth_response(ctx, payloads),
             Pending::Child(offer) => self.process_child_response(ctx, *offer, payloads),
             Pending::RekeyIke(offer) => self.process_ike_rekey_response(ctx, *offer, payloads),
+            Pending::Followup(f) => self.process_followup_response(ctx, *f, payloads),
             Pending::DeleteChildren(spis) => {
                 self.process_delete_children_response(ctx, &spis, payloads)
             }
@@ -794,8 +801,7 @@ impl IkeSa {
 
     /// Whether our rekey of this IKE SA is in flight.
     pub(crate) fn rekey_in_flight(&self) -> bool {
-        self.window
-            .any_pending(|p| matches!(p, Pending::RekeyIke(_)))
+        self.window.any_pending(Pending::rekeys_ike)
     }
 
     /// The SA mode for a child: transport, or tunnel between the IKE

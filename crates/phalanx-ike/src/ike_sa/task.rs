@@ -5,6 +5,7 @@
 use core::net::IpAddr;
 
 use crate::exchange::child::ChildOffer;
+use crate::exchange::followup::Followup;
 use crate::exchange::ike_rekey::IkeRekeyOffer;
 use crate::ha::RequestPurpose;
 
@@ -61,6 +62,9 @@ pub(crate) enum Pending {
     Child(Box<ChildOffer>),
     /// CREATE_CHILD_SA rekeying the IKE SA.
     RekeyIke(Box<IkeRekeyOffer>),
+    /// IKE_FOLLOWUP_KE: an additional key exchange of a CREATE_CHILD_SA
+    /// (RFC 9370 §2.2.4).
+    Followup(Box<Followup>),
     /// INFORMATIONAL deleting these Child SAs (our inbound SPIs).
     DeleteChildren(Vec<u32>),
     /// INFORMATIONAL deleting the IKE SA.
@@ -71,4 +75,25 @@ pub(crate) enum Pending {
     /// the IKE SA over: its secrets stayed there, so the response is only
     /// used to undo what the peer created ([`crate::ha`]).
     Lost(Box<RequestPurpose>),
+}
+
+impl Pending {
+    /// The Child SA offer it works on: a CREATE_CHILD_SA, or an
+    /// IKE_FOLLOWUP_KE that completes one.
+    pub(crate) fn child_offer(&self) -> Option<&ChildOffer> {
+        match self {
+            Pending::Child(offer) => Some(offer),
+            Pending::Followup(f) => f.child_offer(),
+            _ => None,
+        }
+    }
+
+    /// Whether it rekeys the IKE SA (CREATE_CHILD_SA or IKE_FOLLOWUP_KE).
+    pub(crate) fn rekeys_ike(&self) -> bool {
+        match self {
+            Pending::RekeyIke(_) => true,
+            Pending::Followup(f) => f.new_ike_spi().is_some(),
+            _ => false,
+        }
+    }
 }

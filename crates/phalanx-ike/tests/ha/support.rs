@@ -56,8 +56,12 @@ pub(crate) fn short_ike_lifetime(secs: u64) -> SaLifetimeConfig {
 
 /// A fresh endpoint of `side`'s connection, replicating, at the pair's time.
 pub(crate) fn fresh(p: &IkePair, side: Side, seed: u64) -> Endpoint {
+    fresh_with(p, connection(side, DEFAULT_IKE), seed)
+}
+
+/// A fresh endpoint of `conn`, replicating, at the pair's time.
+pub(crate) fn fresh_with(p: &IkePair, conn: Connection, seed: u64) -> Endpoint {
     let rng = Box::new(ChaCha20Rng::seed_from_u64(seed));
-    let conn = connection(side, DEFAULT_IKE);
     let mut e = Endpoint::new(config(conn), phalanx_crypto::default_provider(), rng, p.now);
     e.set_ha_replication(p.now, true);
     e
