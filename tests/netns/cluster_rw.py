@@ -27,12 +27,13 @@ def cluster_conn():
     return conn
 
 
-def end_user_conn():
-    """strongSwan at gwB as an End-User: PSK, asks for an address, site A."""
+def end_user_conn(identity=IDENTITY, local_addr=None):
+    """strongSwan as an End-User (at gwB by default): PSK, asks for an
+    address, site A."""
     vip, gwb = WAN["v4"]
     child = ikegw.Child(local_ts=["dynamic"], remote_ts=[SITE_A], esp_proposals=ESP)
-    conn = ikegw.Conn(local_addr=gwb, remote_addr=vip, local_id=IDENTITY, remote_id=vip, children=[child],
-                      dpd_delay="2s")
+    conn = ikegw.Conn(local_addr=local_addr or gwb, remote_addr=vip, local_id=identity, remote_id=vip,
+                      children=[child], dpd_delay="2s")
     conn.name = "home"
     conn.vips = ["0.0.0.0"]
     return conn
@@ -66,6 +67,20 @@ def start(cl, lease_len=4096):
     return charon
 
 
+def second_end_user(cl, identity, address="192.0.2.3", mac="02:00:00:02:00:fd"):
+    """Another End-User on the WAN: its own namespace `gwC` (address
+    `address`) with strongSwan, connected."""
+    cl.ns["gwC"] = "{}-gwC".format(cl.prefix)
+    cl._ns_add("gwC")
+    cl._port("gwC", "wan0", "br-wan", "gC-wan", mac, address + "/24")
+    charon = swan.Charon(cl, "gwC")
+    charon.configure(end_user_conn(identity, address), retransmit_tries=5, retransmit_timeout=1.0,
+                     install_virtual_ip=True)
+    charon.start()
+    charon.load()
+    return charon
+
+
 def leased(cl, i):
     """The virtual IPs of the IKE SAs node i runs."""
     return [ip for sa in cl.gateways["n{}".format(i)].ctl("ike") if sa["state"].upper() == "ESTABLISHED"
@@ -76,8 +91,8 @@ def pool_online(gw):
     return {p["name"]: p["online"] for p in gw.ctl("pools")}
 
 
-def ping_from_vip(cl, count=10, interval=0.05):
-    proc = cl.run("gwB", ["ping", "-c", str(count), "-i", str(interval), "-W", "1", cluster.HOSTA], check=False)
-    return proc
+def ping_from_vip(cl, count=10, interval=0.05, ns="gwB"):
+    """Pings hostA from End-User namespace `ns` (its virtual IP)."""
+    return cl.run(ns, ["ping", "-c", str(count), "-i", str(interval), "-W", "1", cluster.HOSTA], check=False)
 
 

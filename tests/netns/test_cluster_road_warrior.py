@@ -13,12 +13,13 @@ the same inner address, traffic again after the handover.
                                           IkeStateChanged {.., virtual_ips: 10.3.0.n} -> every node
 
 Checks: the address is in the owner's share of the pool (node k of 3
-hands out offsets k mod 3), every node's `phalanxctl pools` shows it
+hands out offsets k mod 3); a second End-User (namespace gwC, 192.0.2.3)
+gets another address; every node's `phalanxctl pools` shows both
 online; pings from the address reach hostA; the owner crashes; a survivor
 runs the IKE SA with the same SPIs and virtual IP, the pings go on after
 the handover, strongSwan's Child SA rekey and liveness checks are
-answered, no second IKE_SA_INIT; survivors still show one lease online
-and no conflict.
+answered, no second IKE_SA_INIT; the second End-User keeps its tunnel and
+address too; survivors still show both leases online and no conflict.
 """
 
 import ipaddress
@@ -27,8 +28,8 @@ import time
 import pytest
 
 import ikegw
-from cluster_ike import init_count, same_spi, wait_runner, wait_swan_sa
-from cluster_rw import POOL, leased, ping_from_vip, pool_online, start
+from cluster_ike import init_count, runner, same_spi, wait_runner, wait_swan_sa
+from cluster_rw import POOL, leased, ping_from_vip, pool_online, second_end_user, start
 from test_cluster_ike import _cluster
 
 
@@ -36,6 +37,18 @@ from test_cluster_ike import _cluster
 def topo(request, binaries):
     with _cluster(request) as cl:
         yield cl
+
+
+def runner_of(cl, nodes, spi_i, spi_r, seconds=5):
+    """The one node among `nodes` that runs the IKE SA of these SPIs."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = [i for i, sas in runner(cl, nodes).items()
+                 if any(same_spi(sa["spi_i"], spi_i) and same_spi(sa["spi_r"], spi_r) for sa in sas)]
+        if len(found) == 1:
+            return found[0]
+        assert time.monotonic() < deadline, "not one runner of the IKE SA: {}".format(found)
+        time.sleep(0.2)
 
 
 def test_virtual_ip_survives_the_serving_node(topo):
@@ -51,23 +64,31 @@ def test_virtual_ip_survives_the_serving_node(topo):
     owner, owned = wait_runner(cl, range(1, cl.nodes + 1))
     assert same_spi(owned[0]["spi_i"], spi_i), (owned, spi_i)
     assert leased(cl, owner) == [str(vip)], cl.gateways["n{}".format(owner)].ctl("ike")
+    # A second End-User from another address: its own address, whichever
+    # node serves it.
+    dave = second_end_user(cl, "dave@example.com")
+    dave.initiate("net", ike="home", timeout=20)
+    dave_vips = dave.list_sas()[0].get("local-vips", [])
+    assert len(dave_vips) == 1 and dave_vips != vips, (dave_vips, vips)
+    assert ipaddress.ip_address(dave_vips[0]) in ipaddress.ip_network(POOL)
     # The owner's share: node k (by id order, from 0) of 3 hands out
     # offsets k mod 3 of 10.3.0.1-10.3.0.254.
     offset = int(vip) - int(ipaddress.ip_address("10.3.0.1"))
     assert offset % cl.nodes == owner - 1, (vip, owner)
     for i in range(1, cl.nodes + 1):
         gw = cl.gateways["n{}".format(i)]
-        assert ikegw.wait_for(lambda: pool_online(gw).get("rw4") == 1, 5), (i, gw.ctl("pools"))
+        assert ikegw.wait_for(lambda: pool_online(gw).get("rw4") == 2, 5), (i, gw.ctl("pools"))
     assert ping_from_vip(cl).returncode == 0, "the End-User cannot reach hostA"
+    assert ping_from_vip(cl, ns="gwC").returncode == 0, "the second End-User cannot reach hostA"
     inits = init_count(charon)
+    dave_inits = init_count(dave)
 
     # The serving node loses power: a survivor runs the IKE SA on, with the
     # same address.
     cl.crash_node(owner)
     others = [i for i in range(1, cl.nodes + 1) if i != owner]
-    successor, sas_after = wait_runner(cl, others, seconds=5)
-    assert same_spi(sas_after[0]["spi_i"], spi_i) and same_spi(sas_after[0]["spi_r"], spi_r), sas_after
-    assert leased(cl, successor) == [str(vip)], cl.gateways["n{}".format(successor)].ctl("ike")
+    successor = runner_of(cl, others, spi_i, spi_r)
+    assert str(vip) in leased(cl, successor), cl.gateways["n{}".format(successor)].ctl("ike")
     time.sleep(1.0)
     proc = ping_from_vip(cl, count=20)
     assert proc.returncode == 0, "no traffic after the handover:\n" + proc.stdout
@@ -77,8 +98,11 @@ def test_virtual_ip_survives_the_serving_node(topo):
     assert charon.list_sas(), "strongSwan lost its IKE SA"
     assert charon.list_sas()[0].get("local-vips") == [str(vip)]
     assert init_count(charon) == inits, "the End-User renegotiated"
+    assert ping_from_vip(cl, ns="gwC").returncode == 0, "the second End-User lost its tunnel"
+    assert dave.list_sas()[0].get("local-vips") == dave_vips
+    assert init_count(dave) == dave_inits, "the second End-User renegotiated"
     for i in others:
         gw = cl.gateways["n{}".format(i)]
-        assert pool_online(gw).get("rw4") == 1, (i, gw.ctl("pools"))
+        assert pool_online(gw).get("rw4") == 2, (i, gw.ctl("pools"))
         counters = ikegw.flatten_counters(gw.ctl("counters"))
         assert ikegw.counter(counters, "virtual_ip_conflicts") == 0, counters
