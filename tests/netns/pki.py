@@ -145,13 +145,18 @@ def _resign_pss(cert, ca_key):
 
 
 # ------------------------------------------------------------ certificates
-def _builder(subject, issuer, public_key, days=30):
+def _builder(subject, issuer, public_key, days=30, expired=False):
+    """Valid from an hour ago for `days`; `expired`: valid 60 days until
+    yesterday."""
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    start, end = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=days)
+    if expired:
+        start, end = now - datetime.timedelta(days=60), now - datetime.timedelta(days=1)
     return (x509.CertificateBuilder()
             .subject_name(subject).issuer_name(issuer).public_key(public_key)
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=days)))
+            .not_valid_before(start)
+            .not_valid_after(end))
 
 
 def _sign(builder, kind, ca_key):
@@ -172,13 +177,14 @@ def make_ca(kind):
     return key, _sign(b, kind, key)
 
 
-def make_gateway_cert(kind, gw, ca_key, ca_cert):
-    """(key, certificate) for gateway `gw`, issued by the CA."""
+def make_gateway_cert(kind, gw, ca_key, ca_cert, expired=False):
+    """(key, certificate) for gateway `gw`, issued by the CA (`expired`:
+    its validity ended yesterday)."""
     fqdn, email, v4, v6 = GATEWAYS[gw]
     key = new_key(kind)
     sans = [x509.IPAddress(ipaddress.ip_address(v4)), x509.IPAddress(ipaddress.ip_address(v6)),
             x509.DNSName(fqdn), x509.RFC822Name(email)]
-    b = (_builder(_name(fqdn), ca_cert.subject, key.public_key())
+    b = (_builder(_name(fqdn), ca_cert.subject, key.public_key(), expired=expired)
          .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
          .add_extension(x509.SubjectAlternativeName(sans), critical=False)
          .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False))
@@ -195,9 +201,10 @@ def _key_pem(key):
                              serialization.NoEncryption())
 
 
-def build(directory, kind, gateways=("gwA", "gwB")):
+def build(directory, kind, gateways=("gwA", "gwB"), expired=()):
     """Writes the CA and the gateways' certificates and keys of `kind`
-    under directory/kind/; returns {"ca": path, gw: (cert path, key path)}."""
+    under directory/kind/ (those of `expired` no longer valid); returns
+    {"ca": path, gw: (cert path, key path)}."""
     out_dir = os.path.join(directory, kind)
     os.makedirs(out_dir, exist_ok=True)
     ca_key, ca_cert = make_ca(kind)
@@ -205,7 +212,7 @@ def build(directory, kind, gateways=("gwA", "gwB")):
     _write(paths["ca"], ca_cert.public_bytes(serialization.Encoding.PEM))
     _write(os.path.join(out_dir, "ca.key"), _key_pem(ca_key))
     for gw in gateways:
-        key, cert = make_gateway_cert(kind, gw, ca_key, ca_cert)
+        key, cert = make_gateway_cert(kind, gw, ca_key, ca_cert, expired=gw in expired)
         cert_path, key_path = os.path.join(out_dir, gw + ".pem"), os.path.join(out_dir, gw + ".key")
         _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
         _write(key_path, _key_pem(key))

@@ -41,6 +41,7 @@ kernel-libipsec (ESP in UDP). Checks:
     IKE SA (strongSwan sees the Delete) and leaves the other.
 """
 
+import os
 import re
 
 import ikegw
@@ -259,6 +260,45 @@ def test_eap_mschapv2_end_users(topo):
     assert ikegw.wait_for(lambda: 'unknown identity "carol@example.com"' in gw.log(), 5), gw.log()[-3000:]
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel"
     assert [c["identity"] for c in gw.gateway.ctl("clients")] == ["alice@example.com"]
+    assert gw.alive(), gw.log()[-3000:]
+
+
+def test_expired_client_certificate_is_refused(topo):
+    """An End-User authenticating with a certificate that expired
+    yesterday: phalanxd answers AUTHENTICATION_FAILED, says why in its log,
+    counts it (auth_failed) and keeps no IKE SA (valid certificates:
+    test_ike_interop.py)."""
+    expired = pki.build(os.path.join(topo.run_dir, "expired"), "ecdsa-p256", expired=("gwA",))
+    conn = ikegw.site_conn("gwB", False, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=expired,
+                           esp_proposals=["aes128gcm16-noesn"])
+    conn.name = "rw"
+    conn.remote_addr = None
+    conn.remote_id = None
+    conn.pools = [("rw4", POOL)]
+    conn.children[0].local_ts = [phxnet.SITEB[0]]
+    conn.children[0].remote_ts = ["0.0.0.0/0"]
+    gw = start_gateway(topo, conn)
+
+    def cert_client(paths):
+        c = ikegw.site_conn("gwA", True, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
+                            esp_proposals=["aes128gcm16-noesn"])
+        c.name = "home"
+        c.vips = ["0.0.0.0"]
+        c.children[0].local_ts = ["dynamic"]
+        c.children[0].remote_ts = [phxnet.SITEB[0]]
+        charon = swan.Charon(topo, "gwA", name="charon-cert")
+        charon.configure(c, install_virtual_ip=True)
+        charon.start()
+        charon.load()
+        return charon
+
+    alice = cert_client(expired)
+    assert alice.initiate("net", check=False, timeout=10).returncode != 0, "an expired certificate got through"
+    assert "AUTHENTICATION_FAILED" in alice.log(), alice.log()[-3000:]
+    assert ikegw.wait_for(lambda: "certificate expired" in gw.log(), 5), gw.log()[-3000:]
+    counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+    assert ikegw.counter(counters, "auth_failed", scope="ike") == 1, {k: v for k, v in counters.items() if "auth" in k}
+    assert not [sa for sa in gw.gateway.ctl("ike") if sa["state"] == "ESTABLISHED"], gw.gateway.ctl("ike")
     assert gw.alive(), gw.log()[-3000:]
 
 
