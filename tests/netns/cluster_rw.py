@@ -27,19 +27,22 @@ def cluster_conn():
     return conn
 
 
-def end_user_conn(identity=IDENTITY, local_addr=None):
+def end_user_conn(identity=IDENTITY, local_addr=None, mobike=False):
     """strongSwan as an End-User (at gwB by default): PSK, asks for an
-    address, site A."""
+    address, site A; MOBIKE (RFC 4555) with `mobike`."""
     vip, gwb = WAN["v4"]
     child = ikegw.Child(local_ts=["dynamic"], remote_ts=[SITE_A], esp_proposals=ESP)
     conn = ikegw.Conn(local_addr=local_addr or gwb, remote_addr=vip, local_id=identity, remote_id=vip,
                       children=[child], dpd_delay="2s")
     conn.name = "home"
     conn.vips = ["0.0.0.0"]
+    conn.mobike = mobike
     return conn
 
 
-def start(cl, lease_len=4096):
+def start(cl, lease_len=4096, mobike=False):
+    """Corosync, strongSwan at gwB as the End-User (from any of its
+    addresses with `mobike`), phalanxd on every node; the view complete."""
     cl.config_paths = {}
     for i in range(1, cl.nodes + 1):
         d = cl.node_dir(i)
@@ -56,7 +59,8 @@ def start(cl, lease_len=4096):
         cl.start_corosync(i)
     cl.wait_corosync(ids)
     charon = swan.Charon(cl, "gwB")
-    charon.configure(end_user_conn(), retransmit_tries=5, retransmit_timeout=1.0, install_virtual_ip=True)
+    conn = end_user_conn(local_addr="%any", mobike=True) if mobike else end_user_conn()
+    charon.configure(conn, retransmit_tries=5, retransmit_timeout=1.0, install_virtual_ip=True)
     charon.start()
     charon.load()
     for i in ids:

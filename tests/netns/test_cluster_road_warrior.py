@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+import cluster
 import ikegw
 from cluster_ike import init_count, runner, same_spi, wait_runner, wait_swan_sa
 from cluster_rw import POOL, leased, ping_from_vip, pool_online, second_end_user, start
@@ -106,3 +107,49 @@ def test_virtual_ip_survives_the_serving_node(topo):
         assert pool_online(gw).get("rw4") == 2, (i, gw.ctl("pools"))
         counters = ikegw.flatten_counters(gw.ctl("counters"))
         assert ikegw.counter(counters, "virtual_ip_conflicts") == 0, counters
+
+
+def move(cl, ns, old, new):
+    """The End-User's WAN address changes: `new` added, `old` removed."""
+    cl.run(ns, ["sysctl", "-qw", "net.ipv4.conf.wan0.promote_secondaries=1"])
+    cl.run(ns, ["ip", "addr", "add", new + "/24", "dev", "wan0"])
+    cl.run(ns, ["ip", "addr", "del", old + "/24", "dev", "wan0"])
+
+
+def remote_of(cl, i):
+    clients = cl.gateways["n{}".format(i)].ctl("clients")
+    return clients[0]["remote"] if clients else ""
+
+
+def test_mobike_end_user_moves_and_a_successor_follows(topo):
+    """MOBIKE on the cluster (RFC 4555): the End-User moves to another
+    address and sends UPDATE_SA_ADDRESSES; the node running its IKE SA
+    follows at once (same SPIs, traffic from the new address). That node
+    loses power; the successor, which knows MOBIKE was agreed from the
+    replicated state, follows the End-User's next move too. No
+    IKE_SA_INIT after the first."""
+    cl = topo
+    charon = start(cl, mobike=True)
+    charon.initiate("net", ike="home", timeout=20)
+    spi_i, spi_r, _ = wait_swan_sa(charon)
+    owner, _ = wait_runner(cl, range(1, cl.nodes + 1))
+    assert ping_from_vip(cl).returncode == 0
+    inits = init_count(charon)
+    first, second = "192.0.2.12", "192.0.2.13"
+    move(cl, "gwB", cluster.GWB_WAN, first)
+    assert ikegw.wait_for(lambda: remote_of(cl, owner).startswith(first + ":"), 15), \
+        (remote_of(cl, owner), charon.log()[-3000:])
+    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the move"
+
+    cl.crash_node(owner)
+    others = [i for i in range(1, cl.nodes + 1) if i != owner]
+    successor = runner_of(cl, others, spi_i, spi_r)
+    assert remote_of(cl, successor).startswith(first + ":"), remote_of(cl, successor)
+    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the handover"
+    move(cl, "gwB", first, second)
+    assert ikegw.wait_for(lambda: remote_of(cl, successor).startswith(second + ":"), 15), \
+        (remote_of(cl, successor), charon.log()[-3000:])
+    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the second move"
+    counters = ikegw.flatten_counters(cl.gateways["n{}".format(successor)].ctl("counters"))
+    assert ikegw.counter(counters, "mobike_updates", scope="ike") >= 1, counters
+    assert init_count(charon) == inits, "the End-User renegotiated"

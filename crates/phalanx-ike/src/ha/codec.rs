@@ -43,7 +43,7 @@ use crate::proposal::NegotiatedIke;
 mod child;
 
 /// The version of the encoding written here; the first octet. Version 2
-/// added the virtual IPs; version 1 is still read.
+/// added the virtual IPs and the MOBIKE flag; version 1 is still read.
 pub const STATE_VERSION: u8 = 2;
 
 /// Most virtual IPs of one IKE SA (one per family is what clients ask;
@@ -102,6 +102,8 @@ impl IkeSaState {
             self.nat.encap,
             self.nat.local_behind_nat,
             self.fragmentation,
+            // Version 2.
+            self.mobike,
         ]);
         w.raw(&self.spi_i);
         w.raw(&self.spi_r);
@@ -164,7 +166,8 @@ impl IkeSaState {
         }
         let generation = r.u64()?;
         let connection = r.str()?;
-        let [initiator, encap, local_behind_nat, fragmentation] = r.flags()?;
+        // Version 1 wrote four flags; its fifth bit is always clear.
+        let [initiator, encap, local_behind_nat, fragmentation, mobike] = r.flags()?;
         let spi_i = r.array()?;
         let spi_r = r.array()?;
         let suite = r.suite()?;
@@ -196,6 +199,7 @@ impl IkeSaState {
                 local_behind_nat,
             },
             fragmentation,
+            mobike,
             peer_id,
             message_ids,
             responses,

@@ -91,6 +91,7 @@ impl IkeSa {
                 local_behind_nat: self.local_behind_nat,
             },
             fragmentation: self.fragmentation,
+            mobike: self.mobike,
             peer_id: self.remote_identity.clone()?,
             message_ids: self.ha_message_ids(),
             responses: self.ha_responses(),

@@ -249,6 +249,7 @@ fn build_sa(
     sa.encap = state.nat.encap;
     sa.local_behind_nat = state.nat.local_behind_nat;
     sa.fragmentation = state.fragmentation;
+    sa.mobike = state.mobike;
     sa.remote_identity = Some(state.peer_id.clone());
     sa.virtual_ips = state
         .virtual_ips

@@ -52,6 +52,9 @@ pub struct IkeSaState {
     pub nat: NatState,
     /// Both sides announced IKE fragmentation (RFC 7383).
     pub fragmentation: bool,
+    /// MOBIKE agreed (RFC 4555): a successor follows the peer's
+    /// UPDATE_SA_ADDRESSES too.
+    pub mobike: bool,
     /// The peer's authenticated identity.
     pub peer_id: Identity,
     /// Both Message ID sequences and both windows (RFC 7296 §2.2, §2.3).

@@ -102,6 +102,7 @@ pub(crate) fn sample() -> IkeSaState {
             local_behind_nat: false,
         },
         fragmentation: true,
+        mobike: true,
         peer_id: Identity::Fqdn("b.example".to_owned()),
         message_ids: MessageIds {
             next_request_id: 5,
@@ -187,6 +188,7 @@ fn versions_truncation_and_trailing_octets_are_refused() {
 fn version_1_without_virtual_ips_is_read() {
     let mut state = sample();
     state.virtual_ips.clear();
+    state.mobike = false;
     let mut v1 = state.encode().to_vec();
     v1[0] = 1;
     // Version 2 ends with the virtual IPs' count (two octets, zero here).
@@ -425,6 +427,7 @@ fn arb_state() -> impl Strategy<Value = IkeSaState> {
                 local_behind_nat: head.1[2],
             },
             fragmentation: head.1[3],
+            mobike: head.1[4],
             peer_id: where_.4,
             message_ids: MessageIds {
                 next_request_id: ids[0],
