@@ -336,12 +336,13 @@ raw_esp = true
     if conn.remote_id:
         lines.append("remote_id = " + _toml_str(conn.remote_id))
     lines.append("auth = " + _toml_str(conn.auth))
-    if conn.auth == "psk":
+    if conn.auth == "psk" or conn.remote_auth == "psk":
         lines.append("psk = " + _toml_str(conn.psk))
-    else:
+    if conn.auth != "psk":
         lines += ["certificate = " + _toml_str(os.path.join(cert_dir, "cert.pem")),
-                  "private_key = " + _toml_str(os.path.join(cert_dir, "key.pem")),
-                  "ca = " + _toml_list([os.path.join(cert_dir, "ca.pem")])]
+                  "private_key = " + _toml_str(os.path.join(cert_dir, "key.pem"))]
+    if conn.auth != "psk" or conn.remote_auth == "pubkey":
+        lines.append("ca = " + _toml_list([os.path.join(cert_dir, "ca.pem")]))
     lines += ["proposals = " + _toml_list(conn.proposals), 'start_action = "none"',
               "dpd_delay = " + _toml_str(conn.dpd_delay), "rekey_time = " + _toml_str(conn.rekey_time)]
     if conn.rekey_jitter is not None:

@@ -131,7 +131,7 @@ def render_swanctl_conf(conn, cert_names=None):
         remote.append("id = \"{}\"".format(conn.remote_id))
     if conn.auth in ("pubkey", "eap-tls"):
         local.append("certs = " + cert_names["cert"])
-    if conn.auth in ("pubkey", "eap-mschapv2", "eap-tls"):
+    if conn.auth in ("pubkey", "eap-mschapv2", "eap-tls") or conn.swan_remote_auth == "pubkey":
         remote.append("cacerts = " + cert_names["ca"])
     lines = [
         "version = 2",
@@ -301,7 +301,7 @@ class Charon:
         with open(os.path.join(self.dir, "strongswan.conf"), "w") as f:
             f.write(render_strongswan_conf(self.dir, **conf_args))
         names = None
-        if conn.auth == "eap-mschapv2":
+        if conn.auth == "eap-mschapv2" or (conn.auth == "psk" and conn.swan_remote_auth == "pubkey"):
             names = {"ca": "ca.pem"}
             shutil.copy(conn.ca, os.path.join(self.dir, "x509ca", names["ca"]))
         if conn.auth in ("pubkey", "eap-tls"):

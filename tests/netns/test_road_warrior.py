@@ -302,6 +302,44 @@ def test_expired_client_certificate_is_refused(topo):
     assert gw.alive(), gw.log()[-3000:]
 
 
+def test_gateway_signs_and_the_end_user_shows_a_psk(topo):
+    """Local and remote authentication apart: phalanxd signs with its
+    certificate (`auth = "pubkey"`) and takes the End-User's PSK
+    (`remote_auth = "psk"`); strongSwan authenticates with the PSK and
+    checks the gateway's certificate (`remote { auth = pubkey }`)."""
+    paths = pki.build(topo.run_dir, "ecdsa-p256")
+    conn = ikegw.site_conn("gwB", False, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
+                           esp_proposals=["aes128gcm16-noesn"])
+    conn.name = "rw"
+    conn.remote_addr = None
+    conn.remote_id = None
+    conn.remote_auth = "psk"
+    conn.pools = [("rw4", POOL)]
+    conn.children[0].local_ts = [phxnet.SITEB[0]]
+    conn.children[0].remote_ts = ["0.0.0.0/0"]
+    gw = start_gateway(topo, conn)
+    c = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
+    c.name = "home"
+    c.local_id = "alice@example.com"
+    c.remote_id = pki.identity("gwB", "fqdn")
+    c.swan_remote_auth = "pubkey"
+    c.ca = paths["ca"]
+    c.vips = ["0.0.0.0"]
+    c.children[0].local_ts = ["dynamic"]
+    c.children[0].remote_ts = [phxnet.SITEB[0]]
+    alice = swan.Charon(topo, "gwA", name="charon-mixed")
+    alice.configure(c, install_virtual_ip=True)
+    alice.start()
+    alice.load()
+    alice.initiate("net")
+    assert re.fullmatch(r"10\.3\.0\.\d+", virtual_ip(alice))
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice cannot reach hostB"
+    log = alice.log()
+    assert "authentication of 'gw-b.example' with ECDSA" in log or "with ECDSA" in log, log[-3000:]
+    clients = {cl["identity"]: cl for cl in gw.gateway.ctl("clients")}
+    assert clients["alice@example.com"]["auth"] == "psk", clients
+
+
 def test_dual_stack_client_gets_an_address_of_each_family(topo):
     """(f) An End-User asking for both families (`vips = 0.0.0.0,::`) gets
     one address from the IPv4 pool and one from the IPv6 pool, and reaches

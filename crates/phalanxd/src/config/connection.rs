@@ -59,28 +59,8 @@ pub(crate) fn connection(
     name(source, &raw.name, &field("name"))?;
     let (local_addr, remote_addr) = addresses(ctx, &raw, &field)?;
     let remote_port = port(source, raw.remote_port.as_ref(), &field("remote_port"))?;
-    let (local_auth, mut remote_auth, fingerprint, chain_subject) = auth(ctx, &raw, &field)?;
-    let mut eap_radius = false;
-    if let Some(how) = &raw.remote_auth {
-        // RFC 7296 §2.16: the peer authenticates with EAP, we with `auth`.
-        match how.get_ref().as_str() {
-            "eap-mschapv2" => remote_auth = RemoteAuth::Eap,
-            "eap-radius" if ctx.radius => {
-                remote_auth = RemoteAuth::Eap;
-                eap_radius = true;
-            }
-            "eap-radius" => {
-                let msg = "remote_auth = \"eap-radius\" needs a [radius] section with its servers";
-                return Err(source.error(how.span(), field("remote_auth"), msg));
-            }
-            other => {
-                let msg = format!(
-                    "unknown remote_auth {other:?}; expected \"eap-mschapv2\" (local [[eap_secret]]) or \"eap-radius\" (EAP pass-through to [radius]), or leave it out: the peer then authenticates as `auth` says"
-                );
-                return Err(source.error(how.span(), field("remote_auth"), msg));
-            }
-        }
-    }
+    let (local_auth, remote_auth, fingerprint, chain_subject, eap_radius) =
+        auth(ctx, &raw, &field)?;
     let local_id = match &raw.local_id {
         Some(text) => identity(source, text, &field("local_id"))?,
         None => chain_subject.unwrap_or_else(|| Identity::from(local_addr)),
@@ -308,56 +288,192 @@ fn duration(
 }
 
 /// What the auth fields give: our credentials, what the peer must show,
-/// the files' fingerprint, and our certificate's subject (the default
-/// local identity with certificates).
+/// the files' fingerprint, our certificate's subject (the default local
+/// identity with certificates), and whether RADIUS authenticates the peer.
 type Auth = (
     LocalAuth,
     RemoteAuth,
     CredentialFingerprint,
     Option<Identity>,
+    bool,
 );
 
-/// `auth` and the fields it needs; fields of the other method are refused.
+/// How one side authenticates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Psk,
+    Pubkey,
+    /// EAP (RFC 7296 §2.16), the peer only; `true`: through RADIUS.
+    Eap(bool),
+}
+
+/// `auth` (ours; also spelt `local_auth`) and `remote_auth` (the peer's;
+/// as ours when absent), with the fields they need: `psk` when either
+/// side uses a PSK, `certificate` and `private_key` when we sign, `ca` when
+/// the peer signs (or beside our certificate). Fields neither uses are
+/// refused.
 fn auth(
     ctx: &Context<'_>,
     raw: &RawConnection,
     field: &dyn Fn(&str) -> String,
 ) -> Result<Auth, ConfigError> {
     let source = ctx.source;
-    let stray = |present: bool, name: &str, method: &str| -> Result<(), ConfigError> {
+    let local = match raw.auth.get_ref().as_str() {
+        "psk" => Method::Psk,
+        "pubkey" => Method::Pubkey,
+        other => {
+            let msg = format!("unknown auth {other:?}; expected \"psk\" or \"pubkey\"");
+            return Err(source.error(raw.auth.span(), field("auth"), msg));
+        }
+    };
+    let remote = match raw.remote_auth.as_ref() {
+        None => local,
+        Some(how) => match how.get_ref().as_str() {
+            "psk" => Method::Psk,
+            "pubkey" => Method::Pubkey,
+            "eap-mschapv2" => Method::Eap(false),
+            "eap-radius" if ctx.radius => Method::Eap(true),
+            "eap-radius" => {
+                let msg = "remote_auth = \"eap-radius\" needs a [radius] section with its servers";
+                return Err(source.error(how.span(), field("remote_auth"), msg));
+            }
+            other => {
+                let msg = format!(
+                    "unknown remote_auth {other:?}; expected \"psk\", \"pubkey\", \"eap-mschapv2\" (local [[eap_secret]]) or \"eap-radius\" (EAP pass-through to [radius]), or leave it out: the peer then authenticates as `auth` says"
+                );
+                return Err(source.error(how.span(), field("remote_auth"), msg));
+            }
+        },
+    };
+    let uses_psk = local == Method::Psk || remote == Method::Psk;
+    let stray = |present: bool, name: &str, why: &str| -> Result<(), ConfigError> {
         if present {
-            let msg = format!("not used with auth = \"{method}\"; remove it");
+            let msg = format!("not used: {why}; remove it");
             return Err(source.error(raw.auth.span(), field(name), msg));
         }
         Ok(())
     };
-    match raw.auth.get_ref().as_str() {
-        "psk" => {
-            stray(raw.certificate.is_some(), "certificate", "psk")?;
-            stray(raw.private_key.is_some(), "private_key", "psk")?;
-            stray(raw.ca.is_some(), "ca", "psk")?;
-            let Some(text) = &raw.psk else {
-                let msg = "auth = \"psk\" needs psk = \"<shared secret>\"";
-                return Err(source.error(raw.auth.span(), field("psk"), msg));
-            };
-            let secret =
-                psk(text.get_ref()).map_err(|m| source.error(text.span(), field("psk"), m))?;
-            Ok((
-                LocalAuth::Psk(secret.clone()),
-                RemoteAuth::Psk(secret),
-                CredentialFingerprint::default(),
-                None,
-            ))
-        }
-        "pubkey" => {
-            stray(raw.psk.is_some(), "psk", "pubkey")?;
-            pubkey(ctx, raw, field)
-        }
-        other => {
-            let msg = format!("unknown auth {other:?}; expected \"psk\" or \"pubkey\"");
-            Err(source.error(raw.auth.span(), field("auth"), msg))
-        }
+    stray(
+        raw.psk.is_some() && !uses_psk,
+        "psk",
+        "neither side authenticates with a PSK",
+    )?;
+    stray(
+        raw.certificate.is_some() && local != Method::Pubkey,
+        "certificate",
+        "we do not sign (auth is not \"pubkey\")",
+    )?;
+    stray(
+        raw.private_key.is_some() && local != Method::Pubkey,
+        "private_key",
+        "we do not sign (auth is not \"pubkey\")",
+    )?;
+    stray(
+        raw.ca.is_some() && local != Method::Pubkey && remote != Method::Pubkey,
+        "ca",
+        "the peer does not sign (remote_auth is not \"pubkey\")",
+    )?;
+    let secret = if uses_psk {
+        let Some(text) = &raw.psk else {
+            let msg = "a PSK side (auth or remote_auth = \"psk\") needs psk = \"<shared secret>\"";
+            return Err(source.error(raw.auth.span(), field("psk"), msg));
+        };
+        Some(psk(text.get_ref()).map_err(|m| source.error(text.span(), field("psk"), m))?)
+    } else {
+        None
+    };
+    let missing = |name: &str, what: &str, why: &str| {
+        let msg = format!("{why} needs {name} = {what}");
+        source.error(raw.auth.span(), field(name), msg)
+    };
+    // A missing field is named before any file is read, and every file is
+    // read before any is parsed: a file that cannot be read is named first.
+    if raw.ca.is_none() && remote == Method::Pubkey {
+        return Err(missing(
+            "ca",
+            "[\"<PEM file>\", ...]",
+            "a peer that signs (remote_auth = \"pubkey\")",
+        ));
     }
+    let mut signing = None;
+    if local == Method::Pubkey {
+        let why = "auth = \"pubkey\"";
+        let cert = raw
+            .certificate
+            .as_ref()
+            .ok_or_else(|| missing("certificate", "\"<PEM file>\"", why))?;
+        let key = raw
+            .private_key
+            .as_ref()
+            .ok_or_else(|| missing("private_key", "\"<PEM file>\"", why))?;
+        signing = Some((
+            credentials::read(source, ctx.base, cert, &field("certificate"))?,
+            credentials::read(source, ctx.base, key, &field("private_key"))?,
+        ));
+    }
+    // The CAs: required when the peer signs (checked above), read and
+    // checked whenever given.
+    let ca_files = match raw.ca.as_ref() {
+        None => None,
+        Some(ca) => {
+            if ca.get_ref().is_empty() {
+                return Err(source.error(ca.span(), field("ca"), "needs at least one CA file"));
+            }
+            let files = ca
+                .get_ref()
+                .iter()
+                .enumerate()
+                .map(|(n, f)| {
+                    credentials::read(source, ctx.base, f, &format!("{}[{n}]", field("ca")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(files)
+        }
+    };
+    let (local_auth, subject) = match (&signing, &secret) {
+        (Some((cert_file, key_file)), _) => {
+            let chain = credentials::certificate_chain(source, cert_file, &field("certificate"))?;
+            let subject = phalanx_ike::auth::certificate_subject(&chain[0]).map_err(|e| {
+                let msg = format!("{}: {e}", cert_file.path.display());
+                source.error(cert_file.span.clone(), field("certificate"), msg)
+            })?;
+            let signing_key = credentials::private_key(source, key_file, &field("private_key"))?;
+            (
+                LocalAuth::Signature {
+                    key: signing_key,
+                    chain,
+                },
+                Some(subject),
+            )
+        }
+        (None, Some(secret)) => (LocalAuth::Psk(secret.clone()), None),
+        // Checked above: we sign or have the PSK.
+        (None, None) => return Err(missing("psk", "\"<shared secret>\"", "auth")),
+    };
+    let anchors = match &ca_files {
+        Some(files) => Some(credentials::trust_anchors(source, files, &field("ca"))?),
+        None => None,
+    };
+    let files: Vec<_> = signing
+        .iter()
+        .flat_map(|(c, k)| [c, k])
+        .chain(ca_files.iter().flatten())
+        .collect();
+    let remote_auth = match (remote, secret, anchors) {
+        (Method::Psk, Some(secret), _) => RemoteAuth::Psk(secret),
+        (Method::Pubkey, _, Some(anchors)) => RemoteAuth::Signature { anchors },
+        (Method::Eap(_), _, _) => RemoteAuth::Eap,
+        // Checked above: a PSK side has its secret, a signing peer its CAs.
+        _ => return Err(missing("psk", "\"<shared secret>\"", "remote_auth")),
+    };
+    let fingerprint = credentials::fingerprint(files);
+    Ok((
+        local_auth,
+        remote_auth,
+        fingerprint,
+        subject,
+        remote == Method::Eap(true),
+    ))
 }
 
 /// A PSK: UTF-8 text, or `0x` and hex digits.
@@ -374,60 +490,6 @@ fn psk(text: &str) -> Result<Zeroizing<Vec<u8>>, String> {
         ));
     }
     Ok(bytes)
-}
-
-/// `certificate`, `private_key` and `ca`, read from their files.
-fn pubkey(
-    ctx: &Context<'_>,
-    raw: &RawConnection,
-    field: &dyn Fn(&str) -> String,
-) -> Result<Auth, ConfigError> {
-    let source = ctx.source;
-    let missing = |name: &str, what: &str| {
-        let msg = format!("auth = \"pubkey\" needs {name} = {what}");
-        source.error(raw.auth.span(), field(name), msg)
-    };
-    let cert = raw
-        .certificate
-        .as_ref()
-        .ok_or_else(|| missing("certificate", "\"<PEM file>\""))?;
-    let key = raw
-        .private_key
-        .as_ref()
-        .ok_or_else(|| missing("private_key", "\"<PEM file>\""))?;
-    let ca = raw
-        .ca
-        .as_ref()
-        .ok_or_else(|| missing("ca", "[\"<PEM file>\", ...]"))?;
-    if ca.get_ref().is_empty() {
-        return Err(source.error(ca.span(), field("ca"), "needs at least one CA file"));
-    }
-    let cert_file = credentials::read(source, ctx.base, cert, &field("certificate"))?;
-    let key_file = credentials::read(source, ctx.base, key, &field("private_key"))?;
-    let ca_files = ca
-        .get_ref()
-        .iter()
-        .enumerate()
-        .map(|(n, f)| credentials::read(source, ctx.base, f, &format!("{}[{n}]", field("ca"))))
-        .collect::<Result<Vec<_>, _>>()?;
-    let chain = credentials::certificate_chain(source, &cert_file, &field("certificate"))?;
-    let subject = phalanx_ike::auth::certificate_subject(&chain[0]).map_err(|e| {
-        let msg = format!("{}: {e}", cert_file.path.display());
-        source.error(cert_file.span.clone(), field("certificate"), msg)
-    })?;
-    let signing_key = credentials::private_key(source, &key_file, &field("private_key"))?;
-    let anchors = credentials::trust_anchors(source, &ca_files, &field("ca"))?;
-    let fingerprint =
-        credentials::fingerprint([&cert_file, &key_file].into_iter().chain(ca_files.iter()));
-    Ok((
-        LocalAuth::Signature {
-            key: signing_key,
-            chain,
-        },
-        RemoteAuth::Signature { anchors },
-        fingerprint,
-        Some(subject),
-    ))
 }
 
 /// A list of proposal strings (each may be `default` or several joined by

@@ -28,6 +28,7 @@ pub(crate) struct RawConnection {
     pub(crate) remote_port: Option<Spanned<u32>>,
     pub(crate) local_id: Option<Spanned<String>>,
     pub(crate) remote_id: Option<Spanned<String>>,
+    #[serde(alias = "local_auth")]
     pub(crate) auth: Spanned<String>,
     pub(crate) psk: Option<Spanned<String>>,
     pub(crate) certificate: Option<Spanned<String>>,

@@ -682,7 +682,7 @@ fn ike_errors_name_line_and_field() {
             "psk = \"a long shared secret\"\ncertificate = \"x.pem\"",
             21,
             "connection[0].certificate",
-            "not used with auth = \"psk\"",
+            "not used: we do not sign",
         ),
         (
             "\"aes256-sha256-modp2048\"]",
@@ -1139,4 +1139,87 @@ acct_port = 0"#;
     }
     let no_server = "[radius]\nnas_identifier = \"x\"";
     assert_eq!(error(&with(no_server)).field, "radius.server");
+}
+
+/// `auth` (alias `local_auth`) and `remote_auth` apart: we sign and the
+/// peer uses a PSK, or the other way round; each needs only its own
+/// fields.
+#[test]
+fn local_and_remote_authentication_configured_apart() {
+    use phalanx_ike::config::{LocalAuth, RemoteAuth};
+    let dir = std::env::temp_dir().join(format!("phalanxd-mixed-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["gw-a.example".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    std::fs::write(dir.join("certs/gw.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("certs/gw.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("certs/ca.pem"), ca.pem()).unwrap();
+    let load = |auth: &str| {
+        let text = IKE.replace("auth = \"psk\"\npsk = \"a long shared secret\"", auth);
+        let path = dir.join("gw.toml");
+        std::fs::write(&path, &text).unwrap();
+        Config::load(&path)
+    };
+    let site = |c: &Config| {
+        c.ike
+            .as_ref()
+            .unwrap()
+            .connection("site-b")
+            .unwrap()
+            .clone()
+    };
+
+    // We sign, the peer shows the PSK: no CA needed.
+    let c = load(
+        "local_auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/gw.key\"\nremote_auth = \"psk\"\npsk = \"a long shared secret\"",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let s = site(&c);
+    assert!(matches!(s.local_auth, LocalAuth::Signature { .. }));
+    assert!(matches!(s.remote_auth, RemoteAuth::Psk(ref p) if &p[..] == b"a long shared secret"));
+    // We show the PSK, the peer signs: its CA, no certificate of ours.
+    let c = load("auth = \"psk\"\npsk = \"a long shared secret\"\nremote_auth = \"pubkey\"\nca = [\"certs/ca.pem\"]")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let s = site(&c);
+    assert!(matches!(s.local_auth, LocalAuth::Psk(_)));
+    assert!(matches!(s.remote_auth, RemoteAuth::Signature { .. }));
+
+    // What a side does not use is refused; what it needs is named.
+    for (auth, field, fragment) in [
+        (
+            "auth = \"psk\"\npsk = \"a long shared secret\"\nremote_auth = \"pubkey\"",
+            "connection[0].ca",
+            "a peer that signs",
+        ),
+        (
+            "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/gw.key\"\nremote_auth = \"psk\"",
+            "connection[0].psk",
+            "needs psk",
+        ),
+        (
+            "auth = \"psk\"\npsk = \"a long shared secret\"\nremote_auth = \"pubkey\"\nca = [\"certs/ca.pem\"]\ncertificate = \"certs/gw.pem\"",
+            "connection[0].certificate",
+            "we do not sign",
+        ),
+        (
+            "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/gw.key\"\nca = [\"certs/ca.pem\"]\npsk = \"a long shared secret\"",
+            "connection[0].psk",
+            "neither side",
+        ),
+        (
+            "auth = \"psk\"\npsk = \"a long shared secret\"\nremote_auth = \"psk\"\nca = [\"certs/ca.pem\"]",
+            "connection[0].ca",
+            "the peer does not sign",
+        ),
+    ] {
+        let e = load(auth).unwrap_err();
+        assert_eq!(e.field, field, "{auth}: {e}");
+        assert!(e.message.contains(fragment), "{auth}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
