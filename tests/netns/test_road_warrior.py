@@ -35,6 +35,11 @@ kernel-libipsec (ESP in UDP). Checks:
     (a new one added, the old one removed) sends UPDATE_SA_ADDRESSES; the
     gateway follows at once, the same IKE SA and Child SA carry on, pings
     pass from the new address;
+(h) MOBIKE behind a masquerade under a 10 ms ping (test docstring): the
+    gateway follows the UPDATE_SA_ADDRESSES to the translated address, no
+    ping sent after the announcement is lost;
+(i) an expired End-User certificate is refused; a gateway that signs takes
+    End-Users who show a PSK (auth and remote_auth apart);
 (d) `phalanxctl clients` lists both with identity, address, outer address
     and traffic, `phalanxctl pools` the leases (online / offline as clients
     come and go), and `phalanxctl disconnect ADDRESS` deletes one client's
@@ -43,6 +48,7 @@ kernel-libipsec (ESP in UDP). Checks:
 
 import os
 import re
+import time
 
 import ikegw
 import phxnet
@@ -384,3 +390,80 @@ def test_mobike_client_moves_to_another_address(topo):
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "no traffic from the new address"
     counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
     assert ikegw.counter(counters, "mobike_updates") >= 1, counters
+
+
+def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
+    """MOBIKE through a NAT (RFC 4555 §3.5, RFC 7296 §2.23): alice in
+    hostA reaches the gateway through gwA, routed, not translated. She
+    moves to another address of her link (10.1.0.22) that gwA now
+    masquerades (nftables) behind 192.0.2.1, under a 10 ms ping to hostB:
+    strongSwan announces the move with UPDATE_SA_ADDRESSES (and NAT
+    detection), the gateway follows it to the translated address and port
+    at once, the IKE SA and Child SA are the same, and at most one ping
+    sent after the announcement is lost (one round trip here is ~1 ms,
+    under one 10 ms ping)."""
+    gw = gateway(topo)
+    topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
+    alice = client(topo, "hostA", "alice@example.com", "%any", mobike=True)
+    alice.initiate("net")
+    vip = virtual_ip(alice)
+    assert ping_from(topo, "hostA", phxnet.HOSTB_V4)
+    remote = lambda: (gw.gateway.ctl("clients") or [{"remote": ""}])[0]["remote"]  # noqa: E731
+    assert remote().startswith(phxnet.HOSTA_V4 + ":"), remote()
+    spis = [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")]
+
+    pinger = topo.popen("ping-move", "hostA", ["ping", "-D", "-i", "0.01", "-c", "600", "-W", "1", "-I", vip,
+                                               phxnet.HOSTB_V4])
+    time.sleep(1.0)
+    moved = "10.1.0.22"
+    topo.run("gwA", ["nft", "add", "table", "ip", "phx_nat"])
+    topo.run("gwA", ["nft", "add", "chain", "ip", "phx_nat", "post",
+                     "{ type nat hook postrouting priority 100 ; }"])
+    topo.run("gwA", ["nft", "add", "rule", "ip", "phx_nat", "post", "ip", "saddr", moved, "oifname", "wan0",
+                     "masquerade"])
+    topo.run("hostA", ["sysctl", "-qw", "net.ipv4.conf.eth0.promote_secondaries=1"])
+    topo.run("hostA", ["ip", "addr", "add", moved + "/24", "dev", "eth0"])
+    topo.run("hostA", ["ip", "addr", "del", phxnet.HOSTA_V4 + "/24", "dev", "eth0"])
+    topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
+    assert ikegw.wait_for(lambda: remote().startswith(phxnet.GWA_WAN_V4 + ":"), 15), (remote(), alice.log()[-3000:])
+    pinger.wait(20)
+    assert [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")] == spis, "a new IKE SA"
+    assert virtual_ip(alice) == vip
+    log = alice.log()
+    announced = [line for line in log.splitlines() if "UPDATE_SA_ADDRESSES" in line or "UPD_SA_ADDR" in line]
+    assert announced, log[-3000:]
+    # Pings sent after the announcement that got no answer.
+    t_announce = swan_time(announced[0])
+    lost = lost_after(topo.log_of("ping-move"), t_announce)
+    print("pings lost in all: {}; after the announcement: {}".format(
+        len(lost_after(topo.log_of("ping-move"), 0)), lost))
+    assert len(lost) <= 1, "pings lost after the move was announced: {}".format(lost)
+    assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "no traffic from behind the NAT"
+    counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+    assert ikegw.counter(counters, "mobike_updates", scope="ike") >= 1, counters
+
+
+def swan_time(line):
+    """The wall-clock time (epoch seconds, today) of a charon log line
+    ("HH:MM:SS.mmm 03[IKE] ...")."""
+    stamp = line.split()[0]
+    h, m, rest = stamp.split(":")
+    now = time.time()
+    midnight = now - (now % 86400)
+    t = midnight + int(h) * 3600 + int(m) * 60 + float(rest)
+    return t - 86400 if t > now + 60 else t
+
+
+def lost_after(ping_log, t):
+    """icmp_seq numbers sent after epoch time `t` with no reply, from
+    `ping -D -i 0.01` output (sends are 10 ms apart from the first)."""
+    replies = {}
+    for m in re.finditer(r"^\[(\d+\.\d+)\].*icmp_seq=(\d+)", ping_log, re.M):
+        replies[int(m.group(2))] = float(m.group(1))
+    if not replies:
+        return ["no reply at all"]
+    first_seq = min(replies)
+    t0 = replies[first_seq] - 0.002 - (first_seq - 1) * 0.01
+    last = max(replies)
+    return [seq for seq in range(1, last + 1)
+            if seq not in replies and t0 + (seq - 1) * 0.01 > t]
