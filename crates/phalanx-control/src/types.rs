@@ -328,6 +328,20 @@ pub struct NamedCounter {
     pub count: u64,
 }
 
+impl NamedCounter {
+    /// One counter per `(name, count)`, each name behind `prefix`
+    /// (`"radius_"` + `"accepts"`).
+    pub fn prefixed(prefix: &str, counters: &[(&str, u64)]) -> Vec<NamedCounter> {
+        counters
+            .iter()
+            .map(|(name, count)| NamedCounter {
+                name: format!("{prefix}{name}"),
+                count: *count,
+            })
+            .collect()
+    }
+}
+
 /// How busy one data-plane worker is.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerLoad {

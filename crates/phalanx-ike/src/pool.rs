@@ -125,6 +125,14 @@ impl AddressPool {
                 old.offset
             }
         };
+        self.hold_new(identity, offset);
+        Ok(self.address(offset))
+    }
+
+    /// The next offset never leased (skipping those a reconfiguration
+    /// carried over).
+    /// A new lease of `offset` for `identity`, held once.
+    fn hold_new(&mut self, identity: &str, offset: u128) {
         self.by_offset.insert(offset, identity.to_owned());
         self.by_identity.insert(
             identity.to_owned(),
@@ -134,11 +142,8 @@ impl AddressPool {
                 offline_since: None,
             },
         );
-        Ok(self.address(offset))
     }
 
-    /// The next offset never leased (skipping those a reconfiguration
-    /// carried over).
     /// The next never-leased offset of our share, or `None`.
     fn fresh(&mut self, part: Partition) -> Option<u128> {
         let (k, n) = (u128::from(part.node), u128::from(part.nodes.max(1)));
@@ -186,15 +191,7 @@ impl AddressPool {
                 conflict = lease.holders > 0;
             }
         }
-        self.by_offset.insert(offset, identity.to_owned());
-        self.by_identity.insert(
-            identity.to_owned(),
-            Lease {
-                offset,
-                holders: 1,
-                offline_since: None,
-            },
-        );
+        self.hold_new(identity, offset);
         conflict
     }
 

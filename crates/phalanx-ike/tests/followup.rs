@@ -51,26 +51,16 @@ fn hybrid_pair(seed: u64) -> IkePair {
     p
 }
 
-/// The keys each side installed per (SPI, direction).
-fn keys(p: &IkePair, side: Side, inbound: bool) -> Vec<(u32, Vec<u8>, Vec<u8>)> {
-    let mut out: Vec<_> = p
-        .events(side)
-        .into_iter()
-        .filter_map(|e| match (e, inbound) {
-            (SaEvent::InstallInbound(i), true) | (SaEvent::InstallOutbound(i), false) => {
-                Some((i.spi, i.encr_key.to_vec(), i.integ_key.to_vec()))
-            }
-            _ => None,
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// Each side's outbound SAs are keyed as the other side's inbound ones.
 fn same_keys(p: &IkePair) {
-    assert_eq!(keys(p, Side::A, false), keys(p, Side::B, true));
-    assert_eq!(keys(p, Side::B, false), keys(p, Side::A, true));
+    assert_eq!(
+        installed_keys(p, Side::A, false),
+        installed_keys(p, Side::B, true)
+    );
+    assert_eq!(
+        installed_keys(p, Side::B, false),
+        installed_keys(p, Side::A, true)
+    );
 }
 
 /// The exchanges of the requests sent from wire record `from` on, once

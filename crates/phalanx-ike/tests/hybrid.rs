@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use phalanx_ike::config::{ChildProposal, SaLifetimeConfig};
-use phalanx_ike::{Counter, SaEvent};
+use phalanx_ike::Counter;
 use phalanx_testkit::ike_pair::{IkePair, Side};
 use phalanx_wire::ike::iana::ExchangeType;
 
@@ -26,22 +26,6 @@ fn intermediate_ids(p: &IkePair) -> Vec<(bool, u32)> {
     ids.sort_unstable();
     ids.dedup();
     ids
-}
-
-/// The keys each side installed per (direction, SPI).
-fn keys(p: &IkePair, side: Side, inbound: bool) -> Vec<(u32, Vec<u8>, Vec<u8>)> {
-    let mut out: Vec<_> = p
-        .events(side)
-        .into_iter()
-        .filter_map(|e| match (e, inbound) {
-            (SaEvent::InstallInbound(i), true) | (SaEvent::InstallOutbound(i), false) => {
-                Some((i.spi, i.encr_key.to_vec(), i.integ_key.to_vec()))
-            }
-            _ => None,
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 fn additional(p: &IkePair, side: Side) -> u64 {
@@ -74,8 +58,14 @@ fn x25519_and_mlkem768_establish() {
     assert_eq!((additional(&p, Side::A), additional(&p, Side::B)), (1, 1));
     // Both sides derived the same keys: each one's outbound SA is keyed
     // as the other's inbound SA.
-    assert_eq!(keys(&p, Side::A, false), keys(&p, Side::B, true));
-    assert_eq!(keys(&p, Side::B, false), keys(&p, Side::A, true));
+    assert_eq!(
+        installed_keys(&p, Side::A, false),
+        installed_keys(&p, Side::B, true)
+    );
+    assert_eq!(
+        installed_keys(&p, Side::B, false),
+        installed_keys(&p, Side::A, true)
+    );
     let sa = &p.endpoint_ref(Side::A).ike_sas()[0];
     assert!(sa.algorithms.contains("+ "), "{}", sa.algorithms);
     teardown(&mut p);
@@ -95,8 +85,14 @@ fn two_additional_key_exchanges() {
         [(false, 1), (false, 2), (true, 1), (true, 2)]
     );
     assert_eq!((additional(&p, Side::A), additional(&p, Side::B)), (2, 2));
-    assert_eq!(keys(&p, Side::A, false), keys(&p, Side::B, true));
-    assert_eq!(keys(&p, Side::B, false), keys(&p, Side::A, true));
+    assert_eq!(
+        installed_keys(&p, Side::A, false),
+        installed_keys(&p, Side::B, true)
+    );
+    assert_eq!(
+        installed_keys(&p, Side::B, false),
+        installed_keys(&p, Side::A, true)
+    );
 }
 
 // The same suite without ML-KEM derives other Child SA keys: the
@@ -107,7 +103,10 @@ fn the_additional_exchange_changes_the_keys() {
     established(&mut hybrid);
     let mut plain = pair(DEFAULT_IKE, 402);
     established(&mut plain);
-    assert_ne!(keys(&hybrid, Side::A, true), keys(&plain, Side::A, true));
+    assert_ne!(
+        installed_keys(&hybrid, Side::A, true),
+        installed_keys(&plain, Side::A, true)
+    );
     assert_eq!(intermediate_ids(&plain), []);
 }
 
@@ -121,7 +120,10 @@ fn optional_addke_falls_back_to_none() {
     established(&mut p);
     assert_eq!(intermediate_ids(&p), []);
     assert_eq!((additional(&p, Side::A), additional(&p, Side::B)), (0, 0));
-    assert_eq!(keys(&p, Side::A, false), keys(&p, Side::B, true));
+    assert_eq!(
+        installed_keys(&p, Side::A, false),
+        installed_keys(&p, Side::B, true)
+    );
 }
 
 // A hybrid proposal first, a classic one second: a responder without
@@ -169,7 +171,10 @@ fn lost_intermediate_response_is_resent_from_the_cache() {
     assert!(a.get(Counter::RetransmitsSent) >= 1);
     assert!(b.get(Counter::RetransmitsAnswered) >= 1);
     assert_eq!((additional(&p, Side::A), additional(&p, Side::B)), (1, 1));
-    assert_eq!(keys(&p, Side::A, false), keys(&p, Side::B, true));
+    assert_eq!(
+        installed_keys(&p, Side::A, false),
+        installed_keys(&p, Side::B, true)
+    );
 }
 
 #[test]

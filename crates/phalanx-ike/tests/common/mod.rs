@@ -156,3 +156,25 @@ pub(crate) fn teardown(p: &mut IkePair) {
         p.endpoint_ref(Side::B).ike_sas()
     );
 }
+
+/// The keys a side installed, per (SPI, encryption key, integrity key),
+/// inbound or outbound, sorted.
+#[allow(dead_code)]
+pub(crate) fn installed_keys(
+    p: &IkePair,
+    side: Side,
+    inbound: bool,
+) -> Vec<(u32, Vec<u8>, Vec<u8>)> {
+    let mut out: Vec<_> = p
+        .events(side)
+        .into_iter()
+        .filter_map(|e| match (e, inbound) {
+            (SaEvent::InstallInbound(i), true) | (SaEvent::InstallOutbound(i), false) => {
+                Some((i.spi, i.encr_key.to_vec(), i.integ_key.to_vec()))
+            }
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}

@@ -385,30 +385,29 @@ impl EapBackend {
             return Vec::new();
         };
         let c = radius.relay.client().counters();
-        let named = |name: &str, count: u64| NamedCounter {
-            name: format!("radius_{name}"),
-            count,
-        };
-        vec![
-            named("access_requests", c.access_requests),
-            named("retransmits", c.retransmits),
-            named("challenges", c.challenges),
-            named("accepts", c.accepts),
-            named("rejects", c.rejects),
-            named("server_timeouts", c.server_timeouts),
-            named("failovers", c.failovers),
-            named("no_server", c.no_server),
-            named("answers_unmatched", c.answers_unmatched),
-            named("answers_invalid", c.answers_invalid),
-            named("answers_wrong_code", c.answers_wrong_code),
-            named("answers_unusable", c.answers_unusable),
-            named("accounting_requests", c.accounting_requests),
-            named("accounting_responses", c.accounting_responses),
-            named("accounting_lost", c.accounting_lost),
-            named("waiting", c.waiting),
-            named("send_errors", radius.send_errors),
-            named("recv_errors", radius.recv_errors),
-        ]
+        NamedCounter::prefixed(
+            "radius_",
+            &[
+                ("access_requests", c.access_requests),
+                ("retransmits", c.retransmits),
+                ("challenges", c.challenges),
+                ("accepts", c.accepts),
+                ("rejects", c.rejects),
+                ("server_timeouts", c.server_timeouts),
+                ("failovers", c.failovers),
+                ("no_server", c.no_server),
+                ("answers_unmatched", c.answers_unmatched),
+                ("answers_invalid", c.answers_invalid),
+                ("answers_wrong_code", c.answers_wrong_code),
+                ("answers_unusable", c.answers_unusable),
+                ("accounting_requests", c.accounting_requests),
+                ("accounting_responses", c.accounting_responses),
+                ("accounting_lost", c.accounting_lost),
+                ("waiting", c.waiting),
+                ("send_errors", radius.send_errors),
+                ("recv_errors", radius.recv_errors),
+            ],
+        )
     }
 }
 
