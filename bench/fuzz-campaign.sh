@@ -102,7 +102,9 @@ for target in "${targets[@]}"; do
     seeds="$(find "fuzz/seeds/$target" -type f | wc -l)"
     "${fuzz[@]}" coverage "$target" "fuzz/seeds/$target" >"$out/$target.cov.log" 2>&1 || true
     profdata="fuzz/coverage/$target/coverage.profdata"
-    bin="$(find fuzz/target -path "*coverage*" -type f -name "$target" -perm -u+x | head -n 1)"
+    # cargo fuzz coverage builds into the workspace's target directory
+    # (target/<triple>/coverage/...), not fuzz/target.
+    bin="$(find target fuzz/target -path "*/coverage/*" -type f -name "$target" -perm -u+x 2>/dev/null | head -n 1)"
     cover="-"
     if [ -f "$profdata" ] && [ -n "$bin" ]; then
         cover="$("$llvm_bin/llvm-cov" report "$bin" -instr-profile="$profdata" \
@@ -120,7 +122,7 @@ if [ "${FUZZ_NO_RESULTS:-0}" != 1 ]; then
         echo
         echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
         echo "- command: \`bench/fuzz-campaign.sh ${*:-} (FUZZ_MINUTES=$minutes FUZZ_JOBS=$jobs)\`, sanitizer $sanitizer"
-        echo "- $hours target-hours in all; line coverage by llvm-cov over the minimised seeds (fuzz/seeds), fuzz targets' own files excluded"
+        echo "- $hours target-hours in all; line coverage by llvm-cov over the minimised seeds (fuzz/seeds): the share of all lines of the workspace code linked into the target (every crate it pulls in, not only the parser it aims at), fuzz targets' own files excluded"
         echo
         echo "| target | minutes | executions | seeds after cmin | line coverage | crashes | rc |"
         echo "|---|---|---|---|---|---|---|"
