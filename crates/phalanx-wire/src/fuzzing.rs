@@ -11,6 +11,7 @@
 
 extern crate std;
 
+use core::hint::black_box;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use std::string::ToString;
 use std::vec;
@@ -37,27 +38,27 @@ pub fn ipv4(data: &[u8]) {
     let Ok(p) = Ipv4Packet::new_checked(data) else {
         return;
     };
-    let _ = (
+    let _ = black_box((
         p.version(),
         p.ihl(),
         p.dscp_ecn(),
         p.ident(),
         p.flags(),
         p.dont_frag(),
-    );
-    let _ = (
+    ));
+    let _ = black_box((
         p.more_frags(),
         p.frag_offset(),
         p.is_fragment(),
         p.ttl(),
         p.protocol(),
-    );
-    let _ = (
+    ));
+    let _ = black_box((
         p.checksum(),
         p.src_addr(),
         p.dst_addr(),
         p.verify_checksum(),
-    );
+    ));
     assert_eq!(p.header().len(), p.header_len());
     assert_eq!(p.options().len() + 20, p.header_len());
     assert_eq!(
@@ -79,30 +80,30 @@ pub fn ipv6(data: &[u8]) {
     let Ok(p) = Ipv6Packet::new_checked(data) else {
         return;
     };
-    let _ = (
+    let _ = black_box((
         p.version(),
         p.traffic_class(),
         p.flow_label(),
         p.next_header(),
-    );
-    let _ = (p.hop_limit(), p.src_addr(), p.dst_addr(), p.header());
+    ));
+    let _ = black_box((p.hop_limit(), p.src_addr(), p.dst_addr(), p.header()));
     assert_eq!(p.payload().len(), usize::from(p.payload_len()));
     for walk in [ipv6::upper_layer(&p), ipv6::ipsec_insertion_point(&p)] {
         let Ok(ul) = walk else { continue };
         assert!(ul.offset <= p.packet().len());
         assert!(ul.last_next_header_offset < ul.offset);
         assert_eq!(data[ul.last_next_header_offset], ul.protocol.0);
-        let _ = ul.is_later_fragment();
+        let _ = black_box(ul.is_later_fragment());
     }
     if let Ok(e) = Ipv6ExtHeader::new_checked(p.payload()) {
-        let _ = (e.next_header(), e.hdr_ext_len());
+        let _ = black_box((e.next_header(), e.hdr_ext_len()));
         assert_eq!(e.data().len() + 2, e.header_len());
         Ipv6Options::new(e.data()).flatten().for_each(|o| {
-            let _ = (o.action(), o.may_change(), &e.data()[o.data]);
+            let _ = black_box((o.action(), o.may_change(), &e.data()[o.data]));
         });
     }
     if let Ok(f) = Ipv6FragmentHeader::new_checked(p.payload()) {
-        let _ = (f.next_header(), f.frag_offset(), f.more_frags(), f.ident());
+        let _ = black_box((f.next_header(), f.frag_offset(), f.more_frags(), f.ident()));
     }
     if let Ok(repr) = Ipv6Repr::parse(&p) {
         let mut out = vec![0u8; repr.buffer_len()];
@@ -150,15 +151,15 @@ pub fn udp(data: &[u8]) {
     let Ok(p) = UdpPacket::new_checked(data) else {
         return;
     };
-    let _ = (
+    let _ = black_box((
         p.src_port(),
         p.dst_port(),
         p.is_empty(),
         p.checksum(),
         p.datagram(),
-    );
-    let _ = p.verify_checksum_v4(Ipv4Addr::LOCALHOST, Ipv4Addr::BROADCAST);
-    let _ = p.verify_checksum_v6(Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED);
+    ));
+    let _ = black_box(p.verify_checksum_v4(Ipv4Addr::LOCALHOST, Ipv4Addr::BROADCAST));
+    let _ = black_box(p.verify_checksum_v6(Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED));
     assert_eq!(p.payload().len() + udp::HEADER_LEN, usize::from(p.len()));
     if let Ok(repr) = UdpRepr::parse(&p) {
         let mut out = vec![0u8; repr.buffer_len()];
@@ -175,14 +176,14 @@ pub fn tcp(data: &[u8]) {
     let Ok(t) = TcpPacket::new_checked(data) else {
         return;
     };
-    let _ = (
+    let _ = black_box((
         t.src_port(),
         t.dst_port(),
         t.seq_number(),
         t.ack_number(),
         t.flags(),
-    );
-    let _ = (t.syn(), t.window(), t.checksum());
+    ));
+    let _ = black_box((t.syn(), t.window(), t.checksum()));
     assert_eq!(t.header_len() + t.payload().len(), data.len());
     assert_eq!(t.options().len() + 20, t.header_len());
 }
@@ -190,7 +191,7 @@ pub fn tcp(data: &[u8]) {
 /// ESP view and representation, and the plaintext trailer split.
 pub fn esp(data: &[u8]) {
     if let Ok(p) = EspPacket::new_checked(data) {
-        let _ = (p.spi(), p.sequence_number());
+        let _ = black_box((p.spi(), p.sequence_number()));
         assert_eq!(p.payload().len() + esp::HEADER_LEN, data.len());
         if let Ok(repr) = EspRepr::parse(&p) {
             let mut out = [0u8; esp::HEADER_LEN];
@@ -202,7 +203,7 @@ pub fn esp(data: &[u8]) {
         }
     }
     if let Ok(parts) = esp::split_plaintext(data) {
-        let _ = esp::is_default_padding(parts.padding);
+        let _ = black_box(esp::is_default_padding(parts.padding));
         assert_eq!(parts.padding.len(), usize::from(parts.trailer.pad_len));
         assert_eq!(
             parts.payload.len() + parts.padding.len() + esp::TRAILER_LEN,
@@ -216,14 +217,14 @@ pub fn ah(data: &[u8]) {
     let Ok(p) = AhPacket::new_checked(data) else {
         return;
     };
-    let _ = (
+    let _ = black_box((
         p.next_header(),
         p.payload_len(),
         p.reserved(),
         p.spi(),
         p.sequence_number(),
-    );
-    let _ = (p.check_alignment(true), p.check_alignment(false));
+    ));
+    let _ = black_box((p.check_alignment(true), p.check_alignment(false)));
     assert_eq!(ah::FIXED_LEN + p.icv().len(), p.header_len());
     assert_eq!(p.header_len() + p.payload().len(), data.len());
     if let Ok(repr) = AhRepr::parse(&p) {
@@ -289,10 +290,10 @@ pub fn ike_message(data: &[u8]) {
 
 /// Every header accessor, the header representation, and the payload walk.
 fn ike_header(h: &IkeHeader<&[u8]>) {
-    let _ = (h.initiator_spi(), h.responder_spi(), h.next_payload());
-    let _ = (h.major_version(), h.minor_version(), h.exchange_type());
-    let _ = (h.flags(), h.initiator(), h.version_flag(), h.response());
-    let _ = (h.message_id(), h.check_version());
+    let _ = black_box((h.initiator_spi(), h.responder_spi(), h.next_payload()));
+    let _ = black_box((h.major_version(), h.minor_version(), h.exchange_type()));
+    let _ = black_box((h.flags(), h.initiator(), h.version_flag(), h.response()));
+    let _ = black_box((h.message_id(), h.check_version()));
     let chain_len = h.payload_chain().len();
     assert_eq!(chain_len + IKE_HEADER_LEN, h.length() as usize);
     ike_walk(h.payloads(), chain_len);
