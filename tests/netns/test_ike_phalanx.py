@@ -222,3 +222,58 @@ def test_unknown_connection_and_wait_failure(topo):
     assert proc.returncode == 1, proc
     assert time.monotonic() - started < 15
     assert gw_a.alive()
+
+
+def test_hybrid_child_sa_stays_hybrid_across_rekeys(topo):
+    """IKE_FOLLOWUP_KE (RFC 9370 §2.2.4) between two phalanxd: an IKE SA of
+    X25519 + ML-KEM-768 (IKE_INTERMEDIATE) whose Child SA uses the same
+    pair with PFS. The Child SA rekeys by itself twice (rekey_time 12 s)
+    and the IKE SA once (rekey_time 25 s); after each, `phalanxctl ike`
+    still shows CURVE25519 and ML_KEM_768 for the current Child SA on both
+    sides, traffic passes, and nothing failed."""
+    conns = []
+    for gw, initiator in (("gwA", True), ("gwB", False)):
+        conn = ikegw.site_conn(gw, initiator, proposals=["aes256gcm16-prfsha384-x25519-ke1_mlkem768"],
+                               esp_proposals=["aes256gcm16-x25519-ke1_mlkem768"])
+        conn.rekey_time = "25s"
+        conn.rekey_jitter = "1s"
+        conn.children[0].rekey_time = "12s"
+        conn.children[0].rekey_jitter = "1s"
+        conns.append(conn)
+    conns[0].name, conns[1].name = "site-b", "site-a"
+    gw_a, gw_b = ikegw.PhalanxIke(topo, "gwA", conns[0]), ikegw.PhalanxIke(topo, "gwB", conns[1])
+    ikegw.start_all(gw_b, gw_a)
+    out = gw_a.gateway.ctl("initiate", gw_a.conn.name, "--wait", "20")
+    assert out["outcome"] == "established", out
+    first_ike = one_sa(gw_a)[0]
+    seen = set()
+
+    def current_children():
+        """Each side's one installed Child SA, or None mid-rekey."""
+        try:
+            return [one_sa(gw)[1] for gw in (gw_a, gw_b)]
+        except AssertionError:
+            return None
+
+    def check_hybrid(children):
+        for gw, child in zip((gw_a, gw_b), children):
+            assert child["key_exchanges"] == ["CURVE25519", "ML_KEM_768"], (gw.gw, child)
+        seen.add(children[0]["spi_in"])
+
+    check_hybrid(current_children())
+    check_pings(topo)
+    deadline = time.monotonic() + 45
+    while len(seen) < 3 and time.monotonic() < deadline:
+        time.sleep(1.0)
+        children = current_children()
+        if children is not None:
+            check_hybrid(children)
+    assert len(seen) >= 3, "two Child SA rekeys expected: {}".format(raw_ike(gw_a))
+    assert one_sa(gw_a)[0]["spi_i"] != first_ike["spi_i"], "the IKE SA rekeyed too"
+    check_pings(topo)
+    for gw in (gw_a, gw_b):
+        counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+        assert ikegw.counter(counters, "followup_ke_exchanges", scope="ike") >= 2, counters
+        assert ikegw.counter(counters, "child_sas_failed", scope="ike") == 0, counters
+        assert ikegw.counter(counters, "followup_ke_failed", scope="ike") == 0, counters
+        assert gw.alive(), gw.log()[-3000:]

@@ -88,6 +88,11 @@ pub struct ChildSaReport {
     pub bytes_out: u64,
     /// Packets sent.
     pub packets_out: u64,
+    /// The key exchange methods that made its keys: the KE transform and
+    /// each RFC 9370 additional one (`["CURVE25519", "ML_KEM_768"]`);
+    /// empty without PFS.
+    #[serde(default)]
+    pub key_exchanges: Vec<String>,
 }
 
 /// What `initiate` or `terminate` did.

@@ -79,6 +79,7 @@ fn ike_sa() -> IkeSaReport {
             bytes_in: 840,
             packets_in: 10,
             bytes_out: 1680,
+            key_exchanges: Vec::new(),
             packets_out: 20,
         }],
     }

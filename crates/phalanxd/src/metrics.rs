@@ -737,6 +737,7 @@ mod tests {
                 bytes_in: 0,
                 packets_in: 0,
                 bytes_out: 0,
+                key_exchanges: Vec::new(),
                 packets_out: 0,
             };
             let sa = |state: &str, children| IkeSaReport {

@@ -138,6 +138,7 @@ fn sample_ike_sa() -> IkeSaReport {
             bytes_in: 840,
             packets_in: 10,
             bytes_out: 840,
+            key_exchanges: Vec::new(),
             packets_out: 10,
         }],
     }

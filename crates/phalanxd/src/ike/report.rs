@@ -175,6 +175,7 @@ fn child_report(
         packets_in,
         bytes_out,
         packets_out,
+        key_exchanges: c.key_exchanges.iter().map(|k| format!("{k:?}")).collect(),
     }
 }
 
