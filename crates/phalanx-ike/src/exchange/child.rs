@@ -475,14 +475,12 @@ impl IkeSa {
         let (ni, nr) = nonces;
         let (shared, ker) = pfs_answer(ctx, &negotiated, kei)?;
         let spi_in = ctx.new_child_spi();
-        let mut payloads = Vec::new();
+        let mut payloads = vec![Payload::Sa(negotiated.answer_payload(spi_in))];
         if transport {
-            payloads.push(notify(NotifyType::USE_TRANSPORT_MODE, Vec::new()));
+            payloads.insert(0, notify(NotifyType::USE_TRANSPORT_MODE, Vec::new()));
         }
-        payloads.push(Payload::Sa(negotiated.answer_payload(spi_in)));
-        if create {
-            payloads.push(Payload::Nonce(NoncePayload { data: nr.to_vec() }));
-        }
+        // Nr only in CREATE_CHILD_SA (IKE_AUTH's nonces are IKE_SA_INIT's).
+        payloads.extend(create.then(|| Payload::Nonce(NoncePayload { data: nr.to_vec() })));
         payloads.extend(ker.map(Payload::Ke));
         payloads.push(Payload::Tsi(TsPayload::new(remote_ts.clone())));
         payloads.push(Payload::Tsr(TsPayload::new(local_ts.clone())));
@@ -506,13 +504,9 @@ impl IkeSa {
             payloads.push(notify(NotifyType::ADDITIONAL_KEY_EXCHANGE, link));
             return Ok((payloads, None));
         }
-        let new = match self.key_child(ctx, draft, &secrets) {
-            Ok(new) => new,
-            Err(e) => {
-                ctx.free_child_spi(spi_in);
-                return Err(e);
-            }
-        };
+        let new = self
+            .key_child(ctx, draft, &secrets)
+            .inspect_err(|_| ctx.free_child_spi(spi_in))?;
         self.add_child(ctx, new, false);
         Ok((payloads, Some(spi_in)))
     }
