@@ -4,6 +4,7 @@ End-User, and views of the leases (tests/netns/test_cluster_road_warrior.py,
 bench/rw-cluster-download.py)."""
 
 import os
+import shutil
 
 import cluster
 import ikegw
@@ -12,11 +13,15 @@ import swan
 from cluster_ike import ESP, SITE_A, SWAN_REPLAY_WINDOW, WAN
 
 POOL = "10.3.0.0/24"
+# EAP-MSCHAPv2 End-Users of the cluster (identity -> password).
+EAP_USERS = {"carol@example.com": "carol's password", "dave@example.com": "dave's password"}
 IDENTITY = "carol@example.com"
 
 
-def cluster_conn():
-    """The cluster's side: any End-User with the PSK, site A, the pool."""
+def cluster_conn(eap_paths=None):
+    """The cluster's side: any End-User with the PSK, site A, the pool;
+    with `eap_paths` (pki.build's), its certificate (gwA's, which names
+    192.0.2.1) and EAP-MSCHAPv2 for the End-Users."""
     vip, _ = WAN["v4"]
     child = ikegw.Child(local_ts=[SITE_A], remote_ts=["0.0.0.0/0"], esp_proposals=ESP,
                         peer_replay_window=SWAN_REPLAY_WINDOW)
@@ -24,12 +29,20 @@ def cluster_conn():
                       initiator=False, dpd_delay="3s")
     conn.name = "rw"
     conn.pools = [("rw4", POOL)]
+    if eap_paths:
+        conn.auth = "pubkey"
+        conn.cert, conn.key = eap_paths["gwA"]
+        conn.ca = eap_paths["ca"]
+        conn.remote_auth = "eap-mschapv2"
+        conn.eap_secrets = list(EAP_USERS.items())
     return conn
 
 
-def end_user_conn(identity=IDENTITY, local_addr=None, mobike=False):
+def end_user_conn(identity=IDENTITY, local_addr=None, mobike=False, eap_paths=None):
     """strongSwan as an End-User (at gwB by default): PSK, asks for an
-    address, site A; MOBIKE (RFC 4555) with `mobike`."""
+    address, site A; MOBIKE (RFC 4555) with `mobike`; EAP-MSCHAPv2 with
+    its password from EAP_USERS, checking the cluster's certificate, with
+    `eap_paths`."""
     vip, gwb = WAN["v4"]
     child = ikegw.Child(local_ts=["dynamic"], remote_ts=[SITE_A], esp_proposals=ESP)
     conn = ikegw.Conn(local_addr=local_addr or gwb, remote_addr=vip, local_id=identity, remote_id=vip,
@@ -37,16 +50,27 @@ def end_user_conn(identity=IDENTITY, local_addr=None, mobike=False):
     conn.name = "home"
     conn.vips = ["0.0.0.0"]
     conn.mobike = mobike
+    if eap_paths:
+        conn.auth = "eap-mschapv2"
+        conn.psk = EAP_USERS.get(identity, "not a known password")
+        conn.ca = eap_paths["ca"]
     return conn
 
 
-def start(cl, lease_len=4096, mobike=False):
+def start(cl, lease_len=4096, mobike=False, eap_paths=None):
     """Corosync, strongSwan at gwB as the End-User (from any of its
-    addresses with `mobike`), phalanxd on every node; the view complete."""
+    addresses with `mobike`; EAP-MSCHAPv2 with `eap_paths`), phalanxd on
+    every node; the view complete."""
     cl.config_paths = {}
     for i in range(1, cl.nodes + 1):
         d = cl.node_dir(i)
-        text = ikegw.render_phalanx_toml(cluster_conn(), "A", d)
+        conn = cluster_conn(eap_paths)
+        if eap_paths:
+            certs = os.path.join(d, "certs")
+            os.makedirs(certs, exist_ok=True)
+            for src, dst in ((conn.cert, "cert.pem"), (conn.key, "key.pem"), (conn.ca, "ca.pem")):
+                shutil.copy(src, os.path.join(certs, dst))
+        text = ikegw.render_phalanx_toml(conn, "A", d)
         text = text.replace(os.path.join(d, "gwA.sock"), os.path.join(d, "phalanxd.sock"))
         text += cluster.cluster_table(i, cl.nodes, "packet-rr", lease_len=lease_len, outside=WAN["v4"][0],
                                       inside=cl.vips_in)
@@ -59,7 +83,7 @@ def start(cl, lease_len=4096, mobike=False):
         cl.start_corosync(i)
     cl.wait_corosync(ids)
     charon = swan.Charon(cl, "gwB")
-    conn = end_user_conn(local_addr="%any", mobike=True) if mobike else end_user_conn()
+    conn = end_user_conn(local_addr="%any", mobike=True) if mobike else end_user_conn(eap_paths=eap_paths)
     charon.configure(conn, retransmit_tries=5, retransmit_timeout=1.0, install_virtual_ip=True)
     charon.start()
     charon.load()

@@ -29,6 +29,7 @@ import pytest
 
 import cluster
 import ikegw
+import pki
 from cluster_ike import init_count, runner, same_spi, wait_runner, wait_swan_sa
 from cluster_rw import POOL, leased, ping_from_vip, pool_online, second_end_user, start
 from test_cluster_ike import _cluster
@@ -153,3 +154,31 @@ def test_mobike_end_user_moves_and_a_successor_follows(topo):
     counters = ikegw.flatten_counters(cl.gateways["n{}".format(successor)].ctl("counters"))
     assert ikegw.counter(counters, "mobike_updates", scope="ike") >= 1, counters
     assert init_count(charon) == inits, "the End-User renegotiated"
+
+
+def test_eap_end_user_on_the_cluster(topo):
+    """EAP-MSCHAPv2 on the cluster (RFC 7296 §2.16): the node that owns
+    the End-User's segment signs with the cluster's certificate and runs
+    EAP against its [[eap_secret]]s; the End-User gets an address and
+    reaches hostA (wrong passwords: test_road_warrior.py, the same code).
+    Then the serving node loses power and the successor carries the
+    established IKE SA on (EAP is over by then: nothing of it needs
+    replicating)."""
+    cl = topo
+    paths = pki.build(cl.run_dir, "ecdsa-p256")
+    charon = start(cl, eap_paths=paths)
+    charon.initiate("net", ike="home", timeout=20)
+    assert "EAP method EAP_MSCHAPV2 succeeded" in charon.log(), charon.log()[-3000:]
+    spi_i, spi_r, _ = wait_swan_sa(charon)
+    owner, _ = wait_runner(cl, range(1, cl.nodes + 1))
+    assert ping_from_vip(cl).returncode == 0, "the End-User cannot reach hostA"
+    clients = cl.gateways["n{}".format(owner)].ctl("clients")
+    assert clients and clients[0]["auth"] == "eap-mschapv2", clients
+    inits = init_count(charon)
+
+    cl.crash_node(owner)
+    others = [i for i in range(1, cl.nodes + 1) if i != owner]
+    successor = runner_of(cl, others, spi_i, spi_r)
+    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the handover"
+    assert init_count(charon) == inits, "the End-User renegotiated"
+    assert successor in others

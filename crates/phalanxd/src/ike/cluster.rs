@@ -233,6 +233,9 @@ pub struct ClusterIke {
     /// Own states on their way through the log, per IKE SA.
     in_flight: OwnInFlight,
     counters: ClusterIkeCounters,
+    /// EAP messages of End-Users for the driver's EAP backend: they wait
+    /// for nothing in the log (an exchange in progress is not replicated).
+    eap_requests: Vec<SaEvent>,
 }
 
 /// Removes `start_action = "start"` from `config` (in cluster mode the
@@ -292,7 +295,13 @@ impl ClusterIke {
             next_hold: 1,
             in_flight: OwnInFlight::default(),
             counters: ClusterIkeCounters::default(),
+            eap_requests: Vec::new(),
         }
+    }
+
+    /// The EAP messages the last flushes set aside, oldest first.
+    pub fn take_eap_requests(&mut self) -> Vec<SaEvent> {
+        std::mem::take(&mut self.eap_requests)
     }
 
     /// The bridge's descriptor, to poll.
@@ -523,6 +532,7 @@ impl ClusterIke {
                 SaEvent::IkeStateChanged { .. } | SaEvent::IkeStateRemoved { .. } => {
                     waits = self.replicate(event).or(waits);
                 }
+                SaEvent::EapRequest { .. } => self.eap_requests.push(event),
                 other => batch.events.push(other),
             }
         }

@@ -29,7 +29,7 @@ use std::time::{Instant, SystemTime};
 use phalanx_control::{ActionResult, ErrorCode, NamedCounter};
 use phalanx_ike::auth::UnixTime;
 use phalanx_ike::config::EndpointConfig;
-use phalanx_ike::{Datagram, Endpoint, IkeError, IkeSaInfo, IkeSaState, SaEvent};
+use phalanx_ike::{Datagram, EapAnswer, Endpoint, IkeError, IkeSaInfo, IkeSaState, SaEvent};
 use phalanx_io::poll::{Interest, PollSet, Waker};
 
 use super::apply::{apply, Notes};
@@ -47,6 +47,9 @@ const SOCKET_BURST: usize = 64;
 
 /// Queued worker messages handled per round at most.
 const INBOX_BURST: usize = 1024;
+
+/// Flushes per round on a cluster node while the EAP backend answers.
+const EAP_ROUNDS: usize = 4;
 
 /// What the IKE thread is built from.
 pub struct DriverParts {
@@ -451,7 +454,26 @@ impl Driver {
     /// an inbound SA is installed before the message announcing it leaves).
     fn flush(&mut self, now: Instant) {
         if self.cluster.is_some() {
-            self.with_cluster(now, |cluster, now, io| cluster.flush(now, io, true));
+            // EAP answers make new events: flush until none is left (an
+            // exchange needs one round per message; a few are plenty).
+            for _ in 0..EAP_ROUNDS {
+                self.with_cluster(now, |cluster, now, io| cluster.flush(now, io, true));
+                let requests = self
+                    .cluster
+                    .as_mut()
+                    .map(ClusterIke::take_eap_requests)
+                    .unwrap_or_default();
+                let mut answered = false;
+                for event in &requests {
+                    if let Some((ike_sa, answer)) = self.answer_eap(now, event) {
+                        self.endpoint.handle_eap(now, ike_sa, answer);
+                        answered = true;
+                    }
+                }
+                if !answered {
+                    break;
+                }
+            }
             return;
         }
         let peers: HashMap<String, String> = self.peers();
@@ -463,24 +485,9 @@ impl Driver {
         let mut sampled = false;
         while let Some(event) = self.endpoint.poll_event() {
             match &event {
-                SaEvent::EapRequest {
-                    connection,
-                    ike_sa,
-                    peer_id,
-                    local,
-                    remote,
-                    message,
-                } => {
-                    let request = EapRequest {
-                        connection,
-                        ike_sa: *ike_sa,
-                        peer_id,
-                        local: *local,
-                        remote: *remote,
-                        message,
-                    };
-                    if let Some(answer) = self.eap.request(now, &request) {
-                        self.endpoint.handle_eap(now, *ike_sa, answer);
+                SaEvent::EapRequest { .. } => {
+                    if let Some((ike_sa, answer)) = self.answer_eap(now, &event) {
+                        self.endpoint.handle_eap(now, ike_sa, answer);
                     }
                     continue;
                 }
@@ -521,6 +528,33 @@ impl Driver {
             self.sockets.send(&transmit);
         }
         self.eap.transmit();
+    }
+
+    /// The EAP backend's immediate answer to an `EapRequest` event: (IKE
+    /// SA, answer), or `None` (discarded, or RADIUS answers later).
+    fn answer_eap(&mut self, now: Instant, event: &SaEvent) -> Option<(u64, EapAnswer)> {
+        let SaEvent::EapRequest {
+            connection,
+            ike_sa,
+            peer_id,
+            local,
+            remote,
+            message,
+        } = event
+        else {
+            return None;
+        };
+        let request = EapRequest {
+            connection,
+            ike_sa: *ike_sa,
+            peer_id,
+            local: *local,
+            remote: *remote,
+            message,
+        };
+        self.eap
+            .request(now, &request)
+            .map(|answer| (*ike_sa, answer))
     }
 
     /// Runs `step` of the cluster part with the thread's endpoint, sockets

@@ -7,6 +7,11 @@
 //!   its SA, and a packet without one must not make every node start IKE.
 //! - `mode = "transport"`: the cluster tunnels between the virtual
 //!   addresses; a transport-mode SA's packets are addressed to a node.
+//! - `remote_auth = "eap-radius"`: RADIUS accounting sessions live on the
+//!   node that runs the IKE SA and are not replicated (a successor would
+//!   never send their Stop). EAP-MSCHAPv2 with local secrets works: an
+//!   exchange in progress is not replicated, so an End-User whose node
+//!   fails mid-EAP starts again; established IKE SAs replicate as usual.
 //! - `ah_proposals`: AH is not carried by the cluster worker (as for a
 //!   static `protocol = "ah"` SA).
 //! - `rekey_bytes` / `rekey_packets`: each node counts only the packets it
@@ -39,8 +44,12 @@ pub(crate) fn check(
                 ));
             }
         }
-        if let Some(how) = &conn.remote_auth {
-            let msg = "EAP (remote_auth) is not carried by a cluster node yet: an exchange in progress is not replicated (host mode only)";
+        if let Some(how) = conn
+            .remote_auth
+            .as_ref()
+            .filter(|h| h.get_ref() == "eap-radius")
+        {
+            let msg = "remote_auth = \"eap-radius\" is not available on a cluster node yet: RADIUS accounting sessions are not replicated (use \"eap-mschapv2\", or host mode)";
             return Err(source.error(how.span(), format!("connection[{i}].remote_auth"), msg));
         }
         for (j, child) in conn.child.iter().enumerate() {

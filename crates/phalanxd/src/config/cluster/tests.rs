@@ -469,9 +469,9 @@ fn cluster_with_ike() {
         ),
         (
             "start_action = \"start\"",
-            "start_action = \"start\"\nremote_auth = \"eap-mschapv2\"",
+            "start_action = \"start\"\nremote_auth = \"eap-radius\"",
             "connection[0].remote_auth",
-            "not carried by a cluster node",
+            "accounting sessions are not replicated",
         ),
     ];
     for (from, to, field, fragment) in cases {
