@@ -46,6 +46,7 @@ kernel-libipsec (ESP in UDP). Checks:
     IKE SA (strongSwan sees the Delete) and leaves the other.
 """
 
+import json
 import os
 import re
 import time
@@ -396,7 +397,9 @@ def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
     """MOBIKE through a NAT (RFC 4555 §3.5, RFC 7296 §2.23): alice in
     hostA reaches the gateway through gwA, routed, not translated. She
     moves to another address of her link (10.1.0.22) that gwA now
-    masquerades (nftables) behind 192.0.2.1, under a 10 ms ping to hostB:
+    masquerades (nftables) behind 192.0.2.1, under a 10 ms ping to hostB
+    and a TCP download from hostB (iperf3 -R, 20 Mbit/s, 5 s, which must
+    finish):
     strongSwan announces the move with UPDATE_SA_ADDRESSES (and NAT
     detection), the gateway follows it to the translated address and port
     at once, the IKE SA and Child SA are the same, and at most one ping
@@ -414,6 +417,11 @@ def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
 
     pinger = topo.popen("ping-move", "hostA", ["ping", "-D", "-i", "0.01", "-c", "600", "-W", "1", "-I", vip,
                                                phxnet.HOSTB_V4])
+    # A TCP download across the move (hostB sends to alice's address).
+    topo.popen("iperf3-s", "hostB", ["iperf3", "-s", "-1", "-B", phxnet.HOSTB_V4])
+    time.sleep(0.3)
+    download = topo.popen("iperf3-c", "hostA", ["iperf3", "-c", phxnet.HOSTB_V4, "-B", vip, "-R", "-t", "5",
+                                                "-b", "20M", "-J"])
     time.sleep(1.0)
     moved = "10.1.0.22"
     topo.run("gwA", ["nft", "add", "table", "ip", "phx_nat"])
@@ -427,6 +435,10 @@ def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
     topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
     assert ikegw.wait_for(lambda: remote().startswith(phxnet.GWA_WAN_V4 + ":"), 15), (remote(), alice.log()[-3000:])
     pinger.wait(20)
+    download.wait(30)
+    report = json.loads(topo.log_of("iperf3-c") or "{}")
+    received = report.get("end", {}).get("sum_received", {}).get("bytes", 0)
+    assert download.returncode == 0 and received > 0, topo.log_of("iperf3-c")[-2000:]
     assert [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")] == spis, "a new IKE SA"
     assert virtual_ip(alice) == vip
     log = alice.log()
