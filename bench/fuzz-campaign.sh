@@ -88,7 +88,8 @@ for target in "${targets[@]}"; do
     rc="$(cat "$out/$target.rc" 2>/dev/null || echo 1)"
     # No log with FUZZ_MINUTES=0 (nothing ran): executions "?".
     execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$target.log" 2>/dev/null | grep -o '[0-9]*$' | tail -n 1 || true)"
-    found="$(find "fuzz/artifacts/$target" -type f -newer "$out" 2>/dev/null | wc -l)"
+    # No artifacts directory when the target never ran or never crashed.
+    found="$(find "fuzz/artifacts/$target" -type f -newer "$out" 2>/dev/null | wc -l || true)"
     crashes=$((crashes + found))
     # Minimise into the committed seeds (cmin keeps the inputs that add
     # coverage).
