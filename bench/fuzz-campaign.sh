@@ -92,7 +92,10 @@ for target in "${targets[@]}"; do
     found="$(find "fuzz/artifacts/$target" -type f -newer "$out" 2>/dev/null | wc -l || true)"
     crashes=$((crashes + found))
     # Minimise into the committed seeds (cmin keeps the inputs that add
-    # coverage).
+    # coverage). libFuzzer writes only new inputs into the corpus
+    # directory: the seeds it started from join it first, or cmin drops
+    # them.
+    cp -n "fuzz/seeds/$target"/* "fuzz/corpus/$target"/ 2>/dev/null || true
     rm -rf "$out/cmin-$target"
     mkdir -p "$out/cmin-$target"
     "${fuzz[@]}" cmin -s "$sanitizer" -O "$target" "fuzz/corpus/$target" -- "$out/cmin-$target" \
