@@ -53,9 +53,11 @@
 //! and honoured.
 //!
 //! End-Users (responder): EAP relayed to a backend outside the crate
-//! (RFC 7296 §2.16), virtual IPs from pools in CFG_REPLY (§2.19), the final
-//! connection chosen by identity at IKE_AUTH, MOBIKE address updates
-//! (RFC 4555, responder).
+//! (RFC 7296 §2.16; an address the backend assigns is the virtual IP),
+//! virtual IPs from pools in CFG_REPLY (§2.19; on a cluster carried in the
+//! replicated state, fresh addresses partitioned by node, [`pool`]), the
+//! final connection chosen by identity at IKE_AUTH, MOBIKE address updates
+//! (RFC 4555, responder; the agreement replicated too).
 //!
 //! Not implemented here: MOBIKE as initiator and the responder's
 //! return-routability check.
