@@ -12,12 +12,11 @@
 //!
 //! On a cluster each node keeps its own pools, in step through the
 //! replicated IKE SA state: every node marks the addresses of every IKE
-//! SA's snapshot leased ([`AddressPools::adopt`]) and gives them back when
-//! the IKE SA is gone. Two nodes never hand out one fresh address because
-//! each hands out only its own share ([`AddressPools::set_partition`]: the
-//! offsets `k mod n` of node `k` of `n`), and reclaims only offline leases
-//! of its share; an identity's own offline lease comes back to it on any
-//! node.
+//! SA's snapshot leased and gives them back when the IKE SA is gone. Two
+//! nodes never hand out one fresh address because each hands out only its
+//! own share (a [`Partition`]: the offsets `k mod n` of node `k` of `n`),
+//! and reclaims only offline leases of its share; an identity's own
+//! offline lease comes back to it on any node.
 
 use core::net::IpAddr;
 use std::collections::{BTreeMap, HashMap};
