@@ -227,17 +227,17 @@ def test_unknown_connection_and_wait_failure(topo):
 def test_hybrid_child_sa_stays_hybrid_across_rekeys(topo):
     """IKE_FOLLOWUP_KE (RFC 9370 §2.2.4) between two phalanxd: an IKE SA of
     X25519 + ML-KEM-768 (IKE_INTERMEDIATE) whose Child SA uses the same
-    pair with PFS. The Child SA rekeys by itself twice (rekey_time 12 s)
-    and the IKE SA once (rekey_time 25 s); after each, `phalanxctl ike`
+    pair with PFS. The Child SA rekeys by itself twice (rekey_time 7 s)
+    and the IKE SA once (rekey_time 15 s); after each, `phalanxctl ike`
     still shows CURVE25519 and ML_KEM_768 for the current Child SA on both
     sides, traffic passes, and nothing failed."""
     conns = []
     for gw, initiator in (("gwA", True), ("gwB", False)):
         conn = ikegw.site_conn(gw, initiator, proposals=["aes256gcm16-prfsha384-x25519-ke1_mlkem768"],
                                esp_proposals=["aes256gcm16-x25519-ke1_mlkem768"])
-        conn.rekey_time = "25s"
+        conn.rekey_time = "15s"
         conn.rekey_jitter = "1s"
-        conn.children[0].rekey_time = "12s"
+        conn.children[0].rekey_time = "7s"
         conn.children[0].rekey_jitter = "1s"
         conns.append(conn)
     conns[0].name, conns[1].name = "site-b", "site-a"
@@ -263,7 +263,11 @@ def test_hybrid_child_sa_stays_hybrid_across_rekeys(topo):
     check_hybrid(current_children())
     check_pings(topo)
     deadline = time.monotonic() + 45
-    while len(seen) < 3 and time.monotonic() < deadline:
+    def ike_rekeyed():
+        sas = [sa for sa in raw_ike(gw_a) if sa["state"] == "ESTABLISHED"]
+        return bool(sas) and sas[0]["spi_i"] != first_ike["spi_i"]
+
+    while (len(seen) < 3 or not ike_rekeyed()) and time.monotonic() < deadline:
         time.sleep(1.0)
         children = current_children()
         if children is not None:
