@@ -79,12 +79,7 @@ fn successor_rekeys_a_child_sa_the_peer_accepts() {
         .unwrap();
     assert_eq!(first.generation, state.generation + 1);
     assert_eq!(first.iv_counter, state.iv_counter + HA_IV_MARGIN);
-    let (a_in, a_out) = live_spis(&p, Side::A, at.log);
-    let (b_in, b_out) = live_spis(&p, Side::B, 0);
-    assert_eq!((a_in.len(), a_out.len()), (1, 1), "{:#?}", p.log());
-    assert_eq!((a_out.clone(), a_in.clone()), (b_in, b_out));
-    assert!(!a_in.contains(&old));
-    assert_same_keys(&p, *a_out.iter().next().unwrap());
+    assert_one_new_pair(&p, at, old);
     no_renegotiation(&p);
 }
 
@@ -204,17 +199,7 @@ fn lost_child_rekey_is_undone_and_redone() {
     p.run_for(Duration::from_secs(15));
     let a = p.endpoint_ref(Side::A).counters();
     assert_eq!(a.get(Counter::HaLostRequests), 1);
-    let (a_in, a_out) = live_spis(&p, Side::A, at.log);
-    let (b_in, b_out) = live_spis(&p, Side::B, 0);
-    assert_eq!((a_in.len(), a_out.len()), (1, 1), "{:#?}", p.log());
-    assert_eq!(
-        (a_out.clone(), a_in.clone()),
-        (b_in, b_out),
-        "{:#?}",
-        p.log()
-    );
-    assert!(!a_in.contains(&old));
-    assert_same_keys(&p, *a_out.iter().next().unwrap());
+    assert_one_new_pair(&p, at, old);
     no_renegotiation(&p);
 }
 
@@ -271,17 +256,7 @@ fn lost_followup_ke_is_undone_and_redone() {
     let a = p.endpoint_ref(Side::A).counters();
     assert_eq!(a.get(Counter::HaLostRequests), 1);
     assert_eq!(a.get(Counter::FollowupKeExchanges), 1);
-    let (a_in, a_out) = live_spis(&p, Side::A, at.log);
-    let (b_in, b_out) = live_spis(&p, Side::B, 0);
-    assert_eq!((a_in.len(), a_out.len()), (1, 1), "{:#?}", p.log());
-    assert_eq!(
-        (a_out.clone(), a_in.clone()),
-        (b_in, b_out),
-        "{:#?}",
-        p.log()
-    );
-    assert!(!a_in.contains(&old));
-    assert_same_keys(&p, *a_out.iter().next().unwrap());
+    assert_one_new_pair(&p, at, old);
     let children = &p.endpoint_ref(Side::A).ike_sas()[0].children;
     assert!(children.iter().all(|c| c.rekeyed
         || c.key_exchanges

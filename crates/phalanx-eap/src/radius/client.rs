@@ -41,7 +41,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
-use super::{accounting_authenticator, AttributeType, RadiusCode, RadiusError, RadiusPacket};
+use super::{accounting_authenticator, AttributeType, RadiusCode, RadiusPacket};
 
 /// NAS-Port-Type Virtual (RFC 2865 §5.41).
 const NAS_PORT_TYPE_VIRTUAL: u32 = 5;
@@ -684,10 +684,8 @@ impl RadiusClient {
             RadiusCode::ACCESS_ACCEPT => {
                 self.counters.accepts += 1;
                 self.conversations.remove(&session);
-                let msk = match answer.msk(authenticator, secret) {
-                    Ok(msk) => msk,
-                    Err(RadiusError::BadKey) | Err(_) => None,
-                };
+                // A key that does not decrypt is as unusable as none.
+                let msk = answer.msk(authenticator, secret).ok().flatten();
                 if msk.is_none() {
                     self.counters.answers_unusable += 1;
                 }

@@ -95,32 +95,14 @@ impl ChildDraft {
     }
 
     fn keyed(self, keys: ChildKeys) -> NewChild {
-        NewChild {
-            config: self.config,
-            spi_in: self.spi_in,
-            negotiated: self.negotiated,
-            transport: self.transport,
-            local_ts: self.local_ts,
-            remote_ts: self.remote_ts,
-            keys,
-            initiator: self.initiator,
-            nonces: self.nonces,
-        }
+        NewChild { draft: self, keys }
     }
 }
 
-/// A negotiated Child SA not yet recorded.
+/// A negotiated Child SA with its keys, not yet recorded.
 pub(crate) struct NewChild {
-    pub(crate) config: String,
-    pub(crate) spi_in: u32,
-    pub(crate) negotiated: NegotiatedChild,
-    pub(crate) transport: bool,
-    pub(crate) local_ts: Vec<TrafficSelector>,
-    pub(crate) remote_ts: Vec<TrafficSelector>,
+    pub(crate) draft: ChildDraft,
     pub(crate) keys: ChildKeys,
-    /// We initiated the exchange that created it (KEYMAT orientation).
-    pub(crate) initiator: bool,
-    pub(crate) nonces: (Vec<u8>, Vec<u8>),
 }
 
 /// The proposal that re-offers exactly what a Child SA runs (RFC 7296
@@ -613,37 +595,43 @@ impl IkeSa {
     /// outbound now (`outbound_now`) or held back in the record.
     pub(crate) fn add_child(&mut self, ctx: &mut Ctx<'_>, new: NewChild, outbound_now: bool) {
         let conn = Arc::clone(&self.conn);
-        let Some(cfg) = child_config(&conn, &new.config) else {
-            ctx.free_child_spi(new.spi_in);
+        let Some(cfg) = child_config(&conn, &new.draft.config) else {
+            ctx.free_child_spi(new.draft.spi_in);
             return;
         };
         let jitter = ctx.random_duration(cfg.lifetime.jitter.min(cfg.lifetime.rekey_time));
         let keys = &new.keys;
-        let (in_keys, out_keys) = if new.initiator {
+        let (in_keys, out_keys) = if new.draft.initiator {
             ((&keys.encr_r, &keys.integ_r), (&keys.encr_i, &keys.integ_i))
         } else {
             ((&keys.encr_i, &keys.integ_i), (&keys.encr_r, &keys.integ_r))
         };
         let base = InstallBase {
             cfg,
-            suite: new.negotiated.suite,
-            esn: new.negotiated.esn,
-            transport: new.transport,
+            suite: new.draft.negotiated.suite,
+            esn: new.draft.negotiated.esn,
+            transport: new.draft.transport,
             jitter,
         };
-        let inbound = self.install(&base, new.spi_in, in_keys, &new.remote_ts, &new.local_ts);
+        let inbound = self.install(
+            &base,
+            new.draft.spi_in,
+            in_keys,
+            &new.draft.remote_ts,
+            &new.draft.local_ts,
+        );
         let outbound = self.install(
             &base,
-            new.negotiated.peer_spi,
+            new.draft.negotiated.peer_spi,
             out_keys,
-            &new.local_ts,
-            &new.remote_ts,
+            &new.draft.local_ts,
+            &new.draft.remote_ts,
         );
         // Re-offered on rekey; a Child SA from IKE_AUTH (no KE there,
         // RFC 7296 §1.2) takes the PFS group its config offers first, and
         // that proposal's additional key exchanges (RFC 9370 §2.2.4).
-        let from_auth = new.negotiated.ke.is_none();
-        let pfs = new.negotiated.pfs_group().or_else(|| {
+        let from_auth = new.draft.negotiated.ke.is_none();
+        let pfs = new.draft.negotiated.pfs_group().or_else(|| {
             from_auth
                 .then(|| first_pfs_group(&esp_offers(cfg)))
                 .flatten()
@@ -716,6 +704,7 @@ impl ChildSa {
     pub(crate) fn record(new: NewChild, pfs: Option<KeId>, now: std::time::Instant) -> ChildSa {
         // What ran is what a rekey offers again: one method per ADDKE type.
         let additional_ke = new
+            .draft
             .negotiated
             .additional_ke
             .iter()
@@ -723,7 +712,7 @@ impl ChildSa {
             .collect();
         // KEYMAT: initiator-to-responder keys first (§2.17).
         let k = new.keys;
-        let keys = if new.initiator {
+        let keys = if new.draft.initiator {
             ChildSaKeys {
                 encr_in: k.encr_r,
                 integ_in: k.integ_r,
@@ -739,16 +728,16 @@ impl ChildSa {
             }
         };
         ChildSa {
-            config: new.config,
-            spi_in: new.spi_in,
-            spi_out: new.negotiated.peer_spi,
-            suite: new.negotiated.suite,
-            esn: new.negotiated.esn,
+            config: new.draft.config,
+            spi_in: new.draft.spi_in,
+            spi_out: new.draft.negotiated.peer_spi,
+            suite: new.draft.negotiated.suite,
+            esn: new.draft.negotiated.esn,
             pfs,
             additional_ke,
-            transport: new.transport,
-            local_ts: new.local_ts,
-            remote_ts: new.remote_ts,
+            transport: new.draft.transport,
+            local_ts: new.draft.local_ts,
+            remote_ts: new.draft.remote_ts,
             established_at: now,
             timers: TimerTable::default(),
             status: ChildStatus::Active,
@@ -756,7 +745,7 @@ impl ChildSa {
             outbound_installed: false,
             pending_outbound: None,
             replaces: None,
-            nonces: Some(new.nonces),
+            nonces: Some(new.draft.nonces),
             peer_rekey: None,
             keys,
             lifetime_jitter: core::time::Duration::ZERO,

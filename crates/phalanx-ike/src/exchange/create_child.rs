@@ -307,7 +307,7 @@ impl IkeSa {
                 .iter()
                 .find(|c| c.spi_in == peer_new)
                 .and_then(|c| c.nonces.clone());
-            let ours_lost = theirs.is_some_and(|t| lowest(&new.nonces) < lowest(&t));
+            let ours_lost = theirs.is_some_and(|t| lowest(&new.draft.nonces) < lowest(&t));
             if ours_lost {
                 self.drop_redundant(ctx, new);
                 let old = &mut self.children[old_idx];
@@ -338,8 +338,8 @@ impl IkeSa {
     /// we delete it (we created it).
     fn drop_redundant(&mut self, ctx: &mut Ctx<'_>, new: NewChild) {
         ctx.count(Counter::RedundantSasDeleted);
-        let spi_in = new.spi_in;
-        let pfs = new.negotiated.pfs_group();
+        let spi_in = new.draft.spi_in;
+        let pfs = new.draft.negotiated.pfs_group();
         let mut record = ChildSa::record(new, pfs, ctx.now);
         record.status = ChildStatus::Rekeyed;
         self.children.push(record);

@@ -299,3 +299,19 @@ impl Standby {
         replace(p, self.side, endpoint)
     }
 }
+
+/// Since the takeover at `at`: A holds one Child SA pair, B the mirrored
+/// one, the SA of inbound SPI `old` is gone, and both sides' keys agree.
+pub(crate) fn assert_one_new_pair(p: &IkePair, at: At, old: u32) {
+    let (a_in, a_out) = live_spis(p, Side::A, at.log);
+    let (b_in, b_out) = live_spis(p, Side::B, 0);
+    assert_eq!((a_in.len(), a_out.len()), (1, 1), "{:#?}", p.log());
+    assert_eq!(
+        (a_out.clone(), a_in.clone()),
+        (b_in, b_out),
+        "{:#?}",
+        p.log()
+    );
+    assert!(!a_in.contains(&old));
+    assert_same_keys(p, *a_out.iter().next().unwrap());
+}

@@ -29,7 +29,7 @@ use rand_core::{OsRng, RngCore};
 
 use crate::config::{ChildRef, Direction, EapSettings, RadiusSettings};
 use crate::install::ike::ike_sa_name;
-use crate::install::{Runtime, SaHandle};
+use crate::install::Runtime;
 
 /// The name the authenticator gives in its MSCHAPv2 Challenge.
 const SERVER_NAME: &str = "phalanx";
@@ -455,17 +455,7 @@ impl Radius {
 
     /// Reads the counters of every accounted IKE SA's Child SAs.
     fn sample(&mut self, rt: &Runtime, sas: &[IkeSaInfo]) {
-        let by_name: HashMap<&str, (u64, u64)> = rt
-            .sas
-            .iter()
-            .map(|sa| {
-                let stats = match &sa.handle {
-                    SaHandle::Inbound(s) => s.stats.snapshot(),
-                    SaHandle::Outbound { sa, .. } => sa.stats.snapshot(),
-                };
-                (sa.config.name.as_str(), (stats.packets, stats.bytes))
-            })
-            .collect();
+        let by_name = super::report::traffic(rt);
         for sa in sas {
             let spis = (u64::from_be_bytes(sa.spi_i), u64::from_be_bytes(sa.spi_r));
             let Some(seen) = self.usage.get_mut(&spis) else {

@@ -117,7 +117,7 @@ pub fn ike_sas(sas: &[IkeSaInfo], rt: &Runtime, now: Instant) -> Vec<IkeSaReport
 }
 
 /// (packets, bytes, installed) of every installed SA, by name.
-fn traffic(rt: &Runtime) -> HashMap<&str, (u64, u64)> {
+pub(crate) fn traffic(rt: &Runtime) -> HashMap<&str, (u64, u64)> {
     rt.sas
         .iter()
         .map(|sa| {
