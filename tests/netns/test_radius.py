@@ -41,9 +41,9 @@ import phxnet
 import pki
 import radius
 import swan
+from test_road_warrior import POOL, cert_gateway_conn
 
 SECRET = "radius shared secret"
-POOL = "10.3.0.0/24"
 FRAMED = "10.3.1.7"
 GWB_LAN = "10.2.0.1"
 RADIUS2 = "10.2.0.3"
@@ -63,16 +63,8 @@ def radius_section(servers, interim="3s"):
 
 def radius_gateway(topo, paths, servers):
     """phalanxd on gwB: its certificate, EAP through `servers`, the pool."""
-    conn = ikegw.site_conn("gwB", False, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
-                           esp_proposals=["aes128gcm16-noesn"])
-    conn.name = "rw"
-    conn.remote_addr = None
-    conn.remote_id = None
-    conn.remote_auth = "eap-radius"
+    conn = cert_gateway_conn(paths, "eap-radius")
     conn.radius = radius_section(servers)
-    conn.pools = [("rw4", POOL)]
-    conn.children[0].local_ts = [phxnet.SITEB[0]]
-    conn.children[0].remote_ts = ["0.0.0.0/0"]
     gw = ikegw.PhalanxIke(topo, "gwB", conn)
     ikegw.start_all(gw)
     topo.run("gwB", ["ip", "route", "replace", phxnet.SITEA[0], "via", phxnet.GWA_WAN_V4])

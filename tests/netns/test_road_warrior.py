@@ -211,19 +211,27 @@ def test_empty_pool_refuses_the_child_not_the_first_client(topo):
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel"
 
 
-def eap_gateway(topo, paths):
-    """phalanxd on gwB: its certificate for itself, EAP-MSCHAPv2 for the
-    End-Users, the pool."""
+def cert_gateway_conn(paths, remote_auth=None):
+    """gwB's road-warrior connection: it signs with its certificate of
+    `paths` (pki.build's), End-Users authenticate as `remote_auth` says
+    (as gwB does when None), addresses from the pool, site B behind."""
     conn = ikegw.site_conn("gwB", False, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
                            esp_proposals=["aes128gcm16-noesn"])
     conn.name = "rw"
     conn.remote_addr = None
     conn.remote_id = None
-    conn.remote_auth = "eap-mschapv2"
-    conn.eap_secrets = [("alice@example.com", "alice's password"), ("bob@example.com", "bob's password")]
+    conn.remote_auth = remote_auth
     conn.pools = [("rw4", POOL)]
     conn.children[0].local_ts = [phxnet.SITEB[0]]
     conn.children[0].remote_ts = ["0.0.0.0/0"]
+    return conn
+
+
+def eap_gateway(topo, paths):
+    """phalanxd on gwB: its certificate for itself, EAP-MSCHAPv2 for the
+    End-Users, the pool."""
+    conn = cert_gateway_conn(paths, "eap-mschapv2")
+    conn.eap_secrets = [("alice@example.com", "alice's password"), ("bob@example.com", "bob's password")]
     return start_gateway(topo, conn)
 
 
@@ -276,15 +284,7 @@ def test_expired_client_certificate_is_refused(topo):
     counts it (auth_failed) and keeps no IKE SA (valid certificates:
     test_ike_interop.py)."""
     expired = pki.build(os.path.join(topo.run_dir, "expired"), "ecdsa-p256", expired=("gwA",))
-    conn = ikegw.site_conn("gwB", False, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=expired,
-                           esp_proposals=["aes128gcm16-noesn"])
-    conn.name = "rw"
-    conn.remote_addr = None
-    conn.remote_id = None
-    conn.pools = [("rw4", POOL)]
-    conn.children[0].local_ts = [phxnet.SITEB[0]]
-    conn.children[0].remote_ts = ["0.0.0.0/0"]
-    gw = start_gateway(topo, conn)
+    gw = start_gateway(topo, cert_gateway_conn(expired))
 
     def cert_client(paths):
         c = ikegw.site_conn("gwA", True, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
@@ -315,16 +315,7 @@ def test_gateway_signs_and_the_end_user_shows_a_psk(topo):
     (`remote_auth = "psk"`); strongSwan authenticates with the PSK and
     checks the gateway's certificate (`remote { auth = pubkey }`)."""
     paths = pki.build(topo.run_dir, "ecdsa-p256")
-    conn = ikegw.site_conn("gwB", False, ids=("fqdn", "fqdn"), auth="pubkey", pki_paths=paths,
-                           esp_proposals=["aes128gcm16-noesn"])
-    conn.name = "rw"
-    conn.remote_addr = None
-    conn.remote_id = None
-    conn.remote_auth = "psk"
-    conn.pools = [("rw4", POOL)]
-    conn.children[0].local_ts = [phxnet.SITEB[0]]
-    conn.children[0].remote_ts = ["0.0.0.0/0"]
-    gw = start_gateway(topo, conn)
+    gw = start_gateway(topo, cert_gateway_conn(paths, "psk"))
     c = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
     c.name = "home"
     c.local_id = "alice@example.com"
