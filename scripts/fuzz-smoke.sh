@@ -2,9 +2,17 @@
 # Short smoke pass of every cargo-fuzz target: each runs for a bounded time
 # (FUZZ_SECONDS, default 15) and must find no crash. Longer campaigns:
 #   bench/fuzz-campaign.sh (every target for 30 minutes, coverage, minimised seeds)
+#
+#   scripts/fuzz-smoke.sh [build|run]   (default: both; scripts/test.sh
+#                                        builds while other phases run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-15}"
+step="${1:-all}"
+case "$step" in
+    all | build | run) ;;
+    *) echo "fuzz-smoke: unknown step $step (build, run, or nothing for both)" >&2; exit 2 ;;
+esac
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "fuzz-smoke: installing cargo-fuzz from crates.io"
@@ -25,7 +33,9 @@ fi
 
 targets=$("${fuzz[@]}" list)
 [ -n "$targets" ] || { echo "fuzz-smoke: no fuzz targets found" >&2; exit 1; }
+# `run` builds too, but finds nothing to do after `build`.
 "${fuzz[@]}" build -s "$sanitizer" -O
+[ "$step" != build ] || exit 0
 # The targets run `nproc` at a time; each one's output goes to a log shown
 # when it ends (interleaved output would be unreadable).
 jobs="${FUZZ_JOBS:-$(nproc)}"

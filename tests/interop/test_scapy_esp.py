@@ -33,7 +33,10 @@ import phalanx_vectors as pv
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 VECTORS_FILE = os.path.join(REPO, "crates", "phalanx-esp", "tests", "vectors", "scapy.json")
-EXAMPLE = ["cargo", "run", "-q", "-p", "phalanx-esp", "--example", "esp_vectors", "--"]
+# No `-p phalanx-esp`: with the workspace's feature set cargo reuses the
+# example `cargo test --workspace` built (with `-p` it rebuilt the crate and
+# its dependencies for one package's features: minutes in a cold CI).
+EXAMPLE = ["cargo", "run", "-q", "--example", "esp_vectors", "--"]
 
 
 def _load_vectors():
