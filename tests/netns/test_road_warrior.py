@@ -38,6 +38,10 @@ kernel-libipsec (ESP in UDP). Checks:
 (h) MOBIKE behind a masquerade under a 10 ms ping (test docstring): the
     gateway follows the UPDATE_SA_ADDRESSES to the translated address, no
     ping sent after the announcement is lost;
+(j) MOBIKE's return-routability check (RFC 4555 §5.2): the data plane
+    moves only once the new address answered the gateway's INFORMATIONAL
+    with COOKIE2; while the gateway's requests cannot reach it, the
+    outbound SA stays on the old address (test docstring);
 (i) an expired End-User certificate is refused; a gateway that signs takes
     End-Users who show a PSK (auth and remote_auth apart);
 (d) `phalanxctl clients` lists both with identity, address, outer address
@@ -444,6 +448,71 @@ def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
     assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "no traffic from behind the NAT"
     counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
     assert ikegw.counter(counters, "mobike_updates", scope="ike") >= 1, counters
+
+
+def outbound_remote(gw):
+    """The outer remote address of the gateway's outbound SAs."""
+    return sorted({sa["remote"] for sa in gw.gateway.ctl("sas") if str(sa["direction"]).lower().startswith("out")})
+
+
+def test_mobike_new_address_must_answer_before_traffic_moves(topo):
+    """(j) of the module doc. alice (MOBIKE) moves to 192.0.2.11 while an
+    nftables rule in her namespace drops every IKE *request* from the
+    gateway (R flag clear; responses pass). Her UPDATE_SA_ADDRESSES is
+    answered and the IKE SA follows, but the return-routability check
+    (HDR, SK {N(COOKIE2)}) never arrives: the outbound SA must stay on
+    her old address, however long we wait. Once the rule goes, the
+    gateway's retransmitted check is answered with its COOKIE2 and the
+    outbound SA moves; pings pass from the new address on the same SAs.
+    A gateway that moved its data plane on the UPDATE alone fails the
+    first half."""
+    gw = gateway(topo)
+    alice = client(topo, "gwA", "alice@example.com", "%any", mobike=True)
+    alice.initiate("net")
+    vip = virtual_ip(alice)
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4)
+    assert outbound_remote(gw) == [phxnet.GWA_WAN_V4], outbound_remote(gw)
+    spis = [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")]
+    # IKE requests from the gateway: R flag (0x20, IKE header octet 19)
+    # clear; on port 4500 after the non-ESP marker (four zero octets).
+    gwb = phxnet.GWB_WAN_V4
+    topo.run("gwA", ["nft", "add", "table", "inet", "phx_rr"])
+    topo.run("gwA", ["nft", "add", "chain", "inet", "phx_rr", "in", "{ type filter hook input priority 0 ; }"])
+    topo.run("gwA", ["nft", "add", "rule", "inet", "phx_rr", "in", "ip", "saddr", gwb, "udp", "sport", "4500",
+                     "@th,64,32", "==", "0", "@th,248,8", "&", "0x20", "==", "0", "counter", "drop"])
+    topo.run("gwA", ["nft", "add", "rule", "inet", "phx_rr", "in", "ip", "saddr", gwb, "udp", "sport", "500",
+                     "@th,216,8", "&", "0x20", "==", "0", "counter", "drop"])
+    moved = "192.0.2.11"
+    topo.run("gwA", ["sysctl", "-qw", "net.ipv4.conf.wan0.promote_secondaries=1"])
+    topo.run("gwA", ["ip", "addr", "add", moved + "/24", "dev", "wan0"])
+    topo.run("gwA", ["ip", "addr", "del", phxnet.GWA_WAN_V4 + "/24", "dev", "wan0"])
+
+    def remote():
+        clients = gw.gateway.ctl("clients")
+        return clients[0]["remote"] if clients else ""
+
+    def counter(name):
+        return ikegw.counter(ikegw.flatten_counters(gw.gateway.ctl("counters")), name, scope="ike")
+
+    assert ikegw.wait_for(lambda: remote().startswith(moved + ":"), 15), (remote(), alice.log()[-3000:])
+    assert ikegw.wait_for(lambda: counter("mobike_path_checks") >= 1, 5), "no return-routability check sent"
+    # The checks go unanswered for 3 s: the data plane must not move.
+    time.sleep(3)
+    dropped = topo.run("gwA", ["nft", "list", "table", "inet", "phx_rr"]).stdout
+    assert re.search(r"counter packets [1-9]", dropped), "the rule dropped no request of the gateway:\n" + dropped
+    assert outbound_remote(gw) == [phxnet.GWA_WAN_V4], (
+        "the data plane moved to an address that never answered the check: {}; {}; gateway log: {}".format(
+            outbound_remote(gw), dropped, gw.log()[-6000:]))
+    assert counter("mobike_path_verified") == 0
+    topo.run("gwA", ["nft", "delete", "table", "inet", "phx_rr"])
+    assert ikegw.wait_for(lambda: outbound_remote(gw) == [moved], 20), (
+        outbound_remote(gw), ikegw.flatten_counters(gw.gateway.ctl("counters")), alice.log()[-3000:])
+    assert counter("mobike_path_verified") == 1
+    assert counter("mobike_path_check_failed") == 0
+    assert "COOKIE2" in alice.log() or "COOK2" in alice.log(), alice.log()[-3000:]
+    assert [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")] == spis, "a new IKE SA"
+    assert virtual_ip(alice) == vip
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "no traffic from the new address"
 
 
 def swan_time(line):

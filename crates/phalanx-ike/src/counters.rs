@@ -130,6 +130,12 @@ counters! {
     PeerMoved => "peer address or port changes followed (RFC 7296 §2.23)",
     /// MOBIKE address updates.
     MobikeUpdates => "UPDATE_SA_ADDRESSES requests followed: the peer moved (RFC 4555 §3.5)",
+    /// Return-routability checks sent.
+    MobikePathChecks => "return-routability checks (INFORMATIONAL with COOKIE2) of a MOBIKE peer's new address sent (RFC 4555 §5.2)",
+    /// Return-routability checks passed.
+    MobikePathVerified => "return-routability checks answered with our COOKIE2: the data plane moved to the new address",
+    /// Return-routability checks answered wrongly.
+    MobikePathCheckFailed => "return-routability checks answered without our COOKIE2: the data plane stayed where it was",
     /// NATs detected.
     NatDetected => "IKE SAs that detected a NAT or forced UDP encapsulation (RFC 7296 §2.23)",
     /// Fragments sent.

@@ -57,10 +57,10 @@
 //! virtual IPs from pools in CFG_REPLY (§2.19; on a cluster carried in the
 //! replicated state, fresh addresses partitioned by node, [`pool`]), the
 //! final connection chosen by identity at IKE_AUTH, MOBIKE address updates
-//! (RFC 4555, responder; the agreement replicated too).
+//! (RFC 4555, responder: the data plane moves once the new address passed
+//! a return-routability check; the agreement replicated too).
 //!
-//! Not implemented here: MOBIKE as initiator and the responder's
-//! return-routability check.
+//! Not implemented here: MOBIKE as initiator.
 #![forbid(unsafe_code)]
 // STYLE.md: `unwrap()` is fine in tests.
 #![cfg_attr(test, allow(clippy::unwrap_used))]

@@ -463,5 +463,11 @@ impl IkeSa {
         self.timers.stop(IkeTimer::Expire);
         self.arm_lifetime(ctx);
         ctx.count(Counter::IkeSasRekeyed);
+        // A MOBIKE move still being checked: the children's data plane
+        // stays held back, and this SA checks the path itself.
+        if let Some(held) = old.held_path.take() {
+            self.held_path = Some(held);
+            self.push_task(ctx, Task::CheckPath);
+        }
     }
 }

@@ -26,6 +26,7 @@ use phalanx_wire::ike::iana::{ExchangeType, NotifyType, ProtocolId};
 use phalanx_wire::ike::{DeletePayload, Payload};
 
 use crate::counters::Counter;
+use crate::exchange::mobike::echo_cookie2;
 use crate::exchange::{notify, Found};
 use crate::ike_sa::{AfterSend, ChildStatus, Ctx, IkeSa, Pending, Reply, State, Task};
 use crate::limits::NAT_KEEPALIVE_INTERVAL;
@@ -253,7 +254,9 @@ impl IkeSa {
             };
             answer.extend(self.peer_deleted_children(ctx, protocol, &delete.spis));
         }
-        Reply::of(child_deletes(answer))
+        let mut payloads = child_deletes(answer);
+        payloads.extend(echo_cookie2(&found));
+        Reply::of(payloads)
     }
 
     /// The peer deletes Child SAs of `protocol` by its inbound SPIs (our

@@ -408,6 +408,7 @@ impl Writer {
             }
             QueuedWork::DeleteIke => self.u8(5),
             QueuedWork::Dpd => self.u8(6),
+            QueuedWork::CheckPath => self.u8(7),
         }
     }
 }
@@ -645,6 +646,7 @@ impl<'a> Reader<'a> {
             },
             5 => QueuedWork::DeleteIke,
             6 => QueuedWork::Dpd,
+            7 => QueuedWork::CheckPath,
             _ => return Err(DecodeError::Invalid("queued work")),
         })
     }

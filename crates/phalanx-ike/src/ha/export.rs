@@ -216,7 +216,9 @@ fn remaining(at: Option<Instant>, now: Instant) -> Option<core::time::Duration> 
 /// outstanding on an established one (the last moves it to Deleting).
 fn purpose(pending: &Pending) -> Option<RequestPurpose> {
     match pending {
-        Pending::Informational => Some(RequestPurpose::Informational),
+        // A standby that takes over does not finish the check: its data
+        // plane already follows the replicated addresses.
+        Pending::Informational | Pending::CheckPath { .. } => Some(RequestPurpose::Informational),
         Pending::DeleteChildren(spis) => Some(RequestPurpose::DeleteChildren(spis.clone())),
         Pending::Child(offer) => Some(RequestPurpose::CreateChild {
             child: offer.config.clone(),

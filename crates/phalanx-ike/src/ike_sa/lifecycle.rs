@@ -116,6 +116,7 @@ impl IkeSa {
             Task::RekeyIke { retries } => self.start_ike_rekey(ctx, retries),
             Task::DeleteIke => self.start_delete_ike(ctx),
             Task::Dpd => self.start_dpd(ctx),
+            Task::CheckPath => self.start_path_check(ctx),
         }
     }
 

@@ -202,6 +202,11 @@ pub(crate) struct IkeSa {
     pub(crate) deferred: Option<(u32, ExchangeType)>,
     /// MOBIKE agreed (RFC 4555 §3.3).
     pub(crate) mobike: bool,
+    /// The path (our address, the peer's, UDP encapsulation) the data
+    /// plane keeps while a MOBIKE move awaits its return-routability check
+    /// ([`crate::exchange::mobike`]); `None`: the data plane is on the
+    /// SA's own path.
+    pub(crate) held_path: Option<(SocketAddr, SocketAddr, bool)>,
     /// Our address and the peer's of the request being handled.
     pub(crate) request_path: (SocketAddr, SocketAddr),
     /// Responder: answered CREATE_CHILD_SA exchanges waiting for their
@@ -251,6 +256,7 @@ impl IkeSa {
             rekey_nonces: None,
             deferred: None,
             mobike: false,
+            held_path: None,
             request_path: (local, remote),
             followups: Vec::new(),
         }
@@ -311,12 +317,21 @@ impl IkeSa {
         core::mem::replace(&mut self.state, next)
     }
 
+    /// The path of the Child SAs (our address, the peer's, UDP
+    /// encapsulation): the SA's own, or the one held while a MOBIKE move
+    /// is being checked.
+    pub(crate) fn dataplane_path(&self) -> (SocketAddr, SocketAddr, bool) {
+        self.held_path
+            .unwrap_or((self.local, self.remote, self.encap))
+    }
+
     /// UDP encapsulation for Child SAs, if ESP is encapsulated.
     pub(crate) fn udp_encap(&self) -> Option<UdpEncap> {
-        let floated = self.local.port() == NATT_PORT || self.remote.port() == NATT_PORT;
-        (self.encap || floated).then_some(UdpEncap {
-            local_port: self.local.port(),
-            remote_port: self.remote.port(),
+        let (local, remote, encap) = self.dataplane_path();
+        let floated = local.port() == NATT_PORT || remote.port() == NATT_PORT;
+        (encap || floated).then_some(UdpEncap {
+            local_port: local.port(),
+            remote_port: remote.port(),
         })
     }
 
@@ -426,8 +441,11 @@ impl IkeSa {
         let datagrams = self.seal(ctx, &header, payloads).unwrap_or_default();
         ctx.count_exchange(exchange, true, true);
         ctx.count_sent_notifies(payloads);
+        // To where the request came from (RFC 7296 §2.11), which is where
+        // the SA is unless a MOBIKE peer wrote from elsewhere.
+        let (local, remote) = self.request_path;
         for datagram in &datagrams {
-            ctx.transmit(self.local, self.remote, datagram.clone());
+            ctx.transmit(local, remote, datagram.clone());
         }
         self.window.answered(id, datagrams);
     }
@@ -701,6 +719,9 @@ impl IkeSa {
             }
             Pending::DeleteIke => self.close_after_delete(ctx),
             Pending::Informational => {}
+            Pending::CheckPath { cookie, path } => {
+                self.process_path_check_response(ctx, &cookie, path, payloads)
+            }
             Pending::Lost(purpose) => self.process_lost_response(ctx, *purpose, payloads),
         }
     }
@@ -717,6 +738,11 @@ impl IkeSa {
             }
         }
         if dgram.remote == self.remote && dgram.local == self.local {
+            return;
+        }
+        if self.mobike {
+            // RFC 4555: with MOBIKE agreed the peer moves the SA itself,
+            // with UPDATE_SA_ADDRESSES ([`crate::exchange::mobike`]).
             return;
         }
         let floated = dgram.local.port() == NATT_PORT || dgram.remote.port() == NATT_PORT;
@@ -744,7 +770,14 @@ impl IkeSa {
         for child in &mut self.children {
             if let Some(install) = child.pending_outbound.as_mut() {
                 install.encap = encap;
+                install.local = self.local.ip();
                 install.remote = self.remote.ip();
+                if let SaMode::Tunnel { .. } = install.mode {
+                    install.mode = SaMode::Tunnel {
+                        local: self.local.ip(),
+                        remote: self.remote.ip(),
+                    };
+                }
             }
         }
         ctx.event(SaEvent::PeerMoved {
@@ -811,9 +844,10 @@ impl IkeSa {
         if transport {
             SaMode::Transport
         } else {
+            let (local, remote, _) = self.dataplane_path();
             SaMode::Tunnel {
-                local: self.local.ip(),
-                remote: self.remote.ip(),
+                local: local.ip(),
+                remote: remote.ip(),
             }
         }
     }

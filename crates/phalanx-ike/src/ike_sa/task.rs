@@ -2,7 +2,7 @@
 //! tasks): queued while the window is busy, started one at a time, and
 //! what the outstanding request's response completes.
 
-use core::net::IpAddr;
+use core::net::{IpAddr, SocketAddr};
 
 use crate::exchange::child::ChildOffer;
 use crate::exchange::followup::Followup;
@@ -47,6 +47,9 @@ pub enum Task {
     DeleteIke,
     /// Liveness check: an empty INFORMATIONAL request (§1.4).
     Dpd,
+    /// Return-routability check of a MOBIKE peer's new address: an
+    /// INFORMATIONAL request with N(COOKIE2) (RFC 4555 §5.2).
+    CheckPath,
 }
 
 /// What the response to our outstanding request completes.
@@ -71,6 +74,14 @@ pub(crate) enum Pending {
     DeleteIke,
     /// An empty INFORMATIONAL (liveness), or one carrying only a notify.
     Informational,
+    /// The return-routability check of the path (our address, the
+    /// peer's) with this COOKIE2 (RFC 4555 §5.2).
+    CheckPath {
+        /// The COOKIE2 the answer must echo.
+        cookie: Vec<u8>,
+        /// The path it checks.
+        path: (SocketAddr, SocketAddr),
+    },
     /// A CREATE_CHILD_SA another cluster node sent before this one took
     /// the IKE SA over: its secrets stayed there, so the response is only
     /// used to undo what the peer created ([`crate::ha`]).

@@ -126,6 +126,7 @@ pub(crate) fn sample() -> IkeSaState {
         }],
         queued: vec![
             QueuedWork::Dpd,
+            QueuedWork::CheckPath,
             QueuedWork::CreateChild {
                 child: "net".to_owned(),
                 trigger: Some((
@@ -328,6 +329,7 @@ fn arb_purpose() -> impl Strategy<Value = RequestPurpose> {
 fn arb_work() -> impl Strategy<Value = QueuedWork> {
     prop_oneof![
         Just(QueuedWork::Dpd),
+        Just(QueuedWork::CheckPath),
         Just(QueuedWork::DeleteIke),
         any::<u32>().prop_map(|retries| QueuedWork::RekeyIke { retries }),
         (any::<u32>(), any::<u32>())
