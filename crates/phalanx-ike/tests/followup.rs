@@ -360,3 +360,63 @@ fn state_not_found_fails_the_rekey_cleanly() {
     assert_eq!(count(&p, Side::A, Counter::ChildSasRekeyed), 1);
     same_keys(&p);
 }
+
+// Both sides rekey the same hybrid Child SA at once (RFC 7296 §2.8.1 with
+// RFC 9370 §2.2.4): each CREATE_CHILD_SA is followed by its own
+// IKE_FOLLOWUP_KE; the collision is settled once both series are done,
+// with the CREATE_CHILD_SA nonces, and the SA made with the lowest nonce is
+// deleted by its maker. One pair is left on each side, still hybrid.
+#[test]
+fn simultaneous_hybrid_rekeys_leave_one_pair() {
+    simultaneous_rekeys(HYBRID_ESP, &HYBRID_KES);
+}
+
+// The same crossing with a classic Child SA (no IKE_FOLLOWUP_KE).
+#[test]
+fn simultaneous_classic_rekeys_leave_one_pair() {
+    simultaneous_rekeys(CLASSIC_ESP, &HYBRID_KES[..1]);
+}
+
+/// A and B rekey the same Child SA, B `lag` later, over many seeds and
+/// lags; the Child SAs left run `kes`.
+fn simultaneous_rekeys(esp: &str, kes: &[KeId]) {
+    for (seed, lag_ms) in (0..72).zip(
+        [0, 2, 5, 9, 13, 17, 21, 25, 29, 33, 41, 55, 89, 144]
+            .iter()
+            .cycle(),
+    ) {
+        let mut p = pair_of(side(Side::A, esp), side(Side::B, esp), 900 + seed);
+        established(&mut p);
+        let (a, b) = (p.installed(Side::A).0[0], p.installed(Side::B).0[0]);
+        p.with(Side::A, |e, now| e.handle_child_expiry(now, a, false));
+        p.run_for(Duration::from_millis(*lag_ms));
+        p.with(Side::B, |e, now| e.handle_child_expiry(now, b, false));
+        p.run_for(Duration::from_secs(15));
+        let (a_in, a_out) = p.installed(Side::A);
+        let (b_in, b_out) = p.installed(Side::B);
+        assert_eq!(
+            (a_in.len(), a_out.len(), b_in.len(), b_out.len()),
+            (1, 1, 1, 1),
+            "seed {seed}, lag {lag_ms} ms: {:#?}",
+            p.sa_balance()
+        );
+        assert_eq!((a_out, b_out), (b_in, a_in), "seed {seed}");
+        let collisions = (
+            count(&p, Side::A, Counter::RekeyCollisions),
+            count(&p, Side::B, Counter::RekeyCollisions),
+        );
+        let redundant = count(&p, Side::A, Counter::RedundantSasDeleted)
+            + count(&p, Side::B, Counter::RedundantSasDeleted);
+        // A collision is seen by both sides, or by one only when the
+        // other's rekey was done before the crossing request arrived; each
+        // leaves exactly one redundant SA, deleted by its maker.
+        assert_eq!(
+            redundant,
+            collisions.0.max(collisions.1),
+            "seed {seed}, lag {lag_ms} ms: collisions {collisions:?}, redundant SAs deleted {redundant}"
+        );
+        for side in [Side::A, Side::B] {
+            assert_eq!(child_kes(&p, side)[0].1, kes, "seed {seed}");
+        }
+    }
+}

@@ -747,6 +747,7 @@ impl ChildSa {
             replaces: None,
             nonces: Some(new.draft.nonces),
             peer_rekey: None,
+            rekey_of: None,
             keys,
             lifetime_jitter: core::time::Duration::ZERO,
         }

@@ -24,7 +24,9 @@
 //! payload) the answer carries N(ADDITIONAL_KEY_EXCHANGE) and the new SA
 //! is keyed and installed only after the last IKE_FOLLOWUP_KE
 //! ([`followup`](super::followup)); collisions are then settled as above,
-//! with the nonces of the CREATE_CHILD_SA.
+//! with the nonces of the CREATE_CHILD_SA, whichever rekey completes first:
+//! when ours is done while the peer's still runs its IKE_FOLLOWUP_KE, the
+//! collision is settled when the peer's completes.
 
 use core::net::IpAddr;
 
@@ -230,15 +232,62 @@ impl IkeSa {
             return;
         };
         old.peer_rekey = Some(new_spi);
-        if old.status == ChildStatus::Active {
-            ctx.count(Counter::ChildSasRekeyed);
-            old.status = ChildStatus::Rekeyed;
-            old.timers.stop(ChildTimer::Rekey);
-            old.timers
-                .set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
+        match old.status {
+            ChildStatus::Active => {
+                ctx.count(Counter::ChildSasRekeyed);
+                old.status = ChildStatus::Rekeyed;
+                old.timers.stop(ChildTimer::Rekey);
+                old.timers
+                    .set(ChildTimer::Retire, ctx.now + REKEY_DELETE_FALLBACK);
+            }
+            // Our own rekey of it completed first (the peer's waited for
+            // its IKE_FOLLOWUP_KE): settled now.
+            ChildStatus::Rekeyed => self.settle_late_collision(ctx, old_spi, new_spi),
+            // Rekeying (our own rekey in flight): the collision is settled
+            // when our answer arrives.
+            ChildStatus::Rekeying | ChildStatus::Deleting => {}
         }
-        // Rekeying (our own rekey in flight): the collision is settled when
-        // our answer arrives.
+    }
+
+    /// §2.8.1 when our rekey of `old_spi` was done before the peer's
+    /// (`theirs`, our inbound SPI of the SA it created): the SA made with
+    /// the lowest of the four nonces is redundant. Ours lost: traffic moves
+    /// to theirs and we delete ours (we made it); theirs lost: it never
+    /// takes our traffic, and the peer deletes it.
+    fn settle_late_collision(&mut self, ctx: &mut Ctx<'_>, old_spi: u32, theirs: u32) {
+        let Some(ours) = self
+            .children
+            .iter()
+            .position(|c| c.rekey_of == Some(old_spi) && c.is_current())
+        else {
+            return;
+        };
+        let Some(their_idx) = self.children.iter().position(|c| c.spi_in == theirs) else {
+            return;
+        };
+        ctx.count(Counter::RekeyCollisions);
+        let lost = match (
+            &self.children[ours].nonces,
+            &self.children[their_idx].nonces,
+        ) {
+            (Some(o), Some(t)) => lowest(o) < lowest(t),
+            _ => false,
+        };
+        self.children[ours].rekey_of = None;
+        if lost {
+            ctx.count(Counter::RedundantSasDeleted);
+            let their = &mut self.children[their_idx];
+            their.replaces = None;
+            their.install_pending_outbound(ctx);
+            let spi = self.children[ours].spi_in;
+            self.start_delete_children(ctx, vec![spi]);
+        } else {
+            let their = &mut self.children[their_idx];
+            their.replaces = None;
+            their.pending_outbound = None;
+            their.status = ChildStatus::Rekeyed;
+            their.timers.stop(ChildTimer::Rekey);
+        }
     }
 
     /// Initiator: the answer to a CREATE_CHILD_SA for a Child SA.
@@ -325,7 +374,11 @@ impl IkeSa {
                 redundant.timers.stop(ChildTimer::Rekey);
             }
         }
+        let new_spi = new.draft.spi_in;
         self.add_child(ctx, new, true);
+        if let Some(ours) = self.children.iter_mut().find(|c| c.spi_in == new_spi) {
+            ours.rekey_of = Some(old_spi);
+        }
         ctx.count(Counter::ChildSasRekeyed);
         if let Some(old) = self.children.iter_mut().find(|c| c.spi_in == old_spi) {
             old.status = ChildStatus::Rekeyed;

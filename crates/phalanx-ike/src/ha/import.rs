@@ -378,6 +378,7 @@ fn child_sa(conn: &Connection, ike: &IkeSaState, c: &ChildSaState, now: Instant)
         replaces: c.replaces,
         nonces: c.nonces.clone(),
         peer_rekey: c.peer_rekey,
+        rekey_of: None,
         keys: c.keys.clone(),
         lifetime_jitter: c.lifetime_jitter,
     }

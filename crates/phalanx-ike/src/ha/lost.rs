@@ -162,6 +162,7 @@ impl ChildSa {
             replaces: None,
             nonces: None,
             peer_rekey: None,
+            rekey_of: None,
             keys: ChildSaKeys::default(),
             lifetime_jitter: core::time::Duration::ZERO,
         }

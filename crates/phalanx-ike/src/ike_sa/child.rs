@@ -73,6 +73,12 @@ pub(crate) struct ChildSa {
     /// On an SA the peer rekeyed: our inbound SPI of the SA that rekey
     /// created (for collisions with our own rekey, §2.8.1).
     pub(crate) peer_rekey: Option<u32>,
+    /// For an SA our rekey created: our inbound SPI of the SA it replaced.
+    /// A peer's rekey of that SA that completes after ours (its
+    /// IKE_FOLLOWUP_KE still running when our rekey was done) is a
+    /// collision too (§2.8.1). Not replicated: a takeover in that window
+    /// may leave a redundant SA until its next rekey.
+    pub(crate) rekey_of: Option<u32>,
     /// The keys of both directions (§2.17), kept for the replicated state
     /// other cluster nodes install the SA from ([`crate::ha`]).
     pub(crate) keys: ChildSaKeys,
