@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Short smoke pass of every cargo-fuzz target: each runs for a bounded time
-# (FUZZ_SECONDS, default 15) and must find no crash. Longer campaigns:
+# (FUZZ_SECONDS, default 10) and must find no crash. Longer campaigns:
 #   bench/fuzz-campaign.sh (every target for 30 minutes, coverage, minimised seeds)
 #
 #   scripts/fuzz-smoke.sh [build|run]   (default: both; scripts/test.sh
 #                                        builds while other phases run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${FUZZ_SECONDS:-15}"
+seconds="${FUZZ_SECONDS:-10}"
 step="${1:-all}"
 case "$step" in
     all | build | run) ;;

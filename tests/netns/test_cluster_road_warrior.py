@@ -117,6 +117,16 @@ def move(cl, ns, old, new):
     cl.run(ns, ["ip", "addr", "del", old + "/24", "dev", "wan0"])
 
 
+def node_state(cl, i):
+    """Node i's SAs (direction, SPI, remote, encap port, packets) and the
+    IKE and drop counters that moved, for failure messages."""
+    gw = cl.gateways["n{}".format(i)]
+    sas = [(s["direction"], hex(s["spi"]), s["remote"], s["encap"], s["packets"]) for s in gw.ctl("sas")]
+    moved = {k: v for k, v in ikegw.flatten_counters(gw.ctl("counters")).items()
+             if v and (k.startswith("drops.") or k.startswith("daemon.") or "mobike" in k or "moved" in k)}
+    return "n{}: SAs {}; counters {}".format(i, sas, moved)
+
+
 def remote_of(cl, i):
     clients = cl.gateways["n{}".format(i)].ctl("clients")
     return clients[0]["remote"] if clients else ""
@@ -140,13 +150,15 @@ def test_mobike_end_user_moves_and_a_successor_follows(topo):
     move(cl, "gwB", cluster.GWB_WAN, first)
     assert ikegw.wait_for(lambda: remote_of(cl, owner).startswith(first + ":"), 15), \
         (remote_of(cl, owner), charon.log()[-3000:])
-    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the move"
+    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), \
+        "no traffic after the move: " + "; ".join(node_state(cl, i) for i in range(1, cl.nodes + 1))
 
     cl.crash_node(owner)
     others = [i for i in range(1, cl.nodes + 1) if i != owner]
     successor = runner_of(cl, others, spi_i, spi_r)
     assert remote_of(cl, successor).startswith(first + ":"), remote_of(cl, successor)
-    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the handover"
+    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), \
+        "no traffic after the handover: " + "; ".join(node_state(cl, i) for i in others) + charon.log()[-5000:]
     move(cl, "gwB", first, second)
     assert ikegw.wait_for(lambda: remote_of(cl, successor).startswith(second + ":"), 15), \
         (remote_of(cl, successor), charon.log()[-3000:])
