@@ -360,26 +360,41 @@ def test_dual_stack_client_gets_an_address_of_each_family(topo):
     assert pools == {"rw4": 1, "rw6": 1}, pools
 
 
-def test_mobike_client_moves_to_another_address(topo):
-    """(g) of the module doc."""
+def mobike_alice(topo):
+    """The gateway and alice in gwA with MOBIKE, up and reaching hostB:
+    (gateway, charon, virtual IP, IKE SPIs)."""
     gw = gateway(topo)
     alice = client(topo, "gwA", "alice@example.com", "%any", mobike=True)
     alice.initiate("net")
     vip = virtual_ip(alice)
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4)
-    before = {c["identity"]: c for c in gw.gateway.ctl("clients")}["alice@example.com"]
-    assert before["remote"].startswith(phxnet.GWA_WAN_V4 + ":"), before
     spis = [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")]
-    moved = "192.0.2.11"
-    # The new address must outlive the old (primary) one of its subnet.
+    return gw, alice, vip, spis
+
+
+def move_alice(topo, new):
+    """alice's WAN address in gwA becomes `new` (added, then the old one
+    removed; the new address must outlive the old primary of its subnet)."""
     topo.run("gwA", ["sysctl", "-qw", "net.ipv4.conf.wan0.promote_secondaries=1"])
-    topo.run("gwA", ["ip", "addr", "add", moved + "/24", "dev", "wan0"])
+    topo.run("gwA", ["ip", "addr", "add", new + "/24", "dev", "wan0"])
     topo.run("gwA", ["ip", "addr", "del", phxnet.GWA_WAN_V4 + "/24", "dev", "wan0"])
 
-    def remote():
-        clients = gw.gateway.ctl("clients")
-        return clients[0]["remote"] if clients else ""
-    assert ikegw.wait_for(lambda: remote().startswith(moved + ":"), 15), (remote(), alice.log()[-3000:])
+
+def client_remote(gw):
+    """The outer address and port of the gateway's (first) client."""
+    clients = gw.gateway.ctl("clients")
+    return clients[0]["remote"] if clients else ""
+
+
+def test_mobike_client_moves_to_another_address(topo):
+    """(g) of the module doc."""
+    gw, alice, vip, spis = mobike_alice(topo)
+    before = {c["identity"]: c for c in gw.gateway.ctl("clients")}["alice@example.com"]
+    assert before["remote"].startswith(phxnet.GWA_WAN_V4 + ":"), before
+    moved = "192.0.2.11"
+    move_alice(topo, moved)
+    assert ikegw.wait_for(lambda: client_remote(gw).startswith(moved + ":"), 15), (
+        client_remote(gw), alice.log()[-3000:])
     assert "UPDATE_SA_ADDRESSES" in alice.log() or "UPD_SA_ADDR" in alice.log(), alice.log()[-3000:]
     assert [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")] == spis, "a new IKE SA"
     assert virtual_ip(alice) == vip
@@ -406,8 +421,7 @@ def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
     alice.initiate("net")
     vip = virtual_ip(alice)
     assert ping_from(topo, "hostA", phxnet.HOSTB_V4)
-    remote = lambda: (gw.gateway.ctl("clients") or [{"remote": ""}])[0]["remote"]  # noqa: E731
-    assert remote().startswith(phxnet.HOSTA_V4 + ":"), remote()
+    assert client_remote(gw).startswith(phxnet.HOSTA_V4 + ":"), client_remote(gw)
     spis = [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")]
 
     pinger = topo.popen("ping-move", "hostA", ["ping", "-D", "-i", "0.01", "-c", "600", "-W", "1", "-I", vip,
@@ -428,7 +442,8 @@ def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
     topo.run("hostA", ["ip", "addr", "add", moved + "/24", "dev", "eth0"])
     topo.run("hostA", ["ip", "addr", "del", phxnet.HOSTA_V4 + "/24", "dev", "eth0"])
     topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
-    assert ikegw.wait_for(lambda: remote().startswith(phxnet.GWA_WAN_V4 + ":"), 15), (remote(), alice.log()[-3000:])
+    assert ikegw.wait_for(lambda: client_remote(gw).startswith(phxnet.GWA_WAN_V4 + ":"), 15), (
+        client_remote(gw), alice.log()[-3000:])
     pinger.wait(20)
     download.wait(30)
     report = json.loads(topo.log_of("iperf3-c") or "{}")
@@ -466,13 +481,8 @@ def test_mobike_new_address_must_answer_before_traffic_moves(topo):
     outbound SA moves; pings pass from the new address on the same SAs.
     A gateway that moved its data plane on the UPDATE alone fails the
     first half."""
-    gw = gateway(topo)
-    alice = client(topo, "gwA", "alice@example.com", "%any", mobike=True)
-    alice.initiate("net")
-    vip = virtual_ip(alice)
-    assert ping_from(topo, "gwA", phxnet.HOSTB_V4)
+    gw, alice, vip, spis = mobike_alice(topo)
     assert outbound_remote(gw) == [phxnet.GWA_WAN_V4], outbound_remote(gw)
-    spis = [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")]
     # IKE requests from the gateway: R flag (0x20, IKE header octet 19)
     # clear; on port 4500 after the non-ESP marker (four zero octets).
     gwb = phxnet.GWB_WAN_V4
@@ -483,18 +493,13 @@ def test_mobike_new_address_must_answer_before_traffic_moves(topo):
     topo.run("gwA", ["nft", "add", "rule", "inet", "phx_rr", "in", "ip", "saddr", gwb, "udp", "sport", "500",
                      "@th,216,8", "&", "0x20", "==", "0", "counter", "drop"])
     moved = "192.0.2.11"
-    topo.run("gwA", ["sysctl", "-qw", "net.ipv4.conf.wan0.promote_secondaries=1"])
-    topo.run("gwA", ["ip", "addr", "add", moved + "/24", "dev", "wan0"])
-    topo.run("gwA", ["ip", "addr", "del", phxnet.GWA_WAN_V4 + "/24", "dev", "wan0"])
-
-    def remote():
-        clients = gw.gateway.ctl("clients")
-        return clients[0]["remote"] if clients else ""
+    move_alice(topo, moved)
 
     def counter(name):
         return ikegw.counter(ikegw.flatten_counters(gw.gateway.ctl("counters")), name, scope="ike")
 
-    assert ikegw.wait_for(lambda: remote().startswith(moved + ":"), 15), (remote(), alice.log()[-3000:])
+    assert ikegw.wait_for(lambda: client_remote(gw).startswith(moved + ":"), 15), (
+        client_remote(gw), alice.log()[-3000:])
     assert ikegw.wait_for(lambda: counter("mobike_path_checks") >= 1, 5), "no return-routability check sent"
     # The checks go unanswered for 3 s: the data plane must not move.
     time.sleep(3)
