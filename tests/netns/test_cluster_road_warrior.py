@@ -146,7 +146,10 @@ def test_mobike_end_user_moves_and_a_successor_follows(topo):
     owner, _ = wait_runner(cl, range(1, cl.nodes + 1))
     assert ping_from_vip(cl).returncode == 0
     inits = init_count(charon)
-    first, second = "192.0.2.12", "192.0.2.13"
+    # Not 192.0.2.1x: those are the nodes' own WAN addresses (cluster.py);
+    # an End-User on n2's address got its replies answered by n2's kernel
+    # (port unreachable) whenever n2 sent them.
+    first, second = "192.0.2.52", "192.0.2.53"
     move(cl, "gwB", cluster.GWB_WAN, first)
     assert ikegw.wait_for(lambda: remote_of(cl, owner).startswith(first + ":"), 15), \
         (remote_of(cl, owner), charon.log()[-3000:])
