@@ -369,3 +369,29 @@ class Charon:
                 return f.read()
         except FileNotFoundError:
             return ""
+
+
+def log_time(line):
+    """The wall-clock time (epoch seconds, today) of a charon log line
+    ("HH:MM:SS.mmm 03[IKE] ...")."""
+    stamp = line.split()[0]
+    h, m, rest = stamp.split(":")
+    now = time.time()
+    midnight = now - (now % 86400)
+    t = midnight + int(h) * 3600 + int(m) * 60 + float(rest)
+    return t - 86400 if t > now + 60 else t
+
+
+def lost_after(ping_log, t):
+    """icmp_seq numbers sent after epoch time `t` with no reply, from
+    `ping -D -i 0.01` output (sends are 10 ms apart from the first)."""
+    replies = {}
+    for m in re.finditer(r"^\[(\d+\.\d+)\].*icmp_seq=(\d+)", ping_log, re.M):
+        replies[int(m.group(2))] = float(m.group(1))
+    if not replies:
+        return ["no reply at all"]
+    first_seq = min(replies)
+    t0 = replies[first_seq] - 0.002 - (first_seq - 1) * 0.01
+    last = max(replies)
+    return [seq for seq in range(1, last + 1)
+            if seq not in replies and t0 + (seq - 1) * 0.01 > t]

@@ -23,6 +23,7 @@ address too; survivors still show both leases online and no conflict.
 """
 
 import ipaddress
+import json
 import time
 
 import pytest
@@ -30,6 +31,7 @@ import pytest
 import cluster
 import ikegw
 import pki
+import swan
 from cluster_ike import init_count, runner, same_spi, wait_runner, wait_swan_sa
 from cluster_rw import POOL, leased, ping_from_vip, pool_online, second_end_user, start
 from test_cluster_ike import _cluster
@@ -134,11 +136,13 @@ def remote_of(cl, i):
 
 def test_mobike_end_user_moves_and_a_successor_follows(topo):
     """MOBIKE on the cluster (RFC 4555): the End-User moves to another
-    address and sends UPDATE_SA_ADDRESSES; the node running its IKE SA
-    follows at once (same SPIs, traffic from the new address). That node
-    loses power; the successor, which knows MOBIKE was agreed from the
-    replicated state, follows the End-User's next move too. No
-    IKE_SA_INIT after the first."""
+    address under a 10 ms ping and a TCP download (iperf3 -R from hostA,
+    20 Mbit/s, 5 s, which must finish) and sends UPDATE_SA_ADDRESSES; the
+    node running its IKE SA follows (same SPIs, traffic from the new
+    address after its return-routability check) and at most one ping sent
+    after the announcement is lost. That node loses power; the successor,
+    which knows MOBIKE was agreed from the replicated state, follows the
+    End-User's next move too. No IKE_SA_INIT after the first."""
     cl = topo
     charon = start(cl, mobike=True)
     charon.initiate("net", ike="home", timeout=20)
@@ -150,9 +154,28 @@ def test_mobike_end_user_moves_and_a_successor_follows(topo):
     # an End-User on n2's address got its replies answered by n2's kernel
     # (port unreachable) whenever n2 sent them.
     first, second = "192.0.2.52", "192.0.2.53"
+    vip = leased(cl, owner)[0]
+    pinger = cl.popen("ping-move", "gwB", ["ping", "-D", "-i", "0.01", "-c", "600", "-W", "1", "-I", vip,
+                                           cluster.HOSTA])
+    cl.popen("iperf3-s", "hostA", ["iperf3", "-s", "-1", "-B", cluster.HOSTA])
+    time.sleep(0.3)
+    download = cl.popen("iperf3-c", "gwB", ["iperf3", "-c", cluster.HOSTA, "-B", vip, "-R", "-t", "5",
+                                            "-b", "20M", "-J"])
+    time.sleep(1.0)
     move(cl, "gwB", cluster.GWB_WAN, first)
     assert ikegw.wait_for(lambda: remote_of(cl, owner).startswith(first + ":"), 15), \
         (remote_of(cl, owner), charon.log()[-3000:])
+    pinger.wait(20)
+    download.wait(30)
+    report = json.loads(cl.log_of("iperf3-c") or "{}")
+    received = report.get("end", {}).get("sum_received", {}).get("bytes", 0)
+    assert download.returncode == 0 and received > 0, cl.log_of("iperf3-c")[-2000:]
+    announced = [line for line in charon.log().splitlines() if "UPD_SA_ADDR" in line]
+    assert announced, charon.log()[-3000:]
+    lost = swan.lost_after(cl.log_of("ping-move"), swan.log_time(announced[0]))
+    print("pings lost in all: {}; after the announcement: {}; downloaded {} bytes".format(
+        len(swan.lost_after(cl.log_of("ping-move"), 0)), lost, received))
+    assert len(lost) <= 1, "pings lost after the move was announced: {}".format(lost)
     assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), \
         "no traffic after the move: " + "; ".join(node_state(cl, i) for i in range(1, cl.nodes + 1))
 

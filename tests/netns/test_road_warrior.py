@@ -455,10 +455,10 @@ def test_mobike_client_moves_behind_a_masquerade_under_traffic(topo):
     announced = [line for line in log.splitlines() if "UPDATE_SA_ADDRESSES" in line or "UPD_SA_ADDR" in line]
     assert announced, log[-3000:]
     # Pings sent after the announcement that got no answer.
-    t_announce = swan_time(announced[0])
-    lost = lost_after(topo.log_of("ping-move"), t_announce)
+    t_announce = swan.log_time(announced[0])
+    lost = swan.lost_after(topo.log_of("ping-move"), t_announce)
     print("pings lost in all: {}; after the announcement: {}".format(
-        len(lost_after(topo.log_of("ping-move"), 0)), lost))
+        len(swan.lost_after(topo.log_of("ping-move"), 0)), lost))
     assert len(lost) <= 1, "pings lost after the move was announced: {}".format(lost)
     assert ping_from(topo, "hostA", phxnet.HOSTB_V4), "no traffic from behind the NAT"
     counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
@@ -518,29 +518,3 @@ def test_mobike_new_address_must_answer_before_traffic_moves(topo):
     assert [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")] == spis, "a new IKE SA"
     assert virtual_ip(alice) == vip
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "no traffic from the new address"
-
-
-def swan_time(line):
-    """The wall-clock time (epoch seconds, today) of a charon log line
-    ("HH:MM:SS.mmm 03[IKE] ...")."""
-    stamp = line.split()[0]
-    h, m, rest = stamp.split(":")
-    now = time.time()
-    midnight = now - (now % 86400)
-    t = midnight + int(h) * 3600 + int(m) * 60 + float(rest)
-    return t - 86400 if t > now + 60 else t
-
-
-def lost_after(ping_log, t):
-    """icmp_seq numbers sent after epoch time `t` with no reply, from
-    `ping -D -i 0.01` output (sends are 10 ms apart from the first)."""
-    replies = {}
-    for m in re.finditer(r"^\[(\d+\.\d+)\].*icmp_seq=(\d+)", ping_log, re.M):
-        replies[int(m.group(2))] = float(m.group(1))
-    if not replies:
-        return ["no reply at all"]
-    first_seq = min(replies)
-    t0 = replies[first_seq] - 0.002 - (first_seq - 1) * 0.01
-    last = max(replies)
-    return [seq for seq in range(1, last + 1)
-            if seq not in replies and t0 + (seq - 1) * 0.01 > t]
