@@ -14,14 +14,20 @@ from cluster_ike import ESP, SITE_A, SWAN_REPLAY_WINDOW, WAN
 
 POOL = "10.3.0.0/24"
 # EAP-MSCHAPv2 End-Users of the cluster (identity -> password).
-EAP_USERS = {"carol@example.com": "carol's password", "dave@example.com": "dave's password"}
+EAP_USERS = {"carol@example.com": "carol-password", "dave@example.com": "dave-password"}
 IDENTITY = "carol@example.com"
+# The shared secret of the cluster nodes and the RADIUS server.
+RADIUS_SECRET = "cluster radius secret"
 
 
-def cluster_conn(eap_paths=None):
+def cluster_conn(eap_paths=None, radius=None, node=1):
     """The cluster's side: any End-User with the PSK, site A, the pool;
     with `eap_paths` (pki.build's), its certificate (gwA's, which names
-    192.0.2.1) and EAP-MSCHAPv2 for the End-Users."""
+    192.0.2.1) and EAP-MSCHAPv2 for the End-Users: against its own
+    [[eap_secret]]s, or relayed to the RADIUS server at address `radius`
+    (no accounting: a cluster node refuses it) from the LAN address of
+    `node` (the inside virtual address is the kernel's first choice, and
+    the server's answers to it would go to the cluster's data plane)."""
     vip, _ = WAN["v4"]
     child = ikegw.Child(local_ts=[SITE_A], remote_ts=["0.0.0.0/0"], esp_proposals=ESP,
                         peer_replay_window=SWAN_REPLAY_WINDOW)
@@ -35,6 +41,13 @@ def cluster_conn(eap_paths=None):
         conn.ca = eap_paths["ca"]
         conn.remote_auth = "eap-mschapv2"
         conn.eap_secrets = list(EAP_USERS.items())
+    if eap_paths and radius:
+        conn.remote_auth = "eap-radius"
+        conn.eap_secrets = []
+        conn.radius = "\n".join(["[radius]", 'timeout = "1s"', "retransmits = 2",
+                                 'source = "{}"'.format(cluster.node_addr(node, "lan")), "",
+                                 "[[radius.server]]", 'address = "{}"'.format(radius),
+                                 'secret = "{}"'.format(RADIUS_SECRET), "acct_port = 0", ""])
     return conn
 
 
@@ -57,14 +70,15 @@ def end_user_conn(identity=IDENTITY, local_addr=None, mobike=False, eap_paths=No
     return conn
 
 
-def start(cl, lease_len=4096, mobike=False, eap_paths=None):
+def start(cl, lease_len=4096, mobike=False, eap_paths=None, radius=None):
     """Corosync, strongSwan at gwB as the End-User (from any of its
-    addresses with `mobike`; EAP-MSCHAPv2 with `eap_paths`), phalanxd on
-    every node; the view complete."""
+    addresses with `mobike`; EAP-MSCHAPv2 with `eap_paths`, through the
+    RADIUS server at address `radius` if given), phalanxd on every node;
+    the view complete."""
     cl.config_paths = {}
     for i in range(1, cl.nodes + 1):
         d = cl.node_dir(i)
-        conn = cluster_conn(eap_paths)
+        conn = cluster_conn(eap_paths, radius, node=i)
         if eap_paths:
             certs = os.path.join(d, "certs")
             os.makedirs(certs, exist_ok=True)

@@ -31,9 +31,11 @@ import pytest
 import cluster
 import ikegw
 import pki
+import radius
 import swan
 from cluster_ike import init_count, runner, same_spi, wait_runner, wait_swan_sa
-from cluster_rw import POOL, leased, ping_from_vip, pool_online, second_end_user, start
+from cluster_rw import (EAP_USERS, POOL, RADIUS_SECRET, leased, ping_from_vip, pool_online, second_end_user,
+                        start)
 from test_cluster_ike import _cluster
 
 
@@ -220,3 +222,37 @@ def test_eap_end_user_on_the_cluster(topo):
     assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the handover"
     assert init_count(charon) == inits, "the End-User renegotiated"
     assert successor in others
+
+
+def test_eap_through_radius_on_the_cluster(topo):
+    """EAP-MSCHAPv2 relayed to FreeRADIUS 3.2 on the cluster (RFC 3579):
+    the node that runs the End-User's IKE SA sends the Access-Requests from
+    its own LAN address to the server in hostA and answers the End-User
+    when the server does; the End-User gets an address and reaches hostA.
+    Then that node loses power and the successor carries the established
+    IKE SA on without asking RADIUS again. (Accounting is refused on a
+    cluster node: acct_port = 0.)"""
+    cl = topo
+    server = radius.FreeRadius(cl, "hostA", "radius-a", cluster.HOSTA, RADIUS_SECRET, ["10.1.0.0/24"],
+                               EAP_USERS).start()
+    paths = pki.build(cl.run_dir, "ecdsa-p256")
+    charon = start(cl, eap_paths=paths, radius=cluster.HOSTA)
+    charon.initiate("net", ike="home", timeout=20)
+    assert "EAP method EAP_MSCHAPV2 succeeded" in charon.log(), charon.log()[-3000:] + server.log()[-3000:]
+    spi_i, spi_r, _ = wait_swan_sa(charon)
+    owner, _ = wait_runner(cl, range(1, cl.nodes + 1))
+    assert ping_from_vip(cl).returncode == 0, "the End-User cannot reach hostA"
+    clients = cl.gateways["n{}".format(owner)].ctl("clients")
+    assert clients and clients[0]["auth"] == "eap-mschapv2", clients
+    accepts = server.replies_sent("Access-Accept")
+    assert accepts == 1, server.log()[-3000:]
+    counters = ikegw.flatten_counters(cl.gateways["n{}".format(owner)].ctl("counters"))
+    assert ikegw.counter(counters, "radius_accepts") == 1, counters
+    inits = init_count(charon)
+
+    cl.crash_node(owner)
+    others = [i for i in range(1, cl.nodes + 1) if i != owner]
+    runner_of(cl, others, spi_i, spi_r)
+    assert ikegw.wait_for(lambda: ping_from_vip(cl, count=3).returncode == 0, 10), "no traffic after the handover"
+    assert init_count(charon) == inits, "the End-User renegotiated"
+    assert server.replies_sent("Access-Accept") == accepts, "RADIUS asked again after the handover"

@@ -40,6 +40,9 @@ impl Daemon {
     /// Installs `config`'s SAs and policies.
     pub fn new(config: Config) -> Result<Daemon, InstallError> {
         let store = Arc::new(SaStore::new());
+        if config.cluster.is_some() {
+            store.set_assigned_sequence_numbers();
+        }
         store.apply_config(&config, Instant::now())?;
         Ok(Daemon {
             config_path: config.path.clone(),

@@ -238,6 +238,9 @@ pub struct ApplySummary {
 #[derive(Debug)]
 struct Writer {
     next_outbound_id: u32,
+    /// Sequence numbers an outbound SA skips when it moves to a new peer
+    /// address ([`SaStore::move_outbound`]).
+    move_gap: u64,
 }
 
 impl Writer {
@@ -263,12 +266,23 @@ impl Default for SaStore {
 }
 
 impl SaStore {
+    /// Cluster mode: the dispatcher assigns every outbound packet its
+    /// sequence number from this node's lease class (no worker takes one
+    /// from an SA's own counter), so an SA moved to a new peer address goes
+    /// on without a gap. A gap would put this node's counter past the
+    /// numbers its leases hand out (`cluster_sequence_behind`, every packet
+    /// it owns dropped) while the other nodes go on below it.
+    pub fn set_assigned_sequence_numbers(&self) {
+        self.writer.lock().move_gap = 0;
+    }
+
     /// An empty store.
     pub fn new() -> SaStore {
         SaStore {
             current: ArcSwap::from_pointee(Runtime::default()),
             writer: parking_lot::Mutex::new(Writer {
                 next_outbound_id: 1,
+                move_gap: crate::limits::PEER_MOVE_SEQUENCE_GAP,
             }),
         }
     }

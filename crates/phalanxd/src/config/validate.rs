@@ -66,7 +66,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
     let sas = sa::all(source, raw.sa, &protected, raw.cluster.is_some())?;
     let policies = policies(source, raw.policy, &sas)?;
     if raw.cluster.is_some() {
-        cluster::ike_rules::check(source, &raw.connection)?;
+        cluster::ike_rules::check(source, &raw.connection, raw.radius.as_ref())?;
     }
     let pools = pool::all(source, &raw.pool)?;
     let eap = EapSettings {

@@ -454,6 +454,11 @@ impl Driver {
     /// an inbound SA is installed before the message announcing it leaves).
     fn flush(&mut self, now: Instant) {
         if self.cluster.is_some() {
+            // RADIUS's answers first: they release deferred IKE_AUTH
+            // responses (the node that runs the IKE SA relays its EAP).
+            while let Some((ike_sa, answer)) = self.eap.poll_answer() {
+                self.endpoint.handle_eap(now, ike_sa, answer);
+            }
             // EAP answers make new events: flush until none is left (an
             // exchange needs one round per message; a few are plenty).
             for _ in 0..EAP_ROUNDS {
@@ -474,6 +479,7 @@ impl Driver {
                     break;
                 }
             }
+            self.eap.transmit();
             return;
         }
         let peers: HashMap<String, String> = self.peers();

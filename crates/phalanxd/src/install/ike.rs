@@ -29,7 +29,7 @@ use crate::config::{
     ChildRef, Config, Direction, Encryption, Integrity, PolicyConfig, PolicyTarget, SaConfig,
     SaKeys,
 };
-use crate::limits::{ACQUIRE_INTERVAL_MS, IKE_HARD_LIFETIME_GRACE, PEER_MOVE_SEQUENCE_GAP};
+use crate::limits::{ACQUIRE_INTERVAL_MS, IKE_HARD_LIFETIME_GRACE};
 
 /// A configured IKE child's place in the outbound SAD.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -395,9 +395,10 @@ impl SaStore {
     /// The peer moved (RFC 7296 §2.23: a NAT mapping changed, or IKE
     /// floated to port 4500): the outbound SA `name` is rebuilt for
     /// `remote` and `encap`, with the same keys, its sequence numbers
-    /// continuing [`PEER_MOVE_SEQUENCE_GAP`] past the old SA's (workers may
-    /// still take numbers from the old one for a batch; a number is never
-    /// used twice), and takes its place (and its slot, if current). Its
+    /// continuing [`PEER_MOVE_SEQUENCE_GAP`](crate::limits::PEER_MOVE_SEQUENCE_GAP)
+    /// past the old SA's (workers may still take numbers from the old one
+    /// for a batch; a number is never used twice; no gap in cluster mode,
+    /// [`SaStore::set_assigned_sequence_numbers`]), and takes its place (and its slot, if current). Its
     /// lifetime runs on from the old SA's installation; its byte and packet
     /// counts start again from zero.
     pub fn move_outbound(
@@ -434,8 +435,7 @@ impl SaStore {
         )?);
         if let SaHandle::Outbound { sa, .. } = &moved.handle {
             let next = old_sa.seq.peek_next().unwrap_or(u64::MAX);
-            sa.seq
-                .advance_to(next.saturating_add(PEER_MOVE_SEQUENCE_GAP));
+            sa.seq.advance_to(next.saturating_add(writer.move_gap));
         }
         let is_current = current
             .slots

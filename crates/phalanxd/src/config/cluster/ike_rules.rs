@@ -7,11 +7,15 @@
 //!   its SA, and a packet without one must not make every node start IKE.
 //! - `mode = "transport"`: the cluster tunnels between the virtual
 //!   addresses; a transport-mode SA's packets are addressed to a node.
-//! - `remote_auth = "eap-radius"`: RADIUS accounting sessions live on the
-//!   node that runs the IKE SA and are not replicated (a successor would
-//!   never send their Stop). EAP-MSCHAPv2 with local secrets works: an
-//!   exchange in progress is not replicated, so an End-User whose node
-//!   fails mid-EAP starts again; established IKE SAs replicate as usual.
+//! - RADIUS accounting (`acct_port` other than 0 on a `[[radius.server]]`,
+//!   1813 by default) with `remote_auth = "eap-radius"`: an accounting
+//!   session lives on the node that runs the IKE SA and is not replicated
+//!   (a successor would never send its Stop), and each node counts only
+//!   the packets it processes. EAP through RADIUS itself works (the node
+//!   that runs the IKE SA relays it), as does EAP-MSCHAPv2 with local
+//!   secrets: an exchange in progress is not replicated, so an End-User
+//!   whose node fails mid-EAP starts again; established IKE SAs replicate
+//!   as usual.
 //! - `ah_proposals`: AH is not carried by the cluster worker (as for a
 //!   static `protocol = "ah"` SA).
 //! - `rekey_bytes` / `rekey_packets`: each node counts only the packets it
@@ -23,6 +27,7 @@
 
 use toml::Spanned;
 
+use super::super::radius::RawRadius;
 use super::super::raw_ike::RawConnection;
 use super::super::{ConfigError, Source};
 
@@ -30,7 +35,29 @@ use super::super::{ConfigError, Source};
 pub(crate) fn check(
     source: &Source<'_>,
     connections: &[Spanned<RawConnection>],
+    radius: Option<&Spanned<RawRadius>>,
 ) -> Result<(), ConfigError> {
+    let eap_radius = connections.iter().any(|c| {
+        c.get_ref()
+            .remote_auth
+            .as_ref()
+            .is_some_and(|h| h.get_ref() == "eap-radius")
+    });
+    if let Some(radius) = radius.filter(|_| eap_radius) {
+        for (j, server) in radius.get_ref().server.iter().enumerate() {
+            let acct = &server.get_ref().acct_port;
+            if acct.as_ref().is_some_and(|p| *p.get_ref() == 0) {
+                continue;
+            }
+            let span = acct
+                .as_ref()
+                .map_or_else(|| server.get_ref().address.span(), Spanned::span);
+            let msg = "RADIUS accounting is not available on a cluster node yet: accounting \
+                       sessions are not replicated and each node counts only its own packets; \
+                       set acct_port = 0 (EAP through RADIUS works)";
+            return Err(source.error(span, format!("radius.server[{j}].acct_port"), msg));
+        }
+    }
     for (i, conn) in connections.iter().enumerate() {
         let conn = conn.get_ref();
         if let Some(action) = &conn.start_action {
@@ -43,14 +70,6 @@ pub(crate) fn check(
                     msg,
                 ));
             }
-        }
-        if let Some(how) = conn
-            .remote_auth
-            .as_ref()
-            .filter(|h| h.get_ref() == "eap-radius")
-        {
-            let msg = "remote_auth = \"eap-radius\" is not available on a cluster node yet: RADIUS accounting sessions are not replicated (use \"eap-mschapv2\", or host mode)";
-            return Err(source.error(how.span(), format!("connection[{i}].remote_auth"), msg));
         }
         for (j, child) in conn.child.iter().enumerate() {
             let child = child.get_ref();
