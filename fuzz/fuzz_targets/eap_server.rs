@@ -6,6 +6,8 @@
 //! panic is a finding.
 #![no_main]
 
+use std::sync::Arc;
+
 use libfuzzer_sys::fuzz_target;
 use phalanx_eap::{EapRepr, EapServer, EapType, LocalSecrets};
 
@@ -15,14 +17,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut secrets = LocalSecrets::default();
     secrets.add("alice@example.com", "alice's password");
-    let mut server = EapServer::new("phalanx", [id; 32]);
+    let mut server = EapServer::mschapv2("phalanx", [id; 32], Arc::new(secrets));
     let _ = server.start();
     if rest.first().is_some_and(|b| b % 2 == 0) {
         let identity = EapRepr::response(id, EapType::IDENTITY, b"alice@example.com".to_vec());
-        let _ = server.handle(&identity.emit(), &secrets);
+        let _ = server.handle(&identity.emit());
     }
     for message in rest.split(|b| *b == 0xff) {
-        let _ = server.handle(message, &secrets);
+        let _ = server.handle(message);
         let _ = EapRepr::parse(message);
     }
 });

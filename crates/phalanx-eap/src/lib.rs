@@ -2,10 +2,12 @@
 //! End-Users itself: bytes in, bytes and an MSK out.
 //!
 //! - [`packet`]: the EAP packet codec.
+//! - [`server`]: the authenticator ([`EapServer`]): EAP-Identity, then
+//!   the method the connection chose, an [`AuthMethod`].
 //! - [`mschapv2`]: EAP-MSCHAPv2's messages and crypto (RFC 2759, RFC 3079,
-//!   draft-kamath-pppext-eap-mschapv2), the authenticator
-//!   ([`EapServer`]: EAP-Identity, then EAP-MSCHAPv2) and a peer
-//!   ([`EapPeer`], for tests and load generators).
+//!   draft-kamath-pppext-eap-mschapv2), the method
+//!   ([`Mschapv2Method`]) and a peer ([`EapPeer`], for tests and load
+//!   generators).
 //!
 //! - [`radius`]: the RADIUS codec for EAP pass-through (RFC 2865, RFC 3579,
 //!   RFC 2548): Access-Requests with EAP-Message and Message-Authenticator,
@@ -23,6 +25,8 @@
 pub mod mschapv2;
 pub mod packet;
 pub mod radius;
+pub mod server;
 
-pub use mschapv2::{CredentialStore, EapFailure, EapPeer, EapServer, EapStep, LocalSecrets};
+pub use mschapv2::{CredentialStore, EapPeer, LocalSecrets, Mschapv2Method};
 pub use packet::{EapCode, EapPacket, EapRepr, EapType, PacketError};
+pub use server::{AuthMethod, EapFailure, EapServer, EapStep, MethodStep};

@@ -160,13 +160,14 @@ impl EapBackend {
         if request.message.is_empty() {
             let mut random = [0u8; 32];
             OsRng.fill_bytes(&mut random);
-            let mut server = EapServer::new(SERVER_NAME, random);
+            let credentials = Arc::clone(&self.settings.secrets);
+            let mut server = EapServer::mschapv2(SERVER_NAME, random, credentials);
             let first = server.start();
             self.sessions.insert(ike_sa, server);
             return Some(EapAnswer::Continue(first));
         }
         let server = self.sessions.get_mut(&ike_sa)?;
-        let answer = match server.handle(request.message, &*self.settings.secrets) {
+        let answer = match server.handle(request.message) {
             EapStep::Send(next) => {
                 if let Some(reason) = server.failure() {
                     tracing::warn!(ike_sa = format_args!("{ike_sa:016x}"), %reason, "EAP authentication failed");
@@ -178,6 +179,7 @@ impl EapBackend {
                 packet,
                 msk,
                 identity,
+                ..
             } => EapAnswer::Success {
                 message: packet,
                 msk,
