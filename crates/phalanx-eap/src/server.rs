@@ -21,6 +21,7 @@ use std::fmt;
 use zeroize::Zeroizing;
 
 use crate::packet::{EapCode, EapRepr, EapType};
+use crate::tls::TlsFailure;
 
 /// Why an EAP exchange failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +38,8 @@ pub enum EapFailure {
     Nak(Vec<u8>),
     /// The peer refused our Success (a bad authenticator response).
     PeerRefused,
+    /// EAP-TLS failed (RFC 5216), with its reason.
+    Tls(TlsFailure),
 }
 
 impl fmt::Display for EapFailure {
@@ -52,6 +55,7 @@ impl fmt::Display for EapFailure {
                 )
             }
             EapFailure::PeerRefused => f.write_str("peer refused the authenticator response"),
+            EapFailure::Tls(failure) => write!(f, "EAP-TLS: {failure}"),
         }
     }
 }
