@@ -214,13 +214,24 @@ impl fmt::Display for TlsFailure {
     }
 }
 
-/// A configuration rustls refused, with its reason.
+/// A configuration rustls refused: which part, and its reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsConfigError(pub String);
+#[non_exhaustive]
+pub enum TlsConfigError {
+    /// The client CAs: a certificate rustls cannot take as a trust
+    /// anchor, or none at all.
+    ClientCas(String),
+    /// Our certificate and key: a key rustls cannot sign with, or one
+    /// that is not the certificate's.
+    Credentials(String),
+}
 
 impl fmt::Display for TlsConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            TlsConfigError::ClientCas(e) => write!(f, "the client CA certificates: {e}"),
+            TlsConfigError::Credentials(e) => write!(f, "our certificate and key: {e}"),
+        }
     }
 }
 
@@ -284,19 +295,18 @@ impl TlsServerConfig {
         key: PrivateKeyDer<'static>,
         client_cas: &[CertificateDer<'static>],
     ) -> Result<TlsServerConfig, TlsConfigError> {
-        let error = |what: &str, e: &dyn fmt::Display| TlsConfigError(format!("{what}: {e}"));
         let mut roots = RootCertStore::empty();
         for ca in client_cas {
             roots
                 .add(ca.clone())
-                .map_err(|e| error("a client CA certificate", &e))?;
+                .map_err(|e| TlsConfigError::ClientCas(e.to_string()))?;
         }
         let client_verifier =
             WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
                 .build()
-                .map_err(|e| error("the client CA certificates", &e))?;
+                .map_err(|e| TlsConfigError::ClientCas(e.to_string()))?;
         let certified = CertifiedKey::from_der(chain, key, &provider)
-            .map_err(|e| error("our certificate and key", &e))?;
+            .map_err(|e| TlsConfigError::Credentials(e.to_string()))?;
         Ok(TlsServerConfig {
             provider,
             versions: rustls::ALL_VERSIONS.to_vec(),

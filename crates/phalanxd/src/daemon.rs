@@ -323,6 +323,7 @@ impl ControlHandler for Daemon {
             &status.sas,
             &rt,
             Instant::now(),
+            &status.eap_methods,
         ))
     }
 

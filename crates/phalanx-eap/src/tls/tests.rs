@@ -553,10 +553,14 @@ fn configurations_rustls_refuses_are_errors() {
     let garbage_ca = rustls::pki_types::CertificateDer::from(vec![0x30, 0x03, 1, 2, 3]);
     let e = TlsServerConfig::new(chain.clone(), pki.gateway.key.clone_key(), &[garbage_ca])
         .unwrap_err();
-    assert!(e.to_string().starts_with("a client CA certificate"), "{e}");
+    assert!(matches!(e, TlsConfigError::ClientCas(_)), "{e}");
     let e = TlsServerConfig::new(chain.clone(), pki.alice.key.clone_key(), &[pki.ca.der()])
         .unwrap_err();
-    assert!(e.to_string().starts_with("our certificate and key"), "{e}");
+    assert!(matches!(e, TlsConfigError::Credentials(_)), "{e}");
+    assert!(
+        e.to_string().starts_with("our certificate and key: "),
+        "{e}"
+    );
     let e = TlsServerConfig::new(chain, pki.gateway.key.clone_key(), &[]).unwrap_err();
     assert!(
         e.to_string().starts_with("the client CA certificates"),
