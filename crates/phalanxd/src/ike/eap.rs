@@ -95,6 +95,9 @@ struct TlsCounters {
     nak: u64,
     /// An EAP message that does not parse, or of another Type.
     malformed: u64,
+    /// The IKE SA ended before the exchange did (the client gave up
+    /// without a word, timed out, or died).
+    abandoned: u64,
 }
 
 impl TlsCounters {
@@ -115,6 +118,7 @@ impl TlsCounters {
             ("succeeded", self.succeeded),
             ("nak", self.nak),
             ("malformed", self.malformed),
+            ("abandoned", self.abandoned),
         ];
         counters.extend(
             TlsFailureKind::ALL
@@ -469,8 +473,17 @@ impl EapBackend {
     }
 
     /// Forgets the conversations of IKE SAs that are gone.
+    /// An EAP-TLS exchange whose failure was not reported yet counts as
+    /// abandoned.
     pub fn retain(&mut self, live: impl Fn(u64) -> bool) {
-        self.sessions.retain(|spi, _| live(*spi));
+        let counters = &mut self.tls_counters;
+        self.sessions.retain(|spi, session| {
+            let keep = live(*spi);
+            if !keep && session.tls && !session.reported {
+                counters.abandoned += 1;
+            }
+            keep
+        });
         if let Some(radius) = self.radius.as_mut() {
             radius.relay.retain(live);
         }

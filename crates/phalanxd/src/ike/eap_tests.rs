@@ -247,3 +247,51 @@ fn mschapv2_connections_are_not_counted_as_eap_tls() {
     let backend = EapBackend::new(Arc::new(settings));
     assert!(backend.counters().is_empty());
 }
+
+/// An exchange whose IKE SA goes away first (strongSwan 5.9.8 with TLS 1.3
+/// against RFC 9190 dies on the commitment message) counts as abandoned;
+/// one already counted as failed does not count twice.
+#[test]
+fn an_exchange_whose_ike_sa_ends_first_is_abandoned() {
+    let pki = Pki::new();
+    let mut backend = EapBackend::new(pki.settings());
+    let now = Instant::now();
+    let mut alice = pki.peer(&pki.alice, "alice@example.com");
+    let Some(EapAnswer::Continue(identity)) = backend.request(now, &request("rw-tls", 5, &[]))
+    else {
+        panic!("no EAP-Identity")
+    };
+    let response = alice.handle(&identity).unwrap();
+    assert!(matches!(
+        backend.request(now, &request("rw-tls", 5, &response)),
+        Some(EapAnswer::Continue(_))
+    ));
+    // mallory is refused: the alert is out, counted, and then her IKE SA
+    // goes too.
+    let mut mallory = pki.peer(&pki.mallory, "alice@example.com");
+    let alerted = std::cell::Cell::new(false);
+    let _ = run(
+        &mut backend,
+        "rw-tls",
+        6,
+        |m| (!alerted.get()).then(|| mallory.handle(m)).flatten(),
+        |b| alerted.set(b.failure_reported(6)),
+    );
+    assert!(alerted.get(), "mallory gave up after the alert");
+    backend.retain(|spi| spi != 5 && spi != 6);
+    assert!(backend.sessions.is_empty());
+    assert_eq!(
+        moved(&backend),
+        [
+            ("eap_tls_abandoned".to_owned(), 1),
+            ("eap_tls_untrusted_certificate".to_owned(), 1)
+        ]
+    );
+}
+
+impl EapBackend {
+    /// Whether IKE SA `ike_sa`'s exchange already counted its failure.
+    fn failure_reported(&self, ike_sa: u64) -> bool {
+        self.sessions.get(&ike_sa).is_some_and(|s| s.reported)
+    }
+}
