@@ -41,7 +41,18 @@
 //!
 //! The client must show a certificate (RFC 5216 §2.1.1 makes it the
 //! method) that verifies against the configured CAs and names the EAP
-//! identity ([`verifier`]'s rule, strongSwan's). The keys: [`keys`].
+//! identity, by strongSwan's rule: the EAP-Response/Identity read as an
+//! identity (a DER DN, or text in strongSwan's syntax; the IKE IDi when it
+//! is empty) must be a subjectAltName or the subject of the certificate,
+//! as [`phalanx_ike::auth::certificate_names`] decides for IKE. The check
+//! runs inside the handshake, so a certificate for someone else gets an
+//! access_denied alert.
+//!
+//! The keys: Key_Material = TLS-PRF-128(master_secret, "client EAP
+//! encryption", client.random || server.random) with TLS 1.2 (RFC 5216
+//! §2.3), TLS-Exporter("EXPORTER_EAP_TLS_Key_Material", 0x0D, 128) with
+//! TLS 1.3 (RFC 9190 §2.3); the MSK is its first 64 octets, the EMSK the
+//! next 64.
 //!
 //! Every way it fails is a [`TlsFailureKind`] with a counter name, so that
 //! the daemon counts each apart.

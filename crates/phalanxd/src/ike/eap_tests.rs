@@ -61,7 +61,7 @@ impl Pki {
         let tls = TlsServerConfig::new(
             vec![cert.clone()],
             PrivatePkcs8KeyDer::from(key.clone()).into(),
-            &[self.ca.clone()],
+            std::slice::from_ref(&self.ca),
         )
         .unwrap();
         let mut secrets = LocalSecrets::default();
