@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
-    SignatureAlgorithm,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, SanType, SignatureAlgorithm,
 };
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
@@ -53,6 +53,17 @@ impl Ca {
     /// A certificate with subject `C=CH, O=Phalanx, CN=<cn>` and these
     /// subjectAltNames.
     pub(crate) fn issue(&self, cn: &str, sans: Vec<SanType>) -> Leaf {
+        self.issue_for(cn, sans, Vec::new())
+    }
+
+    /// As [`Ca::issue`], with an extended key usage extension listing
+    /// `purposes` (none: no extension).
+    pub(crate) fn issue_for(
+        &self,
+        cn: &str,
+        sans: Vec<SanType>,
+        purposes: Vec<ExtendedKeyUsagePurpose>,
+    ) -> Leaf {
         let key = KeyPair::generate_for(self.alg).unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         // rcgen starts with a CN of its own; the subject is ours, in order.
@@ -63,6 +74,7 @@ impl Ca {
             .push(DnType::OrganizationName, "Phalanx");
         params.distinguished_name.push(DnType::CommonName, cn);
         params.subject_alt_names = sans;
+        params.extended_key_usages = purposes;
         let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
         Leaf {
             cert: cert.der().clone(),

@@ -353,6 +353,33 @@ fn the_identity_may_be_the_subject_dn_or_the_ike_idi() {
     );
 }
 
+/// rustls' rule for client certificates: an extended key usage extension
+/// must list clientAuth (none at all is fine).
+#[test]
+fn a_client_certificate_for_other_purposes_is_refused() {
+    use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+    let pki = Pki::new();
+    let alice = |purposes| {
+        let sans = vec![testpki::email("alice@example.com")];
+        pki.ca.issue_for("alice", sans, purposes)
+    };
+    for (purposes, accepted) in [
+        (vec![ServerAuth], false),
+        (vec![ServerAuth, ClientAuth], true),
+    ] {
+        let leaf = alice(purposes);
+        let mut server = authenticator(pki.server(), "ignored");
+        let mut peer = testpki::peer(&pki, &leaf, "alice@example.com", &[&TLS13]);
+        let (step, _) = run(&mut server, &mut peer);
+        if accepted {
+            assert!(matches!(step, EapStep::Success { .. }), "{step:?}");
+        } else {
+            assert_eq!(tls_failure(&step), TlsFailureKind::UntrustedCertificate);
+            assert!(step_reason(&step).contains("client authentication"), "{step:?}");
+        }
+    }
+}
+
 #[test]
 fn a_peer_without_a_certificate_is_refused() {
     let pki = Pki::new();

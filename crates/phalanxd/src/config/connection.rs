@@ -20,7 +20,7 @@ use phalanx_wire::ike::TrafficSelector;
 use toml::Spanned;
 use zeroize::Zeroizing;
 
-use super::credentials::{self, CredentialFingerprint};
+use super::credentials::{self, CredentialFingerprint, LoadedFile};
 use super::radius::EapMethod;
 use super::raw_ike::{RawChild, RawConnection};
 use super::{eap_tls, validate, values, ConfigError, ProtectedSettings, Source};
@@ -363,9 +363,8 @@ fn auth(
         let msg = "remote_auth = \"eap-tls\" needs auth = \"pubkey\": the EAP-TLS server shows this connection's certificate";
         return Err(source.error(raw.auth.span(), field("auth"), msg));
     }
-    if let (Some(tls13), false) = (&raw.eap_tls13, eap_tls) {
-        let msg = "not used: remote_auth is not \"eap-tls\"; remove it";
-        return Err(source.error(tls13.span(), field("eap_tls13"), msg));
+    if !eap_tls {
+        eap_tls::refuse_unused(source, raw, field)?;
     }
     let stray = |present: bool, name: &str, why: &str| -> Result<(), ConfigError> {
         if present {
@@ -494,29 +493,50 @@ fn auth(
         // Checked above: a PSK side has its secret, a signing peer its CAs.
         _ => return Err(missing("psk", "\"<shared secret>\"", "remote_auth")),
     };
-    let eap = match remote {
-        Method::Eap(EapKind::Mschapv2) => Some(EapMethod::Mschapv2),
-        Method::Eap(EapKind::Radius) => Some(EapMethod::Radius),
-        Method::Eap(EapKind::Tls) => {
-            // Checked above: we sign (certificate and key read) and have CAs.
-            let (LocalAuth::Signature { chain, .. }, Some((_, key)), Some(cas)) =
-                (&local_auth, &signing, &ca_files)
-            else {
-                return Err(missing("ca", "[\"<PEM file>\", ...]", "remote_auth"));
-            };
-            let credentials = eap_tls::Credentials { chain, key, cas };
-            let tls13 = raw.eap_tls13.as_ref();
-            Some(EapMethod::Tls(eap_tls::server(
-                source,
-                &credentials,
-                tls13,
-                field,
-            )?))
-        }
-        Method::Psk | Method::Pubkey => None,
-    };
+    let key = signing.as_ref().map(|(_, key)| key);
+    let eap = eap_method(
+        source,
+        raw,
+        remote,
+        &local_auth,
+        key,
+        ca_files.as_deref(),
+        field,
+    )?;
     let fingerprint = credentials::fingerprint(files);
     Ok((local_auth, remote_auth, fingerprint, subject, eap))
+}
+
+/// The End-Users' EAP method (`remote_auth = "eap-..."`), with the
+/// connection's credentials for EAP-TLS.
+fn eap_method(
+    source: &Source<'_>,
+    raw: &RawConnection,
+    remote: Method,
+    local_auth: &LocalAuth,
+    key: Option<&LoadedFile>,
+    cas: Option<&[LoadedFile]>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Option<EapMethod>, ConfigError> {
+    let kind = match remote {
+        Method::Eap(kind) => kind,
+        Method::Psk | Method::Pubkey => return Ok(None),
+    };
+    Ok(Some(match kind {
+        EapKind::Mschapv2 => EapMethod::Mschapv2,
+        EapKind::Radius => EapMethod::Radius,
+        EapKind::Tls => {
+            // Checked in `auth`: we sign (certificate and key read) and
+            // have CAs.
+            let (LocalAuth::Signature { chain, .. }, Some(key), Some(cas)) = (local_auth, key, cas)
+            else {
+                let msg = "remote_auth = \"eap-tls\" needs certificate, private_key and ca";
+                return Err(source.error(raw.auth.span(), field("remote_auth"), msg));
+            };
+            let credentials = eap_tls::Credentials { chain, key, cas };
+            EapMethod::Tls(eap_tls::server(source, raw, &credentials, field)?)
+        }
+    }))
 }
 
 /// A PSK: UTF-8 text, or `0x` and hex digits.

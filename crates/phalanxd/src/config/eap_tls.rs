@@ -10,6 +10,7 @@
 //! remote_auth = "eap-tls"
 //! eap_tls13 = "rfc9190"         # or "pre-rfc9190" (strongSwan 5.9.0 to
 //!                               # 5.9.9 clients with TLS 1.3 switched on)
+//! eap_tls_fragment_size = 1000  # TLS octets per EAP-TLS Request
 //! ```
 //!
 //! Errors name the field whose file rustls refused: `private_key` or
@@ -18,14 +19,19 @@
 use std::sync::Arc;
 
 use phalanx_crypto::sign::decode_pem;
+use phalanx_eap::limits;
 use phalanx_eap::tls::rustls::pki_types::{
     CertificateDer, PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
 };
 use phalanx_eap::tls::{Tls13Keying, TlsConfigError, TlsServerConfig};
-use toml::Spanned;
 
 use super::credentials::LoadedFile;
+use super::raw_ike::RawConnection;
 use super::{ConfigError, Source};
+
+/// `eap_tls_fragment_size`: phalanx-eap's smallest, up to a TLS record's
+/// plaintext (RFC 8446 §5.1; IKE fragmentation carries the rest).
+const FRAGMENT_SIZES: std::ops::RangeInclusive<usize> = limits::TLS_MIN_FRAGMENT_SIZE..=16384;
 
 /// What the EAP-TLS server is made of: our chain (DER, end entity first),
 /// our key file, the CA files.
@@ -35,14 +41,35 @@ pub(crate) struct Credentials<'a> {
     pub(crate) cas: &'a [LoadedFile],
 }
 
-/// The EAP-TLS server of connection `field("...")`.
+/// `eap_tls_*` fields of a connection whose End-Users do not use EAP-TLS:
+/// refused at their line.
+pub(crate) fn refuse_unused(
+    source: &Source<'_>,
+    raw: &RawConnection,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    let msg = "not used: remote_auth is not \"eap-tls\"; remove it";
+    if let Some(tls13) = &raw.eap_tls13 {
+        return Err(source.error(tls13.span(), field("eap_tls13"), msg));
+    }
+    if let Some(size) = &raw.eap_tls_fragment_size {
+        return Err(source.error(size.span(), field("eap_tls_fragment_size"), msg));
+    }
+    Ok(())
+}
+
+/// The EAP-TLS server of connection `raw`.
 pub(crate) fn server(
     source: &Source<'_>,
+    raw: &RawConnection,
     credentials: &Credentials<'_>,
-    tls13: Option<&Spanned<String>>,
     field: &dyn Fn(&str) -> String,
 ) -> Result<Arc<TlsServerConfig>, ConfigError> {
-    let keying = match tls13.map(|t| (t.get_ref().as_str(), t.span())) {
+    let keying = match raw
+        .eap_tls13
+        .as_ref()
+        .map(|t| (t.get_ref().as_str(), t.span()))
+    {
         None | Some(("rfc9190", _)) => Tls13Keying::Rfc9190,
         Some(("pre-rfc9190", _)) => Tls13Keying::PreRfc9190,
         Some((other, span)) => {
@@ -50,6 +77,23 @@ pub(crate) fn server(
                 "unknown eap_tls13 {other:?}; expected \"rfc9190\" or \"pre-rfc9190\" (strongSwan 5.9.0 to 5.9.9 clients with TLS 1.3)"
             );
             return Err(source.error(span, field("eap_tls13"), msg));
+        }
+    };
+    let fragment_size = match &raw.eap_tls_fragment_size {
+        None => limits::TLS_FRAGMENT_SIZE,
+        Some(size) => {
+            let value = *size.get_ref();
+            match usize::try_from(value) {
+                Ok(octets) if FRAGMENT_SIZES.contains(&octets) => octets,
+                _ => {
+                    let msg = format!(
+                        "{value} out of range {}..={}",
+                        FRAGMENT_SIZES.start(),
+                        FRAGMENT_SIZES.end()
+                    );
+                    return Err(source.error(size.span(), field("eap_tls_fragment_size"), msg));
+                }
+            }
         }
     };
     let key_file = credentials.key;
@@ -89,7 +133,11 @@ pub(crate) fn server(
             msg,
         )
     })?;
-    Ok(Arc::new(config.with_tls13_keying(keying)))
+    Ok(Arc::new(
+        config
+            .with_tls13_keying(keying)
+            .with_fragment_size(fragment_size),
+    ))
 }
 
 /// The key of a PEM key file in rustls' terms (PKCS#8, SEC1 or PKCS#1).

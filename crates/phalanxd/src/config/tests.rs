@@ -1272,11 +1272,16 @@ fn eap_tls_end_users_parse_and_refuse_mistakes() {
     );
     assert!(!ike.eap.uses_radius("site-b"));
     assert!(ike.eap.method("roadwarriors").is_none());
-    let c = load(&format!("{PUBKEY}\neap_tls13 = \"pre-rfc9190\"")).unwrap();
+    assert_eq!(tls.fragment_size(), phalanx_eap::limits::TLS_FRAGMENT_SIZE);
+    let c = load(&format!(
+        "{PUBKEY}\neap_tls13 = \"pre-rfc9190\"\neap_tls_fragment_size = 500"
+    ))
+    .unwrap();
     let Some(EapMethod::Tls(tls)) = c.ike.as_ref().unwrap().eap.method("site-b") else {
         panic!("no EAP-TLS server")
     };
     assert_eq!(tls.tls13_keying(), Tls13Keying::PreRfc9190);
+    assert_eq!(tls.fragment_size(), 500);
 
     for (fields, field, fragment) in [
         (
@@ -1295,6 +1300,11 @@ fn eap_tls_end_users_parse_and_refuse_mistakes() {
             "unknown eap_tls13",
         ),
         (
+            &format!("{PUBKEY}\neap_tls_fragment_size = 10"),
+            "connection[0].eap_tls_fragment_size",
+            "out of range 64..=16384",
+        ),
+        (
             "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/other.key\"\nca = [\"certs/ca.pem\"]",
             "connection[0].private_key",
             "EAP-TLS: our certificate and key",
@@ -1304,7 +1314,7 @@ fn eap_tls_end_users_parse_and_refuse_mistakes() {
         assert_eq!(e.field, field, "{fields}: {e}");
         assert!(e.message.contains(fragment), "{fields}: {e}");
     }
-    // eap_tls13 belongs to EAP-TLS only.
+    // The eap_tls fields belong to EAP-TLS only.
     let text = IKE.replace(
         "auth = \"psk\"\npsk = \"a long shared secret\"",
         &format!("{PUBKEY}\nremote_auth = \"pubkey\"\neap_tls13 = \"rfc9190\""),
@@ -1314,5 +1324,12 @@ fn eap_tls_end_users_parse_and_refuse_mistakes() {
     let e = Config::load(&path).unwrap_err();
     assert_eq!(e.field, "connection[0].eap_tls13", "{e}");
     assert_eq!(e.line, 26, "{e}");
+    let text = IKE.replace(
+        "auth = \"psk\"\npsk = \"a long shared secret\"",
+        &format!("{PUBKEY}\nremote_auth = \"eap-mschapv2\"\neap_tls_fragment_size = 500"),
+    );
+    std::fs::write(&path, &text).unwrap();
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(e.field, "connection[0].eap_tls_fragment_size", "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
