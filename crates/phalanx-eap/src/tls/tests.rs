@@ -375,7 +375,10 @@ fn a_client_certificate_for_other_purposes_is_refused() {
             assert!(matches!(step, EapStep::Success { .. }), "{step:?}");
         } else {
             assert_eq!(tls_failure(&step), TlsFailureKind::UntrustedCertificate);
-            assert!(step_reason(&step).contains("client authentication"), "{step:?}");
+            assert!(
+                step_reason(&step).contains("client authentication"),
+                "{step:?}"
+            );
         }
     }
 }
