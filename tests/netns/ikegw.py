@@ -98,12 +98,16 @@ class Conn:
     local_signature: Optional[List[str]] = None
     remote_signature: Optional[List[str]] = None
     # A gateway authenticating its End-Users with EAP: phalanxd's
-    # remote_auth ("eap-mschapv2") and [[eap_secret]]s (identity, password).
+    # remote_auth ("eap-mschapv2", "eap-tls", "eap-radius") and
+    # [[eap_secret]]s (identity, password).
     remote_auth: Optional[str] = None
     eap_secrets: Optional[List[tuple]] = None
     # A gateway with remote_auth = "eap-radius": its [radius] section as
     # TOML text.
     radius: Optional[str] = None
+    # A gateway with remote_auth = "eap-tls": phalanxd's eap_tls13
+    # ("rfc9190" or "pre-rfc9190"); None: not written (the default).
+    eap_tls13: Optional[str] = None
     # strongSwan: the remote auth round as written (e.g.
     # "ike:rsa/pss-sha256" to require PSS); None: psk or pubkey.
     swan_remote_auth: Optional[str] = None
@@ -354,6 +358,8 @@ raw_esp = true
         lines.append("pools = " + _toml_list([name for name, _ in conn.pools]))
     if conn.remote_auth:
         lines.append("remote_auth = " + _toml_str(conn.remote_auth))
+    if conn.eap_tls13:
+        lines.append("eap_tls13 = " + _toml_str(conn.eap_tls13))
     if conn.local_signature:
         lines.append("local_signature = " + _toml_list(conn.local_signature))
     if conn.remote_signature:

@@ -39,11 +39,13 @@ TUN = "ipsec0"
 # ------------------------------------------------------------------ configs
 def render_strongswan_conf(directory, keylog=False, cookie_threshold=10, cookie_threshold_ip=3,
                            block_threshold=5, retransmit_tries=3, retransmit_timeout=2.0, rsa_pss=False,
-                           install_virtual_ip=False):
+                           install_virtual_ip=False, tls_version=None):
     """strongswan.conf text for an instance living in `directory`.
     keylog: log the IKE and CHILD_SA keys (tests only, INTEROP-NOTES.md).
     rsa_pss: sign IKE AUTH with RSASSA-PSS instead of PKCS#1 v1.5 (RFC 7427).
-    install_virtual_ip: an End-User client installs the address it gets."""
+    install_virtual_ip: an End-User client installs the address it gets.
+    tls_version: "1.2" or "1.3": EAP-TLS with that TLS version only
+    (libtls' charon.tls.version_min/_max; 5.9.8 defaults to 1.2 only)."""
     values = {
         "DIR": directory,
         "KEYLOG": "chd = 4\n            ike = 4" if keylog else "",
@@ -54,6 +56,8 @@ def render_strongswan_conf(directory, keylog=False, cookie_threshold=10, cookie_
         "RETRANSMIT_TIMEOUT": str(retransmit_timeout),
         "RSA_PSS": "yes" if rsa_pss else "no",
         "INSTALL_VIP": "yes" if install_virtual_ip else "no",
+        "TLS": ("tls {{\n        version_min = {0}\n        version_max = {0}\n    }}".format(tls_version)
+                if tls_version else ""),
     }
     with open(TEMPLATE) as f:
         text = f.read()

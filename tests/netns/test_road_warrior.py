@@ -38,12 +38,36 @@ kernel-libipsec (ESP in UDP). Checks:
 (h) MOBIKE behind a masquerade under a 10 ms ping (test docstring): the
     gateway follows the UPDATE_SA_ADDRESSES to the translated address, no
     ping sent after the announcement is lost;
-(j) MOBIKE's return-routability check (RFC 4555 §5.2): the data plane
+(i) an expired End-User certificate is refused; a gateway that signs takes
+    End-Users who show a PSK (auth and remote_auth apart);
+(j) EAP-TLS (RFC 5216, phalanxd's own, `remote_auth = "eap-tls"`): the
+    gateway shows its certificate in IKE and in TLS, End-Users their
+    certificates, which must lead to the gateway's `ca` and name their EAP
+    identity (here the rfc822Name of the client's certificate); with TLS
+    1.2 and with TLS 1.3 forced in strongSwan (`charon.tls.version_min/
+    max`); strongSwan 5.9.8 does TLS 1.3 before RFC 9190, so that gateway
+    has `eap_tls13 = "pre-rfc9190"`. Each gets its address and reaches
+    hostB; `phalanxctl clients` says eap-tls; `eap_tls_succeeded` counts;
+(k) a client whose certificate comes from a CA the gateway does not trust
+    is refused with a TLS alert, logged and counted by reason
+    (`eap_tls_untrusted_certificate`), and leaves a good client alone;
+
+    client (strongSwan 5.9.8)              gwB (phalanxd)
+      IKE_AUTH { IDi, CP, SA, TS }  -->
+                              <-- { IDr, CERT, AUTH, EAP-Request/Identity }
+      { EAP-Response/Identity }     -->
+                              <-- { EAP-Request/TLS (Start) }
+      { EAP-Response/TLS (ClientHello) } -->
+                              <-- { EAP-Request/TLS (ServerHello ...), in fragments }
+      ... acknowledgements, the client's certificate flight ...
+                              <-- { EAP-Success }
+      { AUTH(MSK) }                 -->
+                              <-- { AUTH(MSK), CP(CFG_REPLY), SA, TS }
+
+(l) MOBIKE's return-routability check (RFC 4555 §5.2): the data plane
     moves only once the new address answered the gateway's INFORMATIONAL
     with COOKIE2; while the gateway's requests cannot reach it, the
     outbound SA stays on the old address (test docstring);
-(i) an expired End-User certificate is refused; a gateway that signs takes
-    End-Users who show a PSK (auth and remote_auth apart);
 (d) `phalanxctl clients` lists both with identity, address, outer address
     and traffic, `phalanxctl pools` the leases (online / offline as clients
     come and go), and `phalanxctl disconnect ADDRESS` deletes one client's
@@ -471,7 +495,7 @@ def outbound_remote(gw):
 
 
 def test_mobike_new_address_must_answer_before_traffic_moves(topo):
-    """(j) of the module doc. alice (MOBIKE) moves to 192.0.2.11 while an
+    """(l) of the module doc. alice (MOBIKE) moves to 192.0.2.11 while an
     nftables rule in her namespace drops every IKE *request* from the
     gateway (R flag clear; responses pass). Her UPDATE_SA_ADDRESSES is
     answered and the IKE SA follows, but the return-routability check
@@ -518,3 +542,112 @@ def test_mobike_new_address_must_answer_before_traffic_moves(topo):
     assert [(sa["spi_i"], sa["spi_r"]) for sa in gw.gateway.ctl("ike")] == spis, "a new IKE SA"
     assert virtual_ip(alice) == vip
     assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "no traffic from the new address"
+
+
+def eap_tls_gateway(topo, paths, eap_tls13=None):
+    """phalanxd on gwB: its certificate for IKE and as the EAP-TLS server,
+    End-Users' certificates of the same CA (`ca`), the pool."""
+    conn = cert_gateway_conn(paths, "eap-tls")
+    conn.eap_tls13 = eap_tls13
+    return start_gateway(topo, conn)
+
+
+def eap_tls_client(topo, ns, identity, local_addr, paths, cert, tls_version):
+    """A strongSwan End-User with EAP-TLS in namespace `ns`: certificate and
+    key `cert` (a pki.build pair) naming `identity` (its IDi and EAP
+    identity), TLS `tls_version` only, trusting the gateway's CA of
+    `paths`."""
+    conn = ikegw.site_conn("gwA", True, esp_proposals=["aes128gcm16-noesn"])
+    conn.name = "home"
+    conn.auth = "eap-tls"
+    conn.cert, conn.key = cert
+    conn.ca = paths["ca"]
+    conn.remote_id = pki.identity("gwB", "fqdn")
+    conn.local_addr = local_addr
+    conn.local_id = identity
+    conn.vips = ["0.0.0.0"]
+    conn.children[0].local_ts = ["dynamic"]
+    conn.children[0].remote_ts = [phxnet.SITEB[0]]
+    charon = swan.Charon(topo, ns, name="charon-tls-" + ns)
+    charon.configure(conn, install_virtual_ip=True, tls_version=tls_version)
+    charon.start()
+    charon.load()
+    return charon
+
+
+def eap_tls_counts(gw):
+    """The eap_tls_* counters of gwB that are not zero, by name."""
+    flat = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+    shown = {k.rsplit(".", 1)[-1]: v for k, v in flat.items() if k.rsplit(".", 1)[-1].startswith("eap_tls_")}
+    assert "eap_tls_succeeded" in shown, "no eap_tls counters: {}".format(sorted(flat))
+    return {k: v for k, v in shown.items() if v}
+
+
+def check_eap_tls_end_user(topo, gw, alice, identity, version):
+    """alice (in gwA) authenticated with EAP-TLS `version`, got her address,
+    reaches hostB; phalanxctl and the counters say so."""
+    alice.initiate("net", timeout=20)
+    log = alice.log()
+    assert "EAP method EAP_TLS succeeded" in log, log[-3000:]
+    assert "negotiated TLS {}".format(version) in log, log[-3000:]
+    vip = virtual_ip(alice)
+    assert re.fullmatch(r"10\.3\.0\.\d+", vip), vip
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice cannot reach hostB"
+    clients = {c["identity"]: c for c in gw.gateway.ctl("clients")}
+    assert list(clients) == [identity], clients
+    assert clients[identity]["auth"] == "eap-tls", clients
+    assert clients[identity]["virtual_ips"] == [vip], clients
+    assert eap_tls_counts(gw) == {"eap_tls_succeeded": 1}, gw.gateway.ctl("counters")
+    counters = ikegw.flatten_counters(gw.gateway.ctl("counters"))
+    assert ikegw.counter(counters, "eap_succeeded") == 1, counters
+    assert gw.alive(), gw.log()[-3000:]
+
+
+def test_eap_tls_end_user_with_tls12(topo):
+    """(j) of the module doc, TLS 1.2 (RFC 5216)."""
+    paths = pki.build(topo.run_dir, "ecdsa-p256")
+    gw = eap_tls_gateway(topo, paths)
+    identity = pki.identity("gwA", "email")
+    alice = eap_tls_client(topo, "gwA", identity, phxnet.GWA_WAN_V4, paths, paths["gwA"], "1.2")
+    check_eap_tls_end_user(topo, gw, alice, identity, "1.2")
+
+
+def test_eap_tls_end_user_with_tls13(topo):
+    """(j) of the module doc, TLS 1.3 as strongSwan 5.9.8 does it (before
+    RFC 9190: no commitment message, the keys of the TLS 1.2 label)."""
+    paths = pki.build(topo.run_dir, "ecdsa-p256")
+    gw = eap_tls_gateway(topo, paths, eap_tls13="pre-rfc9190")
+    identity = pki.identity("gwA", "email")
+    alice = eap_tls_client(topo, "gwA", identity, phxnet.GWA_WAN_V4, paths, paths["gwA"], "1.3")
+    check_eap_tls_end_user(topo, gw, alice, identity, "1.3")
+
+
+def test_eap_tls_client_of_an_untrusted_ca_is_refused(topo):
+    """(k) of the module doc: mallory (hostA) shows a certificate of
+    another CA; alice (gwA) a good one."""
+    paths = pki.build(topo.run_dir, "ecdsa-p256")
+    # Another key type: another CA name too (pki.build names its CA by
+    # key type; a CA of the same name would fail as BadSignature).
+    strangers = pki.build(os.path.join(topo.run_dir, "strangers"), "ecdsa-p384")
+    gw = eap_tls_gateway(topo, paths)
+    identity = pki.identity("gwA", "email")
+    alice = eap_tls_client(topo, "gwA", identity, phxnet.GWA_WAN_V4, paths, paths["gwA"], "1.2")
+    alice.initiate("net", timeout=20)
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice cannot reach hostB"
+
+    topo.run("hostA", ["ip", "route", "replace", phxnet.GWB_WAN_V4, "via", GWA_CLEAR_V4])
+    mallory_id = pki.identity("gwB", "email")
+    mallory = eap_tls_client(topo, "hostA", mallory_id, phxnet.HOSTA_V4, paths, strangers["gwB"], "1.2")
+    proc = mallory.initiate("net", check=False, timeout=10)
+    assert proc.returncode != 0, "a certificate of an unknown CA got through"
+    assert ikegw.wait_for(lambda: "eap_tls_untrusted_certificate" in eap_tls_counts(gw), 5), \
+        gw.gateway.ctl("counters")
+    assert eap_tls_counts(gw) == {"eap_tls_succeeded": 1, "eap_tls_untrusted_certificate": 1}, \
+        gw.gateway.ctl("counters")
+    assert re.search(r"EAP authentication failed.*client certificate not trusted.*UnknownIssuer", gw.log()), \
+        gw.log()[-3000:]
+    assert "unknown ca" in mallory.log().lower(), mallory.log()[-3000:]
+    assert not [sa for sa in gw.gateway.ctl("ike") if sa["remote_id"] == mallory_id], gw.gateway.ctl("ike")
+    assert [c["identity"] for c in gw.gateway.ctl("clients")] == [identity]
+    assert ping_from(topo, "gwA", phxnet.HOSTB_V4), "alice lost her tunnel"
+    assert gw.alive(), gw.log()[-3000:]

@@ -1,5 +1,6 @@
 //! EAP-MSCHAPv2 (draft-kamath-pppext-eap-mschapv2-02; RFC 2759 for the
-//! crypto) and the authenticator that runs it after EAP-Identity.
+//! crypto) as a method of the authenticator ([`crate::server`]), and a
+//! peer.
 //!
 //! ```text
 //! Type-Data of EAP Type 26:
@@ -28,19 +29,20 @@
 //! EAP-Success                         -->      (EAP-Failure)
 //! ```
 //!
-//! A response whose Identifier is not the last Request's is silently
-//! discarded (RFC 3748 §4.1): [`EapStep::Ignore`]. An unknown identity is
-//! answered like a wrong password, so neither can be told from the other.
+//! An unknown identity is answered like a wrong password, so neither can
+//! be told from the other.
 
 pub mod crypto;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
 use crate::packet::{EapCode, EapRepr, EapType};
+use crate::server::{AuthMethod, EapFailure, EapServer, MethodStep};
 
 /// MSCHAPv2 OpCodes.
 const OP_CHALLENGE: u8 = 1;
@@ -86,62 +88,10 @@ impl CredentialStore for LocalSecrets {
     }
 }
 
-/// Why an EAP exchange failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EapFailure {
-    /// The identity is no user of the credential store.
-    UnknownIdentity(String),
-    /// The NT-Response did not match the password.
-    WrongPassword(String),
-    /// A message that does not parse, or of the wrong kind.
-    Malformed,
-    /// The peer refused MSCHAPv2 (Nak), naming the types it wants.
-    Nak(Vec<u8>),
-    /// The peer refused our Success (a bad authenticator response).
-    PeerRefused,
-}
-
-impl fmt::Display for EapFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EapFailure::UnknownIdentity(id) => write!(f, "unknown identity {id:?}"),
-            EapFailure::WrongPassword(id) => write!(f, "wrong password for {id:?}"),
-            EapFailure::Malformed => f.write_str("malformed EAP message"),
-            EapFailure::Nak(types) => write!(f, "peer refused EAP-MSCHAPv2, wants types {types:?}"),
-            EapFailure::PeerRefused => f.write_str("peer refused the authenticator response"),
-        }
-    }
-}
-
-/// What the authenticator does with a response.
-#[derive(Debug)]
-pub enum EapStep {
-    /// Send this Request.
-    Send(Vec<u8>),
-    /// Authenticated: send EAP-Success; the MSK keys IKEv2's AUTH.
-    Success {
-        /// The EAP-Success packet.
-        packet: Vec<u8>,
-        /// The MSK (64 octets).
-        msk: Zeroizing<Vec<u8>>,
-        /// The identity from EAP-Response/Identity.
-        identity: String,
-    },
-    /// Failed: send EAP-Failure.
-    Failure {
-        /// The EAP-Failure packet.
-        packet: Vec<u8>,
-        /// Why.
-        reason: EapFailure,
-    },
-    /// Not for the last Request (RFC 3748 §4.1): discarded.
-    Ignore,
-}
-
-/// Where the authenticator is.
+/// Where the method is.
 enum Phase {
-    Identity,
+    /// Nothing sent yet.
+    Idle,
     Challenge {
         identity: String,
     },
@@ -155,19 +105,20 @@ enum Phase {
     Done,
 }
 
-/// The authenticator: EAP-Identity, then EAP-MSCHAPv2.
-pub struct EapServer {
+/// EAP-MSCHAPv2 as an [`AuthMethod`] of the authenticator: Challenge,
+/// Response checked against the credential store, Success or Failure
+/// Request, then the outcome.
+pub struct Mschapv2Method {
     server_name: String,
-    /// The Identifier of the last Request.
-    identifier: u8,
     challenge: [u8; 16],
+    credentials: Arc<dyn CredentialStore + Send + Sync>,
     phase: Phase,
 }
 
-impl fmt::Debug for EapServer {
+impl fmt::Debug for Mschapv2Method {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EapServer")
-            .field("identifier", &self.identifier)
+        f.debug_struct("Mschapv2Method")
+            .field("server_name", &self.server_name)
             .finish_non_exhaustive()
     }
 }
@@ -182,102 +133,30 @@ fn ms_data(opcode: u8, id: u8, data: &[u8]) -> Vec<u8> {
     out
 }
 
-impl EapServer {
-    /// An authenticator naming itself `server_name` in its Challenge;
-    /// `random` gives the first Identifier (octet 0) and the 16-octet
-    /// authenticator challenge (octets 16..32).
-    pub fn new(server_name: &str, random: [u8; 32]) -> EapServer {
-        let mut challenge = [0u8; 16];
-        challenge.copy_from_slice(&random[16..]);
-        EapServer {
+impl Mschapv2Method {
+    /// The method naming itself `server_name` in its Challenge, with the
+    /// 16-octet authenticator `challenge` (random), checking passwords
+    /// against `credentials`.
+    pub fn new(
+        server_name: &str,
+        challenge: [u8; 16],
+        credentials: Arc<dyn CredentialStore + Send + Sync>,
+    ) -> Mschapv2Method {
+        Mschapv2Method {
             server_name: server_name.to_owned(),
-            identifier: random[0],
             challenge,
-            phase: Phase::Identity,
+            credentials,
+            phase: Phase::Idle,
         }
-    }
-
-    /// Why the exchange is failing, once the MSCHAPv2 Failure Request is
-    /// out (a peer may end the exchange there instead of answering it).
-    pub fn failure(&self) -> Option<&EapFailure> {
-        match &self.phase {
-            Phase::FailureSent { reason } => Some(reason),
-            _ => None,
-        }
-    }
-
-    /// The first Request: EAP-Request/Identity (RFC 3748 §5.1).
-    pub fn start(&mut self) -> Vec<u8> {
-        EapRepr::request(self.identifier, EapType::IDENTITY, Vec::new()).emit()
-    }
-
-    /// The next Request for `response`, or the outcome.
-    pub fn handle(&mut self, response: &[u8], credentials: &dyn CredentialStore) -> EapStep {
-        let Ok(repr) = EapRepr::parse(response) else {
-            return self.fail(EapFailure::Malformed);
-        };
-        if repr.code != EapCode::RESPONSE || repr.identifier != self.identifier {
-            return EapStep::Ignore;
-        }
-        let Some((eap_type, data)) = repr.body else {
-            return self.fail(EapFailure::Malformed);
-        };
-        if eap_type == EapType::NAK {
-            return self.fail(EapFailure::Nak(data));
-        }
-        match core::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Identity if eap_type == EapType::IDENTITY => {
-                let identity = String::from_utf8_lossy(&data).into_owned();
-                self.challenge_request(identity)
-            }
-            Phase::Challenge { identity } if eap_type == EapType::MSCHAPV2 => {
-                self.check_response(identity, &data, credentials)
-            }
-            Phase::SuccessSent { identity, msk }
-                if eap_type == EapType::MSCHAPV2 && data.first() == Some(&OP_SUCCESS) =>
-            {
-                EapStep::Success {
-                    packet: EapRepr::outcome(EapCode::SUCCESS, self.identifier).emit(),
-                    msk,
-                    identity,
-                }
-            }
-            Phase::SuccessSent { .. } => self.fail(EapFailure::PeerRefused),
-            Phase::FailureSent { reason } => EapStep::Failure {
-                packet: EapRepr::outcome(EapCode::FAILURE, self.identifier).emit(),
-                reason,
-            },
-            _ => self.fail(EapFailure::Malformed),
-        }
-    }
-
-    fn next_request(&mut self, data: Vec<u8>) -> EapStep {
-        self.identifier = self.identifier.wrapping_add(1);
-        EapStep::Send(EapRepr::request(self.identifier, EapType::MSCHAPV2, data).emit())
-    }
-
-    /// MSCHAPv2 Challenge: Value-Size, our challenge, our name.
-    fn challenge_request(&mut self, identity: String) -> EapStep {
-        let mut data = vec![CHALLENGE_LEN];
-        data.extend_from_slice(&self.challenge);
-        data.extend_from_slice(self.server_name.as_bytes());
-        self.phase = Phase::Challenge { identity };
-        let id = self.identifier.wrapping_add(1);
-        self.next_request(ms_data(OP_CHALLENGE, id, &data))
     }
 
     /// The peer's Response: its NT-Response against the stored hash.
-    fn check_response(
-        &mut self,
-        identity: String,
-        data: &[u8],
-        credentials: &dyn CredentialStore,
-    ) -> EapStep {
+    fn check_response(&mut self, identity: String, data: &[u8]) -> MethodStep {
         let response = data
             .get(MS_HEADER_LEN + 1..MS_HEADER_LEN + 1 + usize::from(RESPONSE_LEN))
             .filter(|_| data[0] == OP_RESPONSE && data[MS_HEADER_LEN] == RESPONSE_LEN);
         let (Some(response), Some(&ms_id)) = (response, data.get(1)) else {
-            return self.fail(EapFailure::Malformed);
+            return MethodStep::Failure(EapFailure::Malformed);
         };
         let name = String::from_utf8_lossy(&data[MS_HEADER_LEN + 1 + usize::from(RESPONSE_LEN)..]);
         let mut peer = [0u8; 16];
@@ -285,7 +164,7 @@ impl EapServer {
         let mut received = [0u8; 24];
         received.copy_from_slice(&response[24..48]);
         let user = crypto::user_name(&name);
-        let hash = credentials.nt_hash(&identity);
+        let hash = self.credentials.nt_hash(&identity);
         let expected = hash
             .as_ref()
             .map(|h| crypto::nt_response(&self.challenge, &peer, user, h));
@@ -297,7 +176,7 @@ impl EapServer {
                 let msk = crypto::msk(&hash, &received);
                 let message = format!("{s} M=Welcome to Phalanx");
                 self.phase = Phase::SuccessSent { identity, msk };
-                self.next_request(ms_data(OP_SUCCESS, ms_id, message.as_bytes()))
+                MethodStep::Request(ms_data(OP_SUCCESS, ms_id, message.as_bytes()))
             }
             (hash, _) => {
                 let reason = if hash.is_some() {
@@ -311,18 +190,67 @@ impl EapServer {
                     crypto::hex_upper(&self.challenge)
                 );
                 self.phase = Phase::FailureSent { reason };
-                self.next_request(ms_data(OP_FAILURE, ms_id, message.as_bytes()))
+                MethodStep::Request(ms_data(OP_FAILURE, ms_id, message.as_bytes()))
             }
         }
     }
+}
 
-    /// EAP-Failure for the last response.
-    fn fail(&mut self, reason: EapFailure) -> EapStep {
-        self.phase = Phase::Done;
-        EapStep::Failure {
-            packet: EapRepr::outcome(EapCode::FAILURE, self.identifier).emit(),
-            reason,
+impl AuthMethod for Mschapv2Method {
+    fn eap_type(&self) -> EapType {
+        EapType::MSCHAPV2
+    }
+
+    /// MSCHAPv2 Challenge: Value-Size, our challenge, our name; the
+    /// MS-CHAPv2-ID is the Request's Identifier.
+    fn start(&mut self, identity: &[u8], identifier: u8) -> MethodStep {
+        let mut data = vec![CHALLENGE_LEN];
+        data.extend_from_slice(&self.challenge);
+        data.extend_from_slice(self.server_name.as_bytes());
+        let identity = String::from_utf8_lossy(identity).into_owned();
+        self.phase = Phase::Challenge { identity };
+        MethodStep::Request(ms_data(OP_CHALLENGE, identifier, &data))
+    }
+
+    fn handle(&mut self, data: &[u8], _identifier: u8) -> MethodStep {
+        match core::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Challenge { identity } => self.check_response(identity, data),
+            Phase::SuccessSent { identity, msk } if data.first() == Some(&OP_SUCCESS) => {
+                MethodStep::Success {
+                    msk,
+                    emsk: None,
+                    identity,
+                }
+            }
+            Phase::SuccessSent { .. } => MethodStep::Failure(EapFailure::PeerRefused),
+            Phase::FailureSent { reason } => MethodStep::Failure(reason),
+            Phase::Idle | Phase::Done => MethodStep::Failure(EapFailure::Malformed),
         }
+    }
+
+    fn failure(&self) -> Option<&EapFailure> {
+        match &self.phase {
+            Phase::FailureSent { reason } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+impl EapServer {
+    /// An authenticator running EAP-MSCHAPv2 (the one before methods were
+    /// pluggable): `random` gives the first Identifier (octet 0) and the
+    /// 16-octet authenticator challenge (octets 16..32).
+    pub fn mschapv2(
+        server_name: &str,
+        random: [u8; 32],
+        credentials: Arc<dyn CredentialStore + Send + Sync>,
+    ) -> EapServer {
+        let mut challenge = [0u8; 16];
+        challenge.copy_from_slice(&random[16..]);
+        EapServer::new(
+            random[0],
+            Box::new(Mschapv2Method::new(server_name, challenge, credentials)),
+        )
     }
 }
 

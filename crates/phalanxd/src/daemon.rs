@@ -326,6 +326,7 @@ impl ControlHandler for Daemon {
             &status.sas,
             &rt,
             Instant::now(),
+            &status.eap_methods,
         ))
     }
 

@@ -37,7 +37,9 @@ pub use signature::{
     AUTH_METHOD_ECDSA_521, AUTH_METHOD_RSA_SIG, AUTH_METHOD_SHARED_KEY_MIC,
     SUPPORTED_HASH_ALGORITHMS,
 };
-pub use x509::{certificate_subject, verify_peer_chain, TrustAnchors, VerifiedPeer};
+pub use x509::{
+    certificate_names, certificate_subject, verify_peer_chain, TrustAnchors, VerifiedPeer,
+};
 
 #[cfg(test)]
 mod tests;

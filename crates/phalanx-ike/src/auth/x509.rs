@@ -219,28 +219,36 @@ impl VerifiedPeer {
     /// module's rule, without wildcards). KEY_IDs never match a
     /// certificate. Wildcards in `claimed` are never honoured.
     pub fn matches_identity(&self, claimed: &Identity) -> bool {
-        let Ok(cert) = self.end_entity() else {
-            return false;
-        };
-        match claimed {
-            Identity::Fqdn(name) if name.contains('*') => false,
-            Identity::Fqdn(name) => ServerName::try_from(name.as_str())
-                .ok()
-                .filter(|server_name| matches!(server_name, ServerName::DnsName(_)))
-                .is_some_and(|server_name| {
-                    cert.verify_is_valid_for_subject_name(&server_name).is_ok()
-                }),
-            Identity::Ipv4(a) => ip_matches(&cert, (*a).into()),
-            Identity::Ipv6(a) => ip_matches(&cert, (*a).into()),
-            Identity::Email(address) => rfc822_names(&self.cert)
-                .iter()
-                .any(|name| name.eq_ignore_ascii_case(address.as_bytes())),
-            Identity::Dn(der) => match (parse_dn(der), parse_rdn_sequence(cert.subject())) {
-                (Some(claimed), Some(subject)) => attributes_match(&claimed, &subject, false),
-                _ => false,
-            },
-            Identity::KeyId(_) => false,
-        }
+        certificate_names(&self.cert, claimed)
+    }
+}
+
+/// True when the DER certificate `cert_der` vouches for `claimed`, by the
+/// rule of [`VerifiedPeer::matches_identity`]; `false` for a certificate
+/// that does not parse. For certificates whose path another verifier
+/// checked (EAP-TLS: rustls), so that both know an End-User by the same
+/// rule.
+pub fn certificate_names(cert_der: &[u8], claimed: &Identity) -> bool {
+    let der = CertificateDer::from(cert_der);
+    let Ok(cert) = EndEntityCert::try_from(&der) else {
+        return false;
+    };
+    match claimed {
+        Identity::Fqdn(name) if name.contains('*') => false,
+        Identity::Fqdn(name) => ServerName::try_from(name.as_str())
+            .ok()
+            .filter(|server_name| matches!(server_name, ServerName::DnsName(_)))
+            .is_some_and(|server_name| cert.verify_is_valid_for_subject_name(&server_name).is_ok()),
+        Identity::Ipv4(a) => ip_matches(&cert, (*a).into()),
+        Identity::Ipv6(a) => ip_matches(&cert, (*a).into()),
+        Identity::Email(address) => rfc822_names(cert_der)
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(address.as_bytes())),
+        Identity::Dn(der) => match (parse_dn(der), parse_rdn_sequence(cert.subject())) {
+            (Some(claimed), Some(subject)) => attributes_match(&claimed, &subject, false),
+            _ => false,
+        },
+        Identity::KeyId(_) => false,
     }
 }
 

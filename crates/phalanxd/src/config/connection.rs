@@ -20,9 +20,10 @@ use phalanx_wire::ike::TrafficSelector;
 use toml::Spanned;
 use zeroize::Zeroizing;
 
-use super::credentials::{self, CredentialFingerprint};
+use super::credentials::{self, CredentialFingerprint, LoadedFile};
+use super::radius::EapMethod;
 use super::raw_ike::{RawChild, RawConnection};
-use super::{validate, values, ConfigError, ProtectedSettings, Source};
+use super::{eap_tls, validate, values, ConfigError, ProtectedSettings, Source};
 use crate::limits;
 
 /// A connection with what the daemon keeps beside it.
@@ -31,8 +32,8 @@ pub(crate) struct Parsed {
     pub(crate) fingerprint: CredentialFingerprint,
     /// Each child's policy priority, in child order.
     pub(crate) priorities: Vec<u32>,
-    /// `remote_auth = "eap-radius"`.
-    pub(crate) eap_radius: bool,
+    /// How its End-Users authenticate by EAP, if they do.
+    pub(crate) eap: Option<EapMethod>,
 }
 
 /// Where a connection is read: the file, its directory, `[protected]`
@@ -59,8 +60,7 @@ pub(crate) fn connection(
     name(source, &raw.name, &field("name"))?;
     let (local_addr, remote_addr) = addresses(ctx, &raw, &field)?;
     let remote_port = port(source, raw.remote_port.as_ref(), &field("remote_port"))?;
-    let (local_auth, remote_auth, fingerprint, chain_subject, eap_radius) =
-        auth(ctx, &raw, &field)?;
+    let (local_auth, remote_auth, fingerprint, chain_subject, eap) = auth(ctx, &raw, &field)?;
     let local_id = match &raw.local_id {
         Some(text) => identity(source, text, &field("local_id"))?,
         None => chain_subject.unwrap_or_else(|| Identity::from(local_addr)),
@@ -172,7 +172,7 @@ pub(crate) fn connection(
         connection,
         fingerprint,
         priorities,
-        eap_radius,
+        eap,
     })
 }
 
@@ -289,13 +289,13 @@ fn duration(
 
 /// What the auth fields give: our credentials, what the peer must show,
 /// the files' fingerprint, our certificate's subject (the default local
-/// identity with certificates), and whether RADIUS authenticates the peer.
+/// identity with certificates), and the EAP method of the peer.
 type Auth = (
     LocalAuth,
     RemoteAuth,
     CredentialFingerprint,
     Option<Identity>,
-    bool,
+    Option<EapMethod>,
 );
 
 /// How one side authenticates.
@@ -303,8 +303,19 @@ type Auth = (
 enum Method {
     Psk,
     Pubkey,
-    /// EAP (RFC 7296 §2.16), the peer only; `true`: through RADIUS.
-    Eap(bool),
+    /// EAP (RFC 7296 §2.16), the peer only.
+    Eap(EapKind),
+}
+
+/// Which EAP the peer runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EapKind {
+    /// EAP-MSCHAPv2 here, `[[eap_secret]]`.
+    Mschapv2,
+    /// Relayed to `[radius]`.
+    Radius,
+    /// EAP-TLS here, with our certificate, the End-Users' from `ca`.
+    Tls,
 }
 
 /// `auth` (ours; also spelt `local_auth`) and `remote_auth` (the peer's;
@@ -331,21 +342,30 @@ fn auth(
         Some(how) => match how.get_ref().as_str() {
             "psk" => Method::Psk,
             "pubkey" => Method::Pubkey,
-            "eap-mschapv2" => Method::Eap(false),
-            "eap-radius" if ctx.radius => Method::Eap(true),
+            "eap-mschapv2" => Method::Eap(EapKind::Mschapv2),
+            "eap-tls" => Method::Eap(EapKind::Tls),
+            "eap-radius" if ctx.radius => Method::Eap(EapKind::Radius),
             "eap-radius" => {
                 let msg = "remote_auth = \"eap-radius\" needs a [radius] section with its servers";
                 return Err(source.error(how.span(), field("remote_auth"), msg));
             }
             other => {
                 let msg = format!(
-                    "unknown remote_auth {other:?}; expected \"psk\", \"pubkey\", \"eap-mschapv2\" (local [[eap_secret]]) or \"eap-radius\" (EAP pass-through to [radius]), or leave it out: the peer then authenticates as `auth` says"
+                    "unknown remote_auth {other:?}; expected \"psk\", \"pubkey\", \"eap-mschapv2\" (local [[eap_secret]]), \"eap-tls\" (End-User certificates of `ca`) or \"eap-radius\" (EAP pass-through to [radius]), or leave it out: the peer then authenticates as `auth` says"
                 );
                 return Err(source.error(how.span(), field("remote_auth"), msg));
             }
         },
     };
     let uses_psk = local == Method::Psk || remote == Method::Psk;
+    let eap_tls = remote == Method::Eap(EapKind::Tls);
+    if eap_tls && local != Method::Pubkey {
+        let msg = "remote_auth = \"eap-tls\" needs auth = \"pubkey\": the EAP-TLS server shows this connection's certificate";
+        return Err(source.error(raw.auth.span(), field("auth"), msg));
+    }
+    if !eap_tls {
+        eap_tls::refuse_unused(source, raw, field)?;
+    }
     let stray = |present: bool, name: &str, why: &str| -> Result<(), ConfigError> {
         if present {
             let msg = format!("not used: {why}; remove it");
@@ -371,7 +391,7 @@ fn auth(
     stray(
         raw.ca.is_some() && local != Method::Pubkey && remote != Method::Pubkey,
         "ca",
-        "the peer does not sign (remote_auth is not \"pubkey\")",
+        "the peer does not sign (remote_auth is not \"pubkey\" or \"eap-tls\")",
     )?;
     let secret = if uses_psk {
         let Some(text) = &raw.psk else {
@@ -393,6 +413,13 @@ fn auth(
             "ca",
             "[\"<PEM file>\", ...]",
             "a peer that signs (remote_auth = \"pubkey\")",
+        ));
+    }
+    if raw.ca.is_none() && eap_tls {
+        return Err(missing(
+            "ca",
+            "[\"<PEM file>\", ...] (the CAs of the End-Users' certificates)",
+            "remote_auth = \"eap-tls\"",
         ));
     }
     let mut signing = None;
@@ -466,14 +493,50 @@ fn auth(
         // Checked above: a PSK side has its secret, a signing peer its CAs.
         _ => return Err(missing("psk", "\"<shared secret>\"", "remote_auth")),
     };
+    let key = signing.as_ref().map(|(_, key)| key);
+    let eap = eap_method(
+        source,
+        raw,
+        remote,
+        &local_auth,
+        key,
+        ca_files.as_deref(),
+        field,
+    )?;
     let fingerprint = credentials::fingerprint(files);
-    Ok((
-        local_auth,
-        remote_auth,
-        fingerprint,
-        subject,
-        remote == Method::Eap(true),
-    ))
+    Ok((local_auth, remote_auth, fingerprint, subject, eap))
+}
+
+/// The End-Users' EAP method (`remote_auth = "eap-..."`), with the
+/// connection's credentials for EAP-TLS.
+fn eap_method(
+    source: &Source<'_>,
+    raw: &RawConnection,
+    remote: Method,
+    local_auth: &LocalAuth,
+    key: Option<&LoadedFile>,
+    cas: Option<&[LoadedFile]>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Option<EapMethod>, ConfigError> {
+    let kind = match remote {
+        Method::Eap(kind) => kind,
+        Method::Psk | Method::Pubkey => return Ok(None),
+    };
+    Ok(Some(match kind {
+        EapKind::Mschapv2 => EapMethod::Mschapv2,
+        EapKind::Radius => EapMethod::Radius,
+        EapKind::Tls => {
+            // Checked in `auth`: we sign (certificate and key read) and
+            // have CAs.
+            let (LocalAuth::Signature { chain, .. }, Some(key), Some(cas)) = (local_auth, key, cas)
+            else {
+                let msg = "remote_auth = \"eap-tls\" needs certificate, private_key and ca";
+                return Err(source.error(raw.auth.span(), field("remote_auth"), msg));
+            };
+            let credentials = eap_tls::Credentials { chain, key, cas };
+            EapMethod::Tls(eap_tls::server(source, raw, &credentials, field)?)
+        }
+    }))
 }
 
 /// A PSK: UTF-8 text, or `0x` and hex digits.

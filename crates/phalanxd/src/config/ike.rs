@@ -246,8 +246,8 @@ pub(crate) fn settings(
             check_names(source, (i, name_span.clone()), set, static_policies)?;
         }
         child_policies.extend(sets);
-        if parsed.eap_radius {
-            eap.radius_connections.insert(conn.name.clone());
+        if let Some(method) = parsed.eap {
+            eap.methods.insert(conn.name.clone(), method);
         }
         connections.push(conn);
         fingerprints.push(parsed.fingerprint);

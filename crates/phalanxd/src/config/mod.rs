@@ -14,6 +14,7 @@
 mod cluster;
 mod connection;
 mod credentials;
+mod eap_tls;
 mod ike;
 mod pool;
 mod radius;
@@ -37,7 +38,7 @@ pub use credentials::CredentialFingerprint;
 pub use ike::{
     connection_changes, same_connection, ChildPolicySet, ChildRef, ConnectionChanges, IkeSettings,
 };
-pub use radius::{EapSettings, RadiusSettings};
+pub use radius::{EapMethod, EapSettings, RadiusSettings};
 pub use raw::{Direction, Encryption, Integrity, LogFormat};
 
 /// A configuration error with its place in the file.

@@ -1,6 +1,7 @@
 //! `[radius]`: the RADIUS servers that authenticate End-Users of
 //! connections with `remote_auth = "eap-radius"` (EAP pass-through, RFC
-//! 3579) and take their accounting (RFC 2866).
+//! 3579) and take their accounting (RFC 2866); and [`EapSettings`], how
+//! each connection's End-Users authenticate by EAP.
 //!
 //! ```toml
 //! [radius]
@@ -19,12 +20,13 @@
 //! acct_port = 1813             # default; 0: no accounting to this server
 //! ```
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use phalanx_eap::radius::client::{ClientConfig, ServerConfig};
+use phalanx_eap::tls::TlsServerConfig;
 use phalanx_eap::LocalSecrets;
 use serde::Deserialize;
 use toml::Spanned;
@@ -68,22 +70,50 @@ pub struct RadiusSettings {
     pub source: Option<IpAddr>,
 }
 
+/// How one connection's End-Users authenticate by EAP (`remote_auth`).
+#[derive(Clone, Debug)]
+pub enum EapMethod {
+    /// `"eap-mschapv2"`: here, against `[[eap_secret]]`.
+    Mschapv2,
+    /// `"eap-radius"`: relayed to `[radius]`.
+    Radius,
+    /// `"eap-tls"`: here, with the connection's certificate and `ca`.
+    Tls(Arc<TlsServerConfig>),
+}
+
+impl EapMethod {
+    /// Its `remote_auth` value, which `phalanxctl` shows.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EapMethod::Mschapv2 => "eap-mschapv2",
+            EapMethod::Radius => "eap-radius",
+            EapMethod::Tls(_) => "eap-tls",
+        }
+    }
+}
+
 /// How End-Users are authenticated by EAP: `[[eap_secret]]` for
-/// `remote_auth = "eap-mschapv2"`, `[radius]` for `"eap-radius"`.
+/// `remote_auth = "eap-mschapv2"`, `[radius]` for `"eap-radius"`, each
+/// connection's certificates for `"eap-tls"`.
 #[derive(Clone, Debug, Default)]
 pub struct EapSettings {
     /// The End-Users' EAP passwords, kept as NT hashes only.
     pub secrets: Arc<LocalSecrets>,
     /// The RADIUS servers.
     pub radius: Option<RadiusSettings>,
-    /// The connections whose End-Users RADIUS authenticates.
-    pub radius_connections: HashSet<String>,
+    /// The EAP method of each connection with EAP End-Users, by name.
+    pub methods: HashMap<String, EapMethod>,
 }
 
 impl EapSettings {
     /// Whether connection `name`'s End-Users go to RADIUS.
     pub fn uses_radius(&self, name: &str) -> bool {
-        self.radius_connections.contains(name)
+        matches!(self.methods.get(name), Some(EapMethod::Radius))
+    }
+
+    /// Connection `name`'s EAP method.
+    pub fn method(&self, name: &str) -> Option<&EapMethod> {
+        self.methods.get(name)
     }
 }
 

@@ -47,6 +47,8 @@ pub(crate) struct RawConnection {
     pub(crate) mobike: Option<bool>,
     pub(crate) pools: Option<Spanned<Vec<Spanned<String>>>>,
     pub(crate) remote_auth: Option<Spanned<String>>,
+    pub(crate) eap_tls13: Option<Spanned<String>>,
+    pub(crate) eap_tls_fragment_size: Option<Spanned<u32>>,
     pub(crate) local_signature: Option<Spanned<Vec<Spanned<String>>>>,
     pub(crate) remote_signature: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]

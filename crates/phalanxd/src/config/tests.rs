@@ -1223,3 +1223,113 @@ fn local_and_remote_authentication_configured_apart() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `remote_auth = "eap-tls"`: the EAP-TLS server is the connection's
+/// certificate and key, End-Users' certificates of `ca`; each mistake
+/// named at its field.
+#[test]
+fn eap_tls_end_users_parse_and_refuse_mistakes() {
+    use crate::config::EapMethod;
+    use phalanx_eap::tls::Tls13Keying;
+    let dir = std::env::temp_dir().join(format!("phalanxd-eaptls-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["gw-a.example".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let other_key = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(dir.join("certs/gw.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("certs/gw.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("certs/other.key"), other_key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("certs/ca.pem"), ca.pem()).unwrap();
+    const PUBKEY: &str = "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/gw.key\"\nca = [\"certs/ca.pem\"]";
+    let load = |fields: &str| {
+        let text = IKE.replace(
+            "auth = \"psk\"\npsk = \"a long shared secret\"",
+            &format!("{fields}\nremote_auth = \"eap-tls\""),
+        );
+        let path = dir.join("gw.toml");
+        std::fs::write(&path, &text).unwrap();
+        Config::load(&path)
+    };
+
+    let c = load(PUBKEY).unwrap_or_else(|e| panic!("{e}"));
+    let ike = c.ike.as_ref().unwrap();
+    assert!(matches!(
+        ike.connection("site-b").unwrap().remote_auth,
+        phalanx_ike::config::RemoteAuth::Eap
+    ));
+    let Some(EapMethod::Tls(tls)) = ike.eap.method("site-b") else {
+        panic!("no EAP-TLS server")
+    };
+    assert_eq!(tls.tls13_keying(), Tls13Keying::Rfc9190);
+    assert_eq!(
+        ike.eap.method("site-b").map(EapMethod::name),
+        Some("eap-tls")
+    );
+    assert!(!ike.eap.uses_radius("site-b"));
+    assert!(ike.eap.method("roadwarriors").is_none());
+    assert_eq!(tls.fragment_size(), phalanx_eap::limits::TLS_FRAGMENT_SIZE);
+    let c = load(&format!(
+        "{PUBKEY}\neap_tls13 = \"pre-rfc9190\"\neap_tls_fragment_size = 500"
+    ))
+    .unwrap();
+    let Some(EapMethod::Tls(tls)) = c.ike.as_ref().unwrap().eap.method("site-b") else {
+        panic!("no EAP-TLS server")
+    };
+    assert_eq!(tls.tls13_keying(), Tls13Keying::PreRfc9190);
+    assert_eq!(tls.fragment_size(), 500);
+
+    for (fields, field, fragment) in [
+        (
+            "auth = \"psk\"\npsk = \"a long shared secret\"",
+            "connection[0].auth",
+            "needs auth = \"pubkey\"",
+        ),
+        (
+            "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/gw.key\"",
+            "connection[0].ca",
+            "End-Users' certificates",
+        ),
+        (
+            &format!("{PUBKEY}\neap_tls13 = \"draft\""),
+            "connection[0].eap_tls13",
+            "unknown eap_tls13",
+        ),
+        (
+            &format!("{PUBKEY}\neap_tls_fragment_size = 10"),
+            "connection[0].eap_tls_fragment_size",
+            "out of range 64..=16384",
+        ),
+        (
+            "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/other.key\"\nca = [\"certs/ca.pem\"]",
+            "connection[0].private_key",
+            "EAP-TLS: our certificate and key",
+        ),
+    ] {
+        let e = load(fields).unwrap_err();
+        assert_eq!(e.field, field, "{fields}: {e}");
+        assert!(e.message.contains(fragment), "{fields}: {e}");
+    }
+    // The eap_tls fields belong to EAP-TLS only.
+    let text = IKE.replace(
+        "auth = \"psk\"\npsk = \"a long shared secret\"",
+        &format!("{PUBKEY}\nremote_auth = \"pubkey\"\neap_tls13 = \"rfc9190\""),
+    );
+    let path = dir.join("gw.toml");
+    std::fs::write(&path, &text).unwrap();
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(e.field, "connection[0].eap_tls13", "{e}");
+    assert_eq!(e.line, 26, "{e}");
+    let text = IKE.replace(
+        "auth = \"psk\"\npsk = \"a long shared secret\"",
+        &format!("{PUBKEY}\nremote_auth = \"eap-mschapv2\"\neap_tls_fragment_size = 500"),
+    );
+    std::fs::write(&path, &text).unwrap();
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(e.field, "connection[0].eap_tls_fragment_size", "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

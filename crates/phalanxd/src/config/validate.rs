@@ -72,7 +72,7 @@ pub(crate) fn config(source: &Source<'_>, raw: RawConfig) -> Result<Config, Conf
     let eap = EapSettings {
         secrets: std::sync::Arc::new(ike::eap_secrets(source, &raw.eap_secret)?),
         radius: radius::settings(source, raw.radius)?,
-        radius_connections: Default::default(),
+        methods: Default::default(),
     };
     let ike = ike::settings(
         source,

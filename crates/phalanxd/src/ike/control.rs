@@ -5,6 +5,7 @@
 //! Listings and counters are read from the status the IKE thread publishes
 //! after every change ([`IkeStatus`]): no waiting at all.
 
+use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,6 +84,9 @@ pub struct IkeStatus {
     pub daemon: Vec<NamedCounter>,
     /// Virtual-IP pools (`Endpoint::pool_usage`).
     pub pools: Vec<PoolUsage>,
+    /// The EAP method (`remote_auth`) of each connection with EAP
+    /// End-Users.
+    pub eap_methods: HashMap<String, &'static str>,
 }
 
 /// A handle on the IKE thread, for the control socket and reloads.

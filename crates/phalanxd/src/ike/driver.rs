@@ -684,6 +684,7 @@ impl Driver {
         status.counters = self.endpoint.counters().clone();
         status.daemon = daemon;
         status.pools = self.endpoint.pool_usage();
+        status.eap_methods = self.eap.methods();
     }
 
     fn daemon_counters(&self) -> Vec<NamedCounter> {

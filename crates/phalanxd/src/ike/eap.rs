@@ -4,6 +4,9 @@
 //!
 //! - `remote_auth = "eap-mschapv2"`: EAP-Identity and EAP-MSCHAPv2 here,
 //!   against the `[[eap_secret]]` passwords (phalanx-eap), answered at once;
+//! - `remote_auth = "eap-tls"`: EAP-Identity and EAP-TLS here
+//!   (phalanx-eap on rustls), answered at once; each outcome counted by
+//!   reason (`eap_tls_*`);
 //! - `remote_auth = "eap-radius"`: EAP-Identity here, then every message
 //!   through [`EapRelay`] to the `[radius]` servers over this module's UDP
 //!   sockets, answered when the server answers; and the accounting session
@@ -23,11 +26,13 @@ use std::time::{Instant, SystemTime};
 use phalanx_control::NamedCounter;
 use phalanx_eap::radius::client::{RadiusClient, SessionInfo, TerminateCause};
 use phalanx_eap::radius::relay::{EapRelay, RelayEvent, SpiPair, Usage};
-use phalanx_eap::{EapServer, EapStep};
+use phalanx_eap::tls::rustls::pki_types::UnixTime;
+use phalanx_eap::tls::{TlsAuthenticator, TlsFailureKind};
+use phalanx_eap::{EapFailure, EapServer, EapStep};
 use phalanx_ike::{EapAnswer, IkeSaInfo};
 use rand_core::{OsRng, RngCore};
 
-use crate::config::{ChildRef, Direction, EapSettings, RadiusSettings};
+use crate::config::{ChildRef, Direction, EapMethod, EapSettings, RadiusSettings};
 use crate::install::ike::ike_sa_name;
 use crate::install::Runtime;
 
@@ -70,11 +75,67 @@ struct Radius {
     recv_errors: u64,
 }
 
+/// One End-User's exchange with a local method.
+struct Session {
+    server: EapServer,
+    /// EAP-TLS: its outcome is counted by reason.
+    tls: bool,
+    /// The failure was logged and counted (when the method's last Request
+    /// went out; a peer may give up instead of answering it).
+    reported: bool,
+}
+
+/// How EAP-TLS exchanges ended: `eap_tls_*`.
+#[derive(Default)]
+struct TlsCounters {
+    succeeded: u64,
+    /// By [`TlsFailureKind::ALL`] index.
+    failed: [u64; TlsFailureKind::ALL.len()],
+    /// The peer wanted another method (Nak).
+    nak: u64,
+    /// An EAP message that does not parse, or of another Type.
+    malformed: u64,
+    /// The IKE SA ended before the exchange did (the client gave up
+    /// without a word, timed out, or died).
+    abandoned: u64,
+}
+
+impl TlsCounters {
+    fn count(&mut self, reason: &EapFailure) {
+        match reason {
+            EapFailure::Tls(failure) => {
+                if let Some(i) = TlsFailureKind::ALL.iter().position(|k| *k == failure.kind) {
+                    self.failed[i] += 1;
+                }
+            }
+            EapFailure::Nak(_) => self.nak += 1,
+            _ => self.malformed += 1,
+        }
+    }
+
+    fn named(&self) -> Vec<NamedCounter> {
+        let mut counters = vec![
+            ("succeeded", self.succeeded),
+            ("nak", self.nak),
+            ("malformed", self.malformed),
+            ("abandoned", self.abandoned),
+        ];
+        counters.extend(
+            TlsFailureKind::ALL
+                .iter()
+                .zip(self.failed)
+                .map(|(kind, n)| (kind.name(), n)),
+        );
+        NamedCounter::prefixed("eap_tls_", &counters)
+    }
+}
+
 /// EAP sessions by IKE SA (our SPI), and RADIUS.
 #[derive(Default)]
 pub struct EapBackend {
     settings: Arc<EapSettings>,
-    sessions: HashMap<u64, EapServer>,
+    sessions: HashMap<u64, Session>,
+    tls_counters: TlsCounters,
     radius: Option<Radius>,
     /// Whether the set of descriptors to poll changed.
     fds_changed: bool,
@@ -158,18 +219,21 @@ impl EapBackend {
         }
         let ike_sa = request.ike_sa;
         if request.message.is_empty() {
-            let mut random = [0u8; 32];
-            OsRng.fill_bytes(&mut random);
-            let mut server = EapServer::new(SERVER_NAME, random);
-            let first = server.start();
-            self.sessions.insert(ike_sa, server);
+            let mut session = self.session(request);
+            let first = session.server.start();
+            self.sessions.insert(ike_sa, session);
             return Some(EapAnswer::Continue(first));
         }
-        let server = self.sessions.get_mut(&ike_sa)?;
-        let answer = match server.handle(request.message, &*self.settings.secrets) {
+        let session = self.sessions.get_mut(&ike_sa)?;
+        let step = session.server.handle(request.message);
+        let answer = match step {
             EapStep::Send(next) => {
-                if let Some(reason) = server.failure() {
+                if let Some(reason) = session.server.failure().filter(|_| !session.reported) {
                     tracing::warn!(ike_sa = format_args!("{ike_sa:016x}"), %reason, "EAP authentication failed");
+                    if session.tls {
+                        self.tls_counters.count(reason);
+                    }
+                    session.reported = true;
                 }
                 return Some(EapAnswer::Continue(next));
             }
@@ -178,19 +242,56 @@ impl EapBackend {
                 packet,
                 msk,
                 identity,
-            } => EapAnswer::Success {
-                message: packet,
-                msk,
-                identity,
-                virtual_ip: None,
-            },
-            EapStep::Failure { packet, reason } => EapAnswer::Failure {
-                message: packet,
-                reason: reason.to_string(),
-            },
+                ..
+            } => {
+                if session.tls {
+                    self.tls_counters.succeeded += 1;
+                }
+                EapAnswer::Success {
+                    message: packet,
+                    msk,
+                    identity,
+                    virtual_ip: None,
+                }
+            }
+            EapStep::Failure { packet, reason } => {
+                if session.tls && !session.reported {
+                    self.tls_counters.count(&reason);
+                }
+                EapAnswer::Failure {
+                    message: packet,
+                    reason: reason.to_string(),
+                }
+            }
         };
         self.sessions.remove(&ike_sa);
         Some(answer)
+    }
+
+    /// A new exchange with the method of the request's connection.
+    fn session(&self, request: &EapRequest<'_>) -> Session {
+        let mut random = [0u8; 32];
+        OsRng.fill_bytes(&mut random);
+        match self.settings.method(request.connection) {
+            Some(EapMethod::Tls(config)) => {
+                // Certificates are checked at the time the exchange starts.
+                let method =
+                    TlsAuthenticator::new(Arc::clone(config), request.peer_id, UnixTime::now());
+                Session {
+                    server: EapServer::new(random[0], Box::new(method)),
+                    tls: true,
+                    reported: false,
+                }
+            }
+            _ => {
+                let credentials = Arc::clone(&self.settings.secrets);
+                Session {
+                    server: EapServer::mschapv2(SERVER_NAME, random, credentials),
+                    tls: false,
+                    reported: false,
+                }
+            }
+        }
     }
 
     fn relay_request(&mut self, now: Instant, request: &EapRequest<'_>) -> Option<EapAnswer> {
@@ -372,15 +473,50 @@ impl EapBackend {
     }
 
     /// Forgets the conversations of IKE SAs that are gone.
+    /// An EAP-TLS exchange whose failure was not reported yet counts as
+    /// abandoned.
     pub fn retain(&mut self, live: impl Fn(u64) -> bool) {
-        self.sessions.retain(|spi, _| live(*spi));
+        let counters = &mut self.tls_counters;
+        self.sessions.retain(|spi, session| {
+            let keep = live(*spi);
+            if !keep && session.tls && !session.reported {
+                counters.abandoned += 1;
+            }
+            keep
+        });
         if let Some(radius) = self.radius.as_mut() {
             radius.relay.retain(live);
         }
     }
 
-    /// The RADIUS counters, for `phalanxctl counters` and Prometheus.
+    /// The EAP method name of each connection with EAP End-Users
+    /// (`phalanxctl clients`).
+    pub fn methods(&self) -> HashMap<String, &'static str> {
+        self.settings
+            .methods
+            .iter()
+            .map(|(name, method)| (name.clone(), method.name()))
+            .collect()
+    }
+
+    /// The EAP-TLS and RADIUS counters, for `phalanxctl counters` and
+    /// Prometheus: each set once its method is configured (or counted).
     pub fn counters(&self) -> Vec<NamedCounter> {
+        let mut out = Vec::new();
+        let tls_configured = self
+            .settings
+            .methods
+            .values()
+            .any(|m| matches!(m, EapMethod::Tls(_)));
+        let tls = self.tls_counters.named();
+        if tls_configured || tls.iter().any(|c| c.count != 0) {
+            out.extend(tls);
+        }
+        out.extend(self.radius_counters());
+        out
+    }
+
+    fn radius_counters(&self) -> Vec<NamedCounter> {
         let Some(radius) = &self.radius else {
             return Vec::new();
         };
@@ -510,3 +646,7 @@ fn terminate_cause(reason: &str) -> TerminateCause {
         TerminateCause::NasRequest
     }
 }
+
+#[cfg(test)]
+#[path = "eap_tests.rs"]
+mod tests;

@@ -79,8 +79,15 @@ pub fn state_name(state: IkeSaState) -> &'static str {
     }
 }
 
-/// Every IKE SA with its children and their traffic (from `rt`).
-pub fn ike_sas(sas: &[IkeSaInfo], rt: &Runtime, now: Instant) -> Vec<IkeSaReport> {
+/// Every IKE SA with its children and their traffic (from `rt`); an
+/// End-User who authenticated by EAP with the method of its connection in
+/// `eap_methods` (`remote_auth`, e.g. `eap-tls`).
+pub fn ike_sas(
+    sas: &[IkeSaInfo],
+    rt: &Runtime,
+    now: Instant,
+    eap_methods: &HashMap<String, &'static str>,
+) -> Vec<IkeSaReport> {
     let traffic = traffic(rt);
     sas.iter()
         .map(|sa| IkeSaReport {
@@ -102,11 +109,7 @@ pub fn ike_sas(sas: &[IkeSaInfo], rt: &Runtime, now: Instant) -> Vec<IkeSaReport
                 .rekey_at
                 .map(|t| t.saturating_duration_since(now).as_secs()),
             virtual_ips: sa.virtual_ips.iter().map(ToString::to_string).collect(),
-            // The one EAP method phalanxd runs.
-            peer_auth: match sa.peer_auth {
-                "eap" => "eap-mschapv2".to_owned(),
-                other => other.to_owned(),
-            },
+            peer_auth: peer_auth(sa, eap_methods).to_owned(),
             children: sa
                 .children
                 .iter()
@@ -114,6 +117,15 @@ pub fn ike_sas(sas: &[IkeSaInfo], rt: &Runtime, now: Instant) -> Vec<IkeSaReport
                 .collect(),
         })
         .collect()
+}
+
+/// How the peer of `sa` authenticated: `psk`, `pubkey`, or its
+/// connection's EAP method (`eap` when the connection is gone).
+fn peer_auth<'a>(sa: &'a IkeSaInfo, eap_methods: &HashMap<String, &'static str>) -> &'a str {
+    match sa.peer_auth {
+        "eap" => eap_methods.get(&sa.connection).copied().unwrap_or("eap"),
+        other => other,
+    }
 }
 
 /// (packets, bytes, installed) of every installed SA, by name.
@@ -332,6 +344,38 @@ mod tests {
             let ts = crate::config::tests_support::traffic_selector(text);
             assert_eq!(ts_string(&ts), text);
         }
+    }
+
+    /// `phalanxctl clients` names the EAP method of the End-User's
+    /// connection; psk and pubkey as phalanx-ike says.
+    #[test]
+    fn eap_end_users_show_their_connections_method() {
+        let sa = |connection: &str, peer_auth: &'static str| IkeSaInfo {
+            connection: connection.to_owned(),
+            state: IkeSaState::Established,
+            initiator: false,
+            spi_i: [1; 8],
+            spi_r: [2; 8],
+            local: "192.0.2.2:500".parse().unwrap(),
+            remote: "192.0.2.1:500".parse().unwrap(),
+            local_id: String::new(),
+            remote_id: String::new(),
+            algorithms: String::new(),
+            nat: false,
+            established_at: None,
+            rekey_at: None,
+            peer_auth,
+            virtual_ips: Vec::new(),
+            children: Vec::new(),
+        };
+        let methods = HashMap::from([
+            ("rw-tls".to_owned(), "eap-tls"),
+            ("rw-chap".to_owned(), "eap-mschapv2"),
+        ]);
+        assert_eq!(peer_auth(&sa("rw-tls", "eap"), &methods), "eap-tls");
+        assert_eq!(peer_auth(&sa("rw-chap", "eap"), &methods), "eap-mschapv2");
+        assert_eq!(peer_auth(&sa("removed", "eap"), &methods), "eap");
+        assert_eq!(peer_auth(&sa("rw-tls", "pubkey"), &methods), "pubkey");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 
 use super::pki::{ip, now, Ca, KEY_TYPES};
 use crate::auth::{
-    certificate_subject, verify_peer_chain, AuthError, Identity, TrustAnchors, UnixTime,
+    certificate_names, certificate_subject, verify_peer_chain, AuthError, Identity, TrustAnchors,
+    UnixTime,
 };
 use rcgen::{date_time_ymd, ExtendedKeyUsagePurpose, SanType};
 use std::time::Duration;
@@ -148,6 +149,7 @@ fn certificate_vouches_for_its_identities_only() {
         "c=ch, o=phalanx test, cn=MOON",
     ] {
         assert!(peer.matches_identity(&id(good)), "{good}");
+        assert!(certificate_names(&leaf.der, &id(good)), "{good}");
     }
     for bad in [
         "sun.example.com",
@@ -162,7 +164,12 @@ fn certificate_vouches_for_its_identities_only() {
         "@#6d6f6f6e",
     ] {
         assert!(!peer.matches_identity(&id(bad)), "{bad}");
+        assert!(!certificate_names(&leaf.der, &id(bad)), "{bad}");
     }
+    assert!(
+        !certificate_names(&leaf.der[..leaf.der.len() - 1], &id("moon.example.com")),
+        "a certificate that does not parse names nothing"
+    );
     let subject = peer.subject().unwrap();
     assert_eq!(subject, certificate_subject(&leaf.der).unwrap());
     assert_eq!(subject.to_string(), "C=CH, O=Phalanx Test, CN=moon");
