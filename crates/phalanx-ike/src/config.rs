@@ -549,6 +549,52 @@ pub fn parse_signature_schemes(name: &str) -> Result<Vec<SignatureScheme>, Strin
     })
 }
 
+impl Connection {
+    /// Whether a reload that replaces this connection with `b` leaves it
+    /// as it was, so that its IKE SAs keep running
+    /// ([`Endpoint::reconfigure`](crate::Endpoint::reconfigure)). Secrets
+    /// compare by value, keys and anchors by identity (a caller that
+    /// re-reads the same files keeps the objects); EAP connections by the
+    /// fact (the method lives with the caller's EAP backend).
+    pub fn same_for_reload(&self, b: &Connection) -> bool {
+        let a = self;
+        let local_auth = match (&a.local_auth, &b.local_auth) {
+            (LocalAuth::Psk(x), LocalAuth::Psk(y)) => x.as_slice() == y.as_slice(),
+            (
+                LocalAuth::Signature { key: k1, chain: c1 },
+                LocalAuth::Signature { key: k2, chain: c2 },
+            ) => Arc::ptr_eq(k1, k2) && c1 == c2,
+            _ => false,
+        };
+        let remote_auth = match (&a.remote_auth, &b.remote_auth) {
+            (RemoteAuth::Psk(x), RemoteAuth::Psk(y)) => x.as_slice() == y.as_slice(),
+            (RemoteAuth::Eap, RemoteAuth::Eap) => true,
+            (RemoteAuth::Signature { anchors: x }, RemoteAuth::Signature { anchors: y }) => {
+                Arc::ptr_eq(x, y)
+            }
+            _ => false,
+        };
+        local_auth
+            && remote_auth
+            && a.name == b.name
+            && a.local_addr == b.local_addr
+            && a.remote_addr == b.remote_addr
+            && a.local_port == b.local_port
+            && a.remote_port == b.remote_port
+            && a.local_id == b.local_id
+            && a.remote_id == b.remote_id
+            && a.ike_proposals == b.ike_proposals
+            && a.children == b.children
+            && a.start_action == b.start_action
+            && a.dpd_delay == b.dpd_delay
+            && a.ike_lifetime == b.ike_lifetime
+            && a.fragmentation == b.fragmentation
+            && a.force_encap == b.force_encap
+            && a.send_certreq == b.send_certreq
+            && a.send_cert == b.send_cert
+    }
+}
+
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;

@@ -22,9 +22,7 @@ use phalanx_wire::ike::iana::{ExchangeType, NotifyType};
 use phalanx_wire::ike::{IkeHeader, IkeHeaderRepr, MessageRepr};
 use rustls_pki_types::UnixTime;
 
-use crate::config::{
-    Connection, EndpointConfig, EndpointLimits, LocalAuth, RemoteAuth, StartAction,
-};
+use crate::config::{Connection, EndpointConfig, EndpointLimits, StartAction};
 use crate::counters::{Counter, IkeCounters};
 use crate::error::IkeError;
 use crate::events::{Datagram, EapAnswer, IkeSaInfo, SaEvent, Transmit};
@@ -711,7 +709,7 @@ impl Endpoint {
             let unchanged = kept.as_ref().filter(|c| {
                 self.sas
                     .get(&spi)
-                    .is_some_and(|sa| same_connection(&sa.conn, c))
+                    .is_some_and(|sa| sa.conn.same_for_reload(c))
             });
             match unchanged {
                 Some(conn) => {
@@ -762,43 +760,4 @@ impl IkeSa {
             State::Deleting | State::Closed => {}
         }
     }
-}
-
-/// Whether a reload leaves a connection as it was (its IKE SAs keep
-/// running). Secrets compare by value, keys and anchors by identity.
-fn same_connection(a: &Connection, b: &Connection) -> bool {
-    let local_auth = match (&a.local_auth, &b.local_auth) {
-        (LocalAuth::Psk(x), LocalAuth::Psk(y)) => x.as_slice() == y.as_slice(),
-        (
-            LocalAuth::Signature { key: k1, chain: c1 },
-            LocalAuth::Signature { key: k2, chain: c2 },
-        ) => Arc::ptr_eq(k1, k2) && c1 == c2,
-        _ => false,
-    };
-    let remote_auth = match (&a.remote_auth, &b.remote_auth) {
-        (RemoteAuth::Psk(x), RemoteAuth::Psk(y)) => x.as_slice() == y.as_slice(),
-        (RemoteAuth::Eap, RemoteAuth::Eap) => true,
-        (RemoteAuth::Signature { anchors: x }, RemoteAuth::Signature { anchors: y }) => {
-            Arc::ptr_eq(x, y)
-        }
-        _ => false,
-    };
-    local_auth
-        && remote_auth
-        && a.name == b.name
-        && a.local_addr == b.local_addr
-        && a.remote_addr == b.remote_addr
-        && a.local_port == b.local_port
-        && a.remote_port == b.remote_port
-        && a.local_id == b.local_id
-        && a.remote_id == b.remote_id
-        && a.ike_proposals == b.ike_proposals
-        && a.children == b.children
-        && a.start_action == b.start_action
-        && a.dpd_delay == b.dpd_delay
-        && a.ike_lifetime == b.ike_lifetime
-        && a.fragmentation == b.fragmentation
-        && a.force_encap == b.force_encap
-        && a.send_certreq == b.send_certreq
-        && a.send_cert == b.send_cert
 }

@@ -162,45 +162,10 @@ pub fn connection_changes(
     changes
 }
 
-/// Whether two connections are the same: secrets by value, keys and trust
-/// anchors by identity (see [`IkeSettings::adopt_unchanged_credentials`]).
+/// Whether two connections are the same for a reload
+/// ([`Connection::same_for_reload`], phalanx-ike's own rule).
 pub fn same_connection(a: &Connection, b: &Connection) -> bool {
-    let local_auth = match (&a.local_auth, &b.local_auth) {
-        (LocalAuth::Psk(x), LocalAuth::Psk(y)) => x.as_slice() == y.as_slice(),
-        (
-            LocalAuth::Signature { key: k1, chain: c1 },
-            LocalAuth::Signature { key: k2, chain: c2 },
-        ) => std::sync::Arc::ptr_eq(k1, k2) && c1 == c2,
-        _ => false,
-    };
-    let remote_auth = match (&a.remote_auth, &b.remote_auth) {
-        (RemoteAuth::Psk(x), RemoteAuth::Psk(y)) => x.as_slice() == y.as_slice(),
-        (RemoteAuth::Signature { anchors: x }, RemoteAuth::Signature { anchors: y }) => {
-            std::sync::Arc::ptr_eq(x, y)
-        }
-        _ => false,
-    };
-    local_auth
-        && remote_auth
-        && (
-            &a.name,
-            a.local_addr,
-            a.remote_addr,
-            a.local_port,
-            a.remote_port,
-        ) == (
-            &b.name,
-            b.local_addr,
-            b.remote_addr,
-            b.local_port,
-            b.remote_port,
-        )
-        && (&a.local_id, &a.remote_id, &a.ike_proposals, &a.children)
-            == (&b.local_id, &b.remote_id, &b.ike_proposals, &b.children)
-        && (a.start_action, a.dpd_delay, a.ike_lifetime)
-            == (b.start_action, b.dpd_delay, b.ike_lifetime)
-        && (a.fragmentation, a.force_encap, a.send_certreq, a.send_cert)
-            == (b.fragmentation, b.force_encap, b.send_certreq, b.send_cert)
+    a.same_for_reload(b)
 }
 
 /// The IKE settings of the file, or `None` when it has neither `[ike]`

@@ -1043,6 +1043,11 @@ fn eap_end_users_parse_and_refuse_mistakes() {
     ));
     use phalanx_eap::CredentialStore;
     assert!(ike.eap.secrets.nt_hash("alice@example.com").is_some());
+    // A reload of the same file keeps the End-Users' SAs: the summary says
+    // unchanged, by phalanx-ike's rule (it said "changed" before).
+    let again = Config::parse("gw.toml", &with("\"eap-mschapv2\"", secrets)).unwrap();
+    let changes = crate::config::connection_changes(c.ike.as_ref(), again.ike.as_ref());
+    assert!(changes.changed.is_empty(), "{changes:?}");
     assert!(ike.eap.secrets.nt_hash("bob@example.com").is_none());
     assert!(!ike.eap.uses_radius("roadwarriors"));
 
