@@ -24,6 +24,7 @@ selectors into its TUN `ipsec0` (table 220); charon sends its certificate
 only when asked by a CERTREQ unless `send_cert = always`.
 """
 
+import json
 import os
 import re
 import shutil
@@ -399,3 +400,37 @@ def lost_after(ping_log, t):
     last = max(replies)
     return [seq for seq in range(1, last + 1)
             if seq not in replies and t0 + (seq - 1) * 0.01 > t]
+
+
+class MoveTraffic:
+    """A 10 ms ping from `vip` in `ns` to `server` (in `server_ns`) and a
+    TCP download from it (iperf3 -R, 20 Mbit/s, 5 s) across an End-User's
+    MOBIKE move: start it, move, then `check` the result."""
+
+    def __init__(self, topo, ns, vip, server_ns, server):
+        self.topo = topo
+        self.pinger = topo.popen("ping-move", ns, ["ping", "-D", "-i", "0.01", "-c", "600", "-W", "1", "-I", vip,
+                                                   server])
+        topo.popen("iperf3-s", server_ns, ["iperf3", "-s", "-1", "-B", server])
+        time.sleep(0.3)
+        self.download = topo.popen("iperf3-c", ns, ["iperf3", "-c", server, "-B", vip, "-R", "-t", "5",
+                                                    "-b", "20M", "-J"])
+        time.sleep(1.0)
+
+    def check(self, charon):
+        """Waits for both; the download must complete and at most one ping
+        sent after `charon` announced the move (UPDATE_SA_ADDRESSES) may
+        go unanswered (one round trip here is under one 10 ms ping)."""
+        self.pinger.wait(20)
+        self.download.wait(30)
+        report = json.loads(self.topo.log_of("iperf3-c") or "{}")
+        received = report.get("end", {}).get("sum_received", {}).get("bytes", 0)
+        assert self.download.returncode == 0 and received > 0, self.topo.log_of("iperf3-c")[-2000:]
+        log = charon.log()
+        announced = [line for line in log.splitlines() if "UPDATE_SA_ADDRESSES" in line or "UPD_SA_ADDR" in line]
+        assert announced, log[-3000:]
+        pings = self.topo.log_of("ping-move")
+        lost = lost_after(pings, log_time(announced[0]))
+        print("pings lost in all: {}; after the announcement: {}; downloaded {} bytes".format(
+            len(lost_after(pings, 0)), lost, received))
+        assert len(lost) <= 1, "pings lost after the move was announced: {}".format(lost)
