@@ -1146,13 +1146,10 @@ acct_port = 0"#;
     assert_eq!(error(&with(no_server)).field, "radius.server");
 }
 
-/// `auth` (alias `local_auth`) and `remote_auth` apart: we sign and the
-/// peer uses a PSK, or the other way round; each needs only its own
-/// fields.
-#[test]
-fn local_and_remote_authentication_configured_apart() {
-    use phalanx_ike::config::{LocalAuth, RemoteAuth};
-    let dir = std::env::temp_dir().join(format!("phalanxd-mixed-{}", std::process::id()));
+/// A temporary directory `phalanxd-NAME-PID` with `certs/ca.pem` (a CA),
+/// `certs/gw.pem` and `certs/gw.key` (gw-a.example's certificate of it).
+fn gateway_pki(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("phalanxd-{name}-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("certs")).unwrap();
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -1164,6 +1161,16 @@ fn local_and_remote_authentication_configured_apart() {
     std::fs::write(dir.join("certs/gw.pem"), cert.pem()).unwrap();
     std::fs::write(dir.join("certs/gw.key"), key.serialize_pem()).unwrap();
     std::fs::write(dir.join("certs/ca.pem"), ca.pem()).unwrap();
+    dir
+}
+
+/// `auth` (alias `local_auth`) and `remote_auth` apart: we sign and the
+/// peer uses a PSK, or the other way round; each needs only its own
+/// fields.
+#[test]
+fn local_and_remote_authentication_configured_apart() {
+    use phalanx_ike::config::{LocalAuth, RemoteAuth};
+    let dir = gateway_pki("mixed");
     let load = |auth: &str| {
         let text = IKE.replace("auth = \"psk\"\npsk = \"a long shared secret\"", auth);
         let path = dir.join("gw.toml");
@@ -1236,20 +1243,9 @@ fn local_and_remote_authentication_configured_apart() {
 fn eap_tls_end_users_parse_and_refuse_mistakes() {
     use crate::config::EapMethod;
     use phalanx_eap::tls::Tls13Keying;
-    let dir = std::env::temp_dir().join(format!("phalanxd-eaptls-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("certs")).unwrap();
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params = rcgen::CertificateParams::new(vec!["gw-a.example".to_owned()]).unwrap();
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let dir = gateway_pki("eaptls");
     let other_key = rcgen::KeyPair::generate().unwrap();
-    std::fs::write(dir.join("certs/gw.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("certs/gw.key"), key.serialize_pem()).unwrap();
     std::fs::write(dir.join("certs/other.key"), other_key.serialize_pem()).unwrap();
-    std::fs::write(dir.join("certs/ca.pem"), ca.pem()).unwrap();
     const PUBKEY: &str = "auth = \"pubkey\"\ncertificate = \"certs/gw.pem\"\nprivate_key = \"certs/gw.key\"\nca = [\"certs/ca.pem\"]";
     let load = |fields: &str| {
         let text = IKE.replace(
