@@ -669,6 +669,7 @@ impl IkeSa {
         src: &[TrafficSelector],
         dst: &[TrafficSelector],
     ) -> ChildSaInstall {
+        let (local, remote, _) = self.dataplane_path();
         ChildSaInstall {
             connection: self.conn.name.clone(),
             child: base.cfg.name.clone(),
@@ -678,8 +679,8 @@ impl IkeSa {
             integ_key: keys.1.clone(),
             mode: self.child_mode(base.transport),
             esn: base.esn,
-            local: self.dataplane_path().0.ip(),
-            remote: self.dataplane_path().1.ip(),
+            local: local.ip(),
+            remote: remote.ip(),
             encap: self.udp_encap(),
             selectors: selectors(src, dst),
             replay_window: base.cfg.replay_window,

@@ -282,11 +282,7 @@ impl IkeSa {
             let spi = self.children[ours].spi_in;
             self.start_delete_children(ctx, vec![spi]);
         } else {
-            let their = &mut self.children[their_idx];
-            their.replaces = None;
-            their.pending_outbound = None;
-            their.status = ChildStatus::Rekeyed;
-            their.timers.stop(ChildTimer::Rekey);
+            self.children[their_idx].lost_collision();
         }
     }
 
@@ -368,10 +364,7 @@ impl IkeSa {
             // Ours stands: the peer deletes its redundant SA; it never
             // takes our traffic.
             if let Some(redundant) = self.children.iter_mut().find(|c| c.spi_in == peer_new) {
-                redundant.replaces = None;
-                redundant.pending_outbound = None;
-                redundant.status = ChildStatus::Rekeyed;
-                redundant.timers.stop(ChildTimer::Rekey);
+                redundant.lost_collision();
             }
         }
         let new_spi = new.draft.spi_in;

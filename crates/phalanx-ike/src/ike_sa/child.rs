@@ -142,6 +142,15 @@ impl ChildSa {
         }
     }
 
+    /// The peer made this SA and it lost a rekey collision (§2.8.1): it
+    /// never takes our traffic, and the peer deletes it.
+    pub(crate) fn lost_collision(&mut self) {
+        self.replaces = None;
+        self.pending_outbound = None;
+        self.status = ChildStatus::Rekeyed;
+        self.timers.stop(ChildTimer::Rekey);
+    }
+
     /// Whether it carries traffic (not replaced, not being deleted).
     pub(crate) fn is_current(&self) -> bool {
         matches!(self.status, ChildStatus::Active | ChildStatus::Rekeying)

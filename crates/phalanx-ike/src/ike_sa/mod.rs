@@ -766,17 +766,16 @@ impl IkeSa {
             .filter(|c| c.outbound_installed || c.pending_outbound.is_some())
             .map(|c| c.spi_out)
             .collect();
+        // Called once nothing is held back: the SA's own path.
         let encap = self.udp_encap();
+        let tunnel = self.child_mode(false);
         for child in &mut self.children {
             if let Some(install) = child.pending_outbound.as_mut() {
                 install.encap = encap;
                 install.local = self.local.ip();
                 install.remote = self.remote.ip();
                 if let SaMode::Tunnel { .. } = install.mode {
-                    install.mode = SaMode::Tunnel {
-                        local: self.local.ip(),
-                        remote: self.remote.ip(),
-                    };
+                    install.mode = tunnel;
                 }
             }
         }

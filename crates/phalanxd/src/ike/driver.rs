@@ -453,12 +453,12 @@ impl Driver {
     /// SA events into the data plane, then datagrams out (make-before-break:
     /// an inbound SA is installed before the message announcing it leaves).
     fn flush(&mut self, now: Instant) {
+        // RADIUS's answers first: they release deferred IKE_AUTH responses
+        // (on a cluster, of the IKE SAs this node runs).
+        while let Some((ike_sa, answer)) = self.eap.poll_answer() {
+            self.endpoint.handle_eap(now, ike_sa, answer);
+        }
         if self.cluster.is_some() {
-            // RADIUS's answers first: they release deferred IKE_AUTH
-            // responses (the node that runs the IKE SA relays its EAP).
-            while let Some((ike_sa, answer)) = self.eap.poll_answer() {
-                self.endpoint.handle_eap(now, ike_sa, answer);
-            }
             // EAP answers make new events: flush until none is left (an
             // exchange needs one round per message; a few are plenty).
             for _ in 0..EAP_ROUNDS {
@@ -484,10 +484,6 @@ impl Driver {
         }
         let peers: HashMap<String, String> = self.peers();
         let peer = |name: &str| peers.get(name).cloned().unwrap_or_else(|| "any".to_owned());
-        // RADIUS's answers first: they release deferred IKE_AUTH responses.
-        while let Some((ike_sa, answer)) = self.eap.poll_answer() {
-            self.endpoint.handle_eap(now, ike_sa, answer);
-        }
         let mut sampled = false;
         while let Some(event) = self.endpoint.poll_event() {
             match &event {
